@@ -1,0 +1,37 @@
+//! The core's settings. The server binary fills this from its command line and
+//! environment; tests build it directly with short intervals.
+
+use std::time::Duration;
+
+use crate::auth::BearerToken;
+
+/// Settings of the hub and the gRPC service.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    /// Bearer token apps must present; empty means no authentication.
+    pub app_token: BearerToken,
+    /// A session with no bridge and no call in flight is removed after this
+    /// long without activity.
+    pub session_ttl: Duration,
+    /// How often expired sessions are looked for.
+    pub sweep_interval: Duration,
+    /// One tool call's limit, from sending it to the app to its answer.
+    pub tool_timeout: Duration,
+    /// How often the proxy pings an attached bridge.
+    pub ping_interval: Duration,
+    /// A bridge silent for this many ping intervals is dropped.
+    pub missed_pings_allowed: u32,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            app_token: BearerToken::default(),
+            session_ttl: Duration::from_secs(300),
+            sweep_interval: Duration::from_secs(15),
+            tool_timeout: Duration::from_secs(120),
+            ping_interval: Duration::from_secs(20),
+            missed_pings_allowed: 3,
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The openclaw-proxy server: the HTTP edge and the gRPC control plane on one
+//! port.
+//!
+//! The edge translates the documented HTTP contract onto the core's [`Hub`]:
+//! it holds no session or bridge logic of its own.
+//!
+//! - [`config`]: every setting, parsed once from flags and environment.
+//! - [`http`]: the axum router (health, and the REST, WebSocket and MCP routes).
+//! - [`server`]: one listener for gRPC and HTTP, and graceful shutdown.
+//!
+//! [`Hub`]: openclaw_proxy_core::Hub
+
+pub mod config;
+pub mod http;
+pub mod server;
+
+pub use config::{EdgeConfig, ServerConfig};
+pub use server::{ServeError, app, serve};

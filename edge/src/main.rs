@@ -1,0 +1,63 @@
+//! `openclaw-proxy`: serves gRPC and the HTTP edge on one port.
+//!
+//! Run with no configuration for local development (`127.0.0.1:8000`, no
+//! tokens); see `--help` for every setting and its environment variable.
+
+use anyhow::Context;
+use clap::Parser;
+use openclaw_proxy_core::Hub;
+use openclaw_proxy_edge::{ServerConfig, serve};
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = ServerConfig::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if config.app_token.trim().is_empty() || config.openclaw_token.trim().is_empty() {
+        tracing::warn!(
+            "OPENCLAW_PROXY_APP_TOKEN or OPENCLAW_PROXY_OPENCLAW_TOKEN is empty: those endpoints accept anyone; set both outside local development"
+        );
+    }
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    tracing::info!(address = %listener.local_addr()?, "openclaw-proxy listening (HTTP, WebSocket and gRPC)");
+    let hub = Hub::new(config.core());
+    serve(listener, hub, config.edge(), shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
