@@ -1,0 +1,92 @@
+//! The `openclaw-proxy` binary itself: flags and environment, `/health`, and a
+//! clean exit on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+fn get_health(addr: &str) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    response
+}
+
+#[test]
+fn binary_serves_health_and_stops_on_sigterm() {
+    // Port 0 from the environment: the binary logs the address it bound.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_openclaw-proxy"))
+        .env("OPENCLAW_PROXY_LISTEN", "127.0.0.1:0")
+        .env("OPENCLAW_PROXY_APP_TOKEN", "t")
+        .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", "t")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the binary");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.split("address=").nth(1).map(|rest| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        })
+        .expect("the binary logs its address");
+
+    let response = get_health(&addr);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.ends_with("\r\n\r\nok"), "{response}");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = child.wait().expect("wait");
+    assert!(exit.success(), "exit status {exit:?}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter().any(|line| line.contains("shutting down")),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn help_lists_every_setting_with_its_variable() {
+    let output = Command::new(env!("CARGO_BIN_EXE_openclaw-proxy"))
+        .arg("--help")
+        .output()
+        .expect("run --help");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for variable in [
+        "OPENCLAW_PROXY_LISTEN",
+        "OPENCLAW_PROXY_APP_TOKEN",
+        "OPENCLAW_PROXY_OPENCLAW_TOKEN",
+        "OPENCLAW_PROXY_SESSION_TTL_SECONDS",
+        "OPENCLAW_PROXY_TOOL_TIMEOUT_SECONDS",
+        "OPENCLAW_PROXY_PUBLIC_URL",
+    ] {
+        assert!(help.contains(variable), "--help lacks {variable}");
+    }
+}
+
+#[test]
+fn bad_flag_value_is_a_clear_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_openclaw-proxy"))
+        .args(["--listen", "not-an-address"])
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--listen"), "{stderr}");
+}
