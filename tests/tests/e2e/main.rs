@@ -2,3 +2,6 @@
 //! One test binary, one module per surface.
 
 mod grpc;
+mod mcp;
+mod rest;
+mod ws;

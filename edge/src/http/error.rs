@@ -1,0 +1,93 @@
+//! Edge errors and their one HTTP rendering: a status and a JSON body
+//! `{"error": {"code": "...", "message": "..."}}` whose message names the
+//! problem.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use openclaw_proxy_core::HubError;
+use serde_json::json;
+
+/// Everything the HTTP edge can refuse a request for.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(
+        "invalid or missing app token: send `Authorization: Bearer <OPENCLAW_PROXY_APP_TOKEN>`"
+    )]
+    InvalidAppToken,
+    #[error(
+        "invalid or missing OpenClaw token: send `Authorization: Bearer <OPENCLAW_PROXY_OPENCLAW_TOKEN>`"
+    )]
+    InvalidOpenClawToken,
+    #[error("request body is not valid JSON: {0}")]
+    MalformedJson(String),
+    #[error("invalid request body: {0}")]
+    InvalidBody(String),
+    #[error("request body is larger than the limit of {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    #[error("could not read the request body: {0}")]
+    UnreadableBody(String),
+    #[error("missing session id: use /v1/mcp/{{session_id}} or send the MCP-Session-Id header")]
+    MissingSessionId,
+    #[error(
+        "session {0:?} does not exist: it was never created, it expired, or it was deleted; register it again with POST /v1/chat/sessions"
+    )]
+    UnknownSession(String),
+    #[error("{0}")]
+    Hub(#[from] HubError),
+    #[error("Host {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_HOSTS")]
+    HostNotAllowed(String),
+    #[error("Origin {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_ORIGINS")]
+    OriginNotAllowed(String),
+}
+
+impl ApiError {
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidAppToken | Self::InvalidOpenClawToken => StatusCode::UNAUTHORIZED,
+            Self::MalformedJson(_) | Self::InvalidBody(_) | Self::MissingSessionId => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::UnreadableBody(_) => StatusCode::BAD_REQUEST,
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnknownSession(_) => StatusCode::NOT_FOUND,
+            Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
+            Self::Hub(HubError::UnknownSession(_)) => StatusCode::NOT_FOUND,
+            Self::Hub(HubError::MissingSessionId | HubError::InvalidTool(_)) => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::Hub(HubError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidAppToken | Self::InvalidOpenClawToken => "unauthorized",
+            Self::MalformedJson(_) => "malformed_json",
+            Self::InvalidBody(_) => "invalid_body",
+            Self::BodyTooLarge { .. } => "body_too_large",
+            Self::UnreadableBody(_) => "unreadable_body",
+            Self::MissingSessionId => "missing_session_id",
+            Self::UnknownSession(_) | Self::Hub(HubError::UnknownSession(_)) => "unknown_session",
+            Self::Hub(HubError::MissingSessionId) => "missing_session_id",
+            Self::Hub(HubError::InvalidTool(_)) => "invalid_tool",
+            Self::Hub(HubError::ShuttingDown) => "shutting_down",
+            Self::HostNotAllowed(_) => "host_not_allowed",
+            Self::OriginNotAllowed(_) => "origin_not_allowed",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        let mut response = (status, Json(body)).into_response();
+        if matches!(self, Self::InvalidOpenClawToken) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

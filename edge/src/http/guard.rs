@@ -1,0 +1,213 @@
+//! `Host` and `Origin` checks for the MCP endpoint, against DNS rebinding.
+//!
+//! A web page can make a browser send requests to a server on loopback by
+//! pointing its own domain at 127.0.0.1; the `Host` (and `Origin`) then name
+//! the attacker's domain. So `/v1/mcp` only answers to loopback hosts, the
+//! host of `OPENCLAW_PROXY_PUBLIC_URL`, and `OPENCLAW_PROXY_ALLOWED_HOSTS`;
+//! a request carrying an `Origin` must come from a loopback origin, the public
+//! URL's origin, or one of `OPENCLAW_PROXY_ALLOWED_ORIGINS`. Requests without
+//! `Origin` (every non-browser MCP client) pass the origin check.
+//!
+//! The check runs before authentication and session lookup, so a refused
+//! page learns nothing, not even whether a session exists. rmcp has the same
+//! checks built in, but they run after our routing; they are switched off in
+//! [`super::mcp`] in favour of this one.
+//!
+//! `*` in either list allows everything (for deployments whose reverse proxy
+//! already checks the host).
+
+use axum::http::{HeaderMap, Uri, header};
+
+use super::error::ApiError;
+
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The allowed hosts and origins.
+#[derive(Debug)]
+pub struct HostGuard {
+    any_host: bool,
+    hosts: Vec<String>,
+    any_origin: bool,
+    origins: Vec<String>,
+}
+
+impl HostGuard {
+    /// The policy of `config`.
+    pub fn new(config: &crate::config::EdgeConfig) -> Self {
+        let mut hosts: Vec<String> = LOOPBACK_HOSTS
+            .iter()
+            .map(|host| (*host).to_owned())
+            .collect();
+        let mut origins: Vec<String> = Vec::new();
+        if let Some(public) = config.public_url.as_deref()
+            && let Some((scheme, authority)) = split_url(public)
+        {
+            hosts.push(authority.to_ascii_lowercase());
+            origins.push(format!("{scheme}://{authority}").to_ascii_lowercase());
+        }
+        hosts.extend(
+            config
+                .allowed_hosts
+                .iter()
+                .map(|host| host.to_ascii_lowercase()),
+        );
+        origins.extend(
+            config
+                .allowed_origins
+                .iter()
+                .map(|origin| origin.trim_end_matches('/').to_ascii_lowercase()),
+        );
+        Self {
+            any_host: hosts.iter().any(|host| host == "*"),
+            hosts,
+            any_origin: origins.iter().any(|origin| origin == "*"),
+            origins,
+        }
+    }
+
+    /// Refuses a request whose `Host` or `Origin` is not allowed.
+    pub fn check(&self, headers: &HeaderMap, uri: &Uri) -> Result<(), ApiError> {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|value| value.to_str().ok())
+            .or_else(|| uri.authority().map(|authority| authority.as_str()))
+            .unwrap_or_default();
+        if !self.any_host && !self.host_allowed(host) {
+            return Err(ApiError::HostNotAllowed(host.to_owned()));
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("<not text>");
+            if !self.any_origin && !self.origin_allowed(origin) {
+                return Err(ApiError::OriginNotAllowed(origin.to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    fn host_allowed(&self, authority: &str) -> bool {
+        let authority = authority.to_ascii_lowercase();
+        let hostname = hostname_of(&authority);
+        self.hosts.iter().any(|allowed| {
+            if has_port(allowed) {
+                *allowed == authority
+            } else {
+                hostname_of(allowed) == hostname
+            }
+        })
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+        let Some((scheme, authority)) = split_url(&origin) else {
+            return false;
+        };
+        if matches!(scheme, "http" | "https") && LOOPBACK_HOSTS.contains(&hostname_of(authority)) {
+            return true;
+        }
+        self.origins.iter().any(|allowed| *allowed == origin)
+    }
+}
+
+/// `scheme://authority` of a URL, without path.
+fn split_url(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    (!authority.is_empty()).then_some((scheme, authority))
+}
+
+fn is_bare_ipv6(host: &str) -> bool {
+    host.matches(':').count() > 1 && !host.starts_with('[')
+}
+
+fn has_port(authority: &str) -> bool {
+    if is_bare_ipv6(authority) {
+        return false;
+    }
+    match authority.strip_prefix('[') {
+        Some(rest) => rest
+            .split_once(']')
+            .is_some_and(|(_, port)| port.starts_with(':')),
+        None => authority.contains(':'),
+    }
+}
+
+/// The host part of an authority: `example.com:8080` → `example.com`,
+/// `[::1]:8000` → `::1`.
+fn hostname_of(authority: &str) -> &str {
+    if is_bare_ipv6(authority) {
+        return authority;
+    }
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(host, _)| host);
+    }
+    authority
+        .split_once(':')
+        .map_or(authority, |(host, _)| host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EdgeConfig;
+
+    fn guard(hosts: &[&str], origins: &[&str], public: Option<&str>) -> HostGuard {
+        HostGuard::new(&EdgeConfig {
+            allowed_hosts: hosts.iter().map(|s| (*s).to_owned()).collect(),
+            allowed_origins: origins.iter().map(|s| (*s).to_owned()).collect(),
+            public_url: public.map(str::to_owned),
+            ..EdgeConfig::default()
+        })
+    }
+
+    #[test]
+    fn loopback_hosts_with_any_port() {
+        let guard = guard(&[], &[], None);
+        for host in [
+            "127.0.0.1:8000",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:8000",
+            "::1",
+        ] {
+            assert!(guard.host_allowed(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "127.0.0.1.evil.example",
+            "localhost.evil:80",
+            "",
+        ] {
+            assert!(!guard.host_allowed(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn configured_hosts_and_public_url() {
+        let guard = guard(
+            &["proxy.internal", "api.example:8443"],
+            &[],
+            Some("https://mcp.example.com/base"),
+        );
+        assert!(guard.host_allowed("proxy.internal:9000"));
+        assert!(guard.host_allowed("api.example:8443"));
+        assert!(!guard.host_allowed("api.example:8444"));
+        assert!(guard.host_allowed("mcp.example.com"));
+        assert!(!guard.host_allowed("other.example.com"));
+    }
+
+    #[test]
+    fn origins() {
+        let guard = guard(
+            &[],
+            &["https://app.example"],
+            Some("https://mcp.example.com"),
+        );
+        assert!(guard.origin_allowed("http://localhost:3000"));
+        assert!(guard.origin_allowed("http://127.0.0.1"));
+        assert!(guard.origin_allowed("https://app.example"));
+        assert!(guard.origin_allowed("https://mcp.example.com"));
+        assert!(!guard.origin_allowed("https://evil.example"));
+        assert!(!guard.origin_allowed("null"));
+        assert!(!guard.origin_allowed("http://localhost.evil.example"));
+    }
+}

@@ -1,0 +1,298 @@
+//! The WebSocket bridge: `WS /v1/chat/sessions/{session_id}/bridge`.
+//!
+//! This is the JSON rendering of the gRPC `BridgeService.Attach` stream, for
+//! apps written against the original proxy:
+//!
+//! | gRPC message          | WebSocket frame                                         |
+//! |-----------------------|---------------------------------------------------------|
+//! | `InvokeTool`          | `{"type":"invoke_tool", mcpSessionId, request_id, requestId, tool_name, toolName, arguments}` |
+//! | `Ping`                | `{"type":"ping","nonce":n}` plus a WebSocket ping frame |
+//! | `ErrorNotice`         | `{"type":"error","message":..., "request_id":...}`      |
+//! | `ToolResult`          | `{"type":"invoke_result", request_id or requestId, ok, content, error}` |
+//! | `Pong`                | `{"type":"pong"}` (a WebSocket pong frame counts too)   |
+//!
+//! Both key spellings are sent and either is accepted. When `ok` is missing it
+//! is taken as "no `error` given". The connection is always upgraded; refusals
+//! are close codes: `4401` invalid app token, `4404` unknown session (and a
+//! deleted one), `4409` replaced by a newer bridge, `4408` silent for several
+//! ping intervals, `1001` proxy shutting down. A malformed or unexpected
+//! frame is answered with an error frame and the bridge stays up.
+
+use std::borrow::Cow;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use futures_util::{SinkExt, StreamExt};
+use openclaw_proxy_core::proto::{self, app_message, proxy_message};
+use openclaw_proxy_core::{BridgeEnd, BridgeStream};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{EdgeState, check_app_token};
+
+/// Close code: the app token is invalid.
+pub const CLOSE_INVALID_TOKEN: u16 = 4401;
+/// Close code: the session does not exist (or was deleted).
+pub const CLOSE_UNKNOWN_SESSION: u16 = 4404;
+/// Close code: the app stopped answering pings.
+pub const CLOSE_UNRESPONSIVE: u16 = 4408;
+/// Close code: a newer bridge replaced this one.
+pub const CLOSE_REPLACED: u16 = 4409;
+/// Close code: the proxy is going away.
+pub const CLOSE_GOING_AWAY: u16 = 1001;
+
+/// How many parsed app messages may wait for the core.
+const INBOUND_CAPACITY: usize = 64;
+
+/// `GET /v1/chat/sessions/{session_id}/bridge` with a WebSocket upgrade.
+pub async fn bridge(
+    State(state): State<EdgeState>,
+    Path(session_id): Path<String>,
+    headers: HeaderMap,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let authorized = check_app_token(&state, &headers).is_ok();
+    upgrade
+        .max_message_size(state.config.max_body_bytes)
+        .on_upgrade(move |socket| async move {
+            if !authorized {
+                close(socket, CLOSE_INVALID_TOKEN, "invalid app token").await;
+                return;
+            }
+            run_bridge(state, session_id, socket).await;
+        })
+}
+
+async fn close(mut socket: WebSocket, code: u16, reason: &str) {
+    let frame = CloseFrame {
+        code,
+        reason: Utf8Bytes::from(reason),
+    };
+    let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
+    let (to_core, inbound) = mpsc::channel(INBOUND_CAPACITY);
+    let hello = proto::Hello {
+        session_id: session_id.clone(),
+    };
+    let outbound = match state.hub.attach(hello, ReceiverStream::new(inbound)) {
+        Ok(outbound) => outbound,
+        Err(error) => {
+            let code = match error {
+                openclaw_proxy_core::HubError::ShuttingDown => CLOSE_GOING_AWAY,
+                _ => CLOSE_UNKNOWN_SESSION,
+            };
+            close(socket, code, &error.to_string()).await;
+            return;
+        }
+    };
+    let (sink, stream) = socket.split();
+    let (to_app, local) = mpsc::channel::<Message>(16);
+    let writer = tokio::spawn(write_frames(sink, outbound, local));
+    read_frames(stream, to_core, to_app).await;
+    // The app closed or the connection broke: dropping the outbound stream
+    // (inside the writer) tells the core the bridge is gone.
+    writer.abort();
+    let _ = writer.await;
+}
+
+/// Forwards the core's messages as JSON frames, interleaved with the reader's
+/// own answers (error frames, pongs); closes with the bridge's end reason.
+async fn write_frames(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut outbound: BridgeStream,
+    mut local: mpsc::Receiver<Message>,
+) {
+    loop {
+        let frames: Vec<Message> = tokio::select! {
+            item = outbound.next() => match item {
+                Some(Ok(message)) => render(message),
+                Some(Err(end)) => {
+                    let (code, reason) = close_code(end);
+                    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))).await;
+                    return;
+                }
+                None => return,
+            },
+            Some(frame) = local.recv() => vec![frame],
+        };
+        for frame in frames {
+            if sink.send(frame).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn close_code(end: BridgeEnd) -> (u16, &'static str) {
+    let code = match end {
+        BridgeEnd::Replaced => CLOSE_REPLACED,
+        BridgeEnd::SessionDeleted => CLOSE_UNKNOWN_SESSION,
+        BridgeEnd::Unresponsive => CLOSE_UNRESPONSIVE,
+        BridgeEnd::ShuttingDown => CLOSE_GOING_AWAY,
+        BridgeEnd::Disconnected => 1000,
+    };
+    (code, end.reason_for_app())
+}
+
+/// The JSON frames for one core message.
+fn render(message: proto::ProxyMessage) -> Vec<Message> {
+    let Some(kind) = message.kind else {
+        return Vec::new();
+    };
+    let text = match kind {
+        // The legacy protocol has no attach confirmation: the upgrade is it.
+        proxy_message::Kind::Attached(_) => return Vec::new(),
+        proxy_message::Kind::Invoke(invoke) => {
+            // The core always sends a JSON object; `null` would only show a bug.
+            let arguments = RawValue::from_string(invoke.arguments_json).ok();
+            json!({
+                "type": "invoke_tool",
+                "mcpSessionId": invoke.session_id,
+                "request_id": invoke.request_id,
+                "requestId": invoke.request_id,
+                "tool_name": invoke.tool_name,
+                "toolName": invoke.tool_name,
+                "arguments": arguments,
+            })
+        }
+        proxy_message::Kind::Ping(ping) => {
+            let frame = json!({"type": "ping", "nonce": ping.nonce}).to_string();
+            return vec![
+                Message::Ping(axum::body::Bytes::from_static(b"openclaw-proxy")),
+                Message::Text(frame.into()),
+            ];
+        }
+        proxy_message::Kind::Error(notice) => error_frame(&notice.message, &notice.request_id),
+    };
+    vec![Message::Text(text.to_string().into())]
+}
+
+fn error_frame(message: &str, request_id: &str) -> Value {
+    let mut frame = json!({"type": "error", "message": message});
+    if !request_id.is_empty() {
+        frame["request_id"] = json!(request_id);
+        frame["requestId"] = json!(request_id);
+    }
+    frame
+}
+
+/// An app frame, before its type is known.
+#[derive(Deserialize)]
+struct AppFrame<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, alias = "requestId", borrow)]
+    request_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    ok: Option<bool>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// Reads the app's frames until it closes, handing results and pongs to the
+/// core and answering bad frames with error frames.
+async fn read_frames(
+    mut stream: futures_util::stream::SplitStream<WebSocket>,
+    to_core: mpsc::Sender<proto::AppMessage>,
+    to_app: mpsc::Sender<Message>,
+) {
+    while let Some(frame) = stream.next().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(error) => {
+                tracing::debug!(%error, "bridge socket error");
+                return;
+            }
+        };
+        let message = match frame {
+            Message::Text(text) => match parse_frame(text.as_str()) {
+                Ok(Parsed::ToCore(message)) => message,
+                Ok(Parsed::Ping) => {
+                    let _ = to_app
+                        .send(Message::Text(json!({"type": "pong"}).to_string().into()))
+                        .await;
+                    pong()
+                }
+                Err(problem) => {
+                    tracing::warn!(%problem, "malformed bridge frame");
+                    let _ = to_app
+                        .send(Message::Text(error_frame(&problem, "").to_string().into()))
+                        .await;
+                    continue;
+                }
+            },
+            Message::Binary(_) => {
+                let problem =
+                    "binary frames are not part of the bridge protocol: send JSON text frames";
+                let _ = to_app
+                    .send(Message::Text(error_frame(problem, "").to_string().into()))
+                    .await;
+                continue;
+            }
+            // Any frame from the app is a sign of life.
+            Message::Pong(_) | Message::Ping(_) => pong(),
+            Message::Close(_) => return,
+        };
+        if to_core.send(message).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn pong() -> proto::AppMessage {
+    proto::AppMessage {
+        kind: Some(app_message::Kind::Pong(proto::Pong { nonce: 0 })),
+    }
+}
+
+enum Parsed {
+    ToCore(proto::AppMessage),
+    Ping,
+}
+
+fn parse_frame(text: &str) -> Result<Parsed, String> {
+    let frame: AppFrame<'_> = serde_json::from_str(text)
+        .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
+    let kind = frame.kind.ok_or_else(|| {
+        "frame has no \"type\": expected \"invoke_result\" or \"pong\"".to_owned()
+    })?;
+    match kind.as_ref() {
+        "invoke_result" => {
+            let request_id = frame.request_id.ok_or_else(|| {
+                "invoke_result has no \"request_id\" (or \"requestId\")".to_owned()
+            })?;
+            let error = match frame.error {
+                None | Some(Value::Null) => None,
+                Some(Value::String(text)) => Some(text),
+                Some(other) => Some(other.to_string()),
+            };
+            let ok = frame.ok.unwrap_or(error.is_none());
+            let content_json = frame
+                .content
+                .map(|raw| raw.get().to_owned())
+                .unwrap_or_default();
+            Ok(Parsed::ToCore(proto::AppMessage {
+                kind: Some(app_message::Kind::Result(proto::ToolResult {
+                    request_id: request_id.into_owned(),
+                    ok,
+                    content_json,
+                    error: error.unwrap_or_default(),
+                })),
+            }))
+        }
+        "pong" => Ok(Parsed::ToCore(pong())),
+        "ping" => Ok(Parsed::Ping),
+        other => Err(format!(
+            "unknown frame type {other:?}: expected \"invoke_result\" or \"pong\""
+        )),
+    }
+}

@@ -1,0 +1,225 @@
+//! A native app: session management and the bridge over gRPC, with the
+//! generated tonic client.
+
+use openclaw_proxy_core::proto::{
+    self, app_message, bridge_service_client::BridgeServiceClient, proxy_message,
+    session_service_client::SessionServiceClient,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+use tonic::{Request, Status, Streaming};
+
+use crate::server::APP_TOKEN;
+
+/// Adds `authorization: Bearer <token>` to a request.
+pub fn with_token<T>(message: T, token: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii token");
+    request.metadata_mut().insert("authorization", value);
+    request
+}
+
+/// A tool definition with a schema given as JSON text.
+pub fn tool(name: &str, schema: &str) -> proto::ToolDefinition {
+    proto::ToolDefinition {
+        name: name.into(),
+        description: format!("The {name} tool."),
+        input_schema_json: schema.into(),
+        path: format!("/tools/{name}"),
+    }
+}
+
+/// A session request with the given tools and sample metadata.
+pub fn session_request(tools: Vec<proto::ToolDefinition>) -> proto::CreateSessionRequest {
+    proto::CreateSessionRequest {
+        metadata: Some(proto::SessionMetadata {
+            device_id: "device-1".into(),
+            device_name: "desktop".into(),
+            app_version: "1.0.0".into(),
+            chat_id: "chat-1".into(),
+        }),
+        tools,
+    }
+}
+
+/// A session client carrying the test app token.
+pub struct Sessions {
+    client: SessionServiceClient<Channel>,
+}
+
+impl Sessions {
+    /// A session client on `channel`.
+    pub fn new(channel: Channel) -> Self {
+        Self {
+            client: SessionServiceClient::new(channel),
+        }
+    }
+
+    /// Creates a session with the given tools.
+    pub async fn create(&mut self, tools: Vec<proto::ToolDefinition>) -> Result<String, Status> {
+        let response = self
+            .client
+            .create_session(with_token(session_request(tools), APP_TOKEN))
+            .await?;
+        Ok(response.into_inner().session_id)
+    }
+
+    /// Describes a session.
+    pub async fn get(&mut self, session_id: &str) -> Result<proto::GetSessionResponse, Status> {
+        let request = proto::GetSessionRequest {
+            session_id: session_id.into(),
+        };
+        Ok(self
+            .client
+            .get_session(with_token(request, APP_TOKEN))
+            .await?
+            .into_inner())
+    }
+
+    /// Deletes a session; returns whether it existed.
+    pub async fn delete(&mut self, session_id: &str) -> Result<bool, Status> {
+        let request = proto::DeleteSessionRequest {
+            session_id: session_id.into(),
+        };
+        Ok(self
+            .client
+            .delete_session(with_token(request, APP_TOKEN))
+            .await?
+            .into_inner()
+            .existed)
+    }
+}
+
+/// A native app's end of the gRPC bridge.
+pub struct GrpcBridge {
+    outbound: mpsc::Sender<proto::AppMessage>,
+    inbound: Streaming<proto::ProxyMessage>,
+}
+
+/// What the proxy sent next, with pings answered on the way.
+#[derive(Debug)]
+pub enum Received {
+    /// A tool call.
+    Invoke(proto::InvokeTool),
+    /// An error notice.
+    Notice(proto::ErrorNotice),
+    /// The stream ended with this status.
+    Ended(Status),
+}
+
+impl GrpcBridge {
+    /// Opens the bridge of `session_id` with `token` and waits for `attached`.
+    pub async fn open(channel: Channel, token: &str, session_id: &str) -> Result<Self, Status> {
+        let (outbound, receiver) = mpsc::channel(16);
+        let hello = proto::AppMessage {
+            kind: Some(app_message::Kind::Hello(proto::Hello {
+                session_id: session_id.into(),
+            })),
+        };
+        outbound.send(hello).await.expect("fresh channel");
+        let mut client = BridgeServiceClient::new(channel);
+        let mut inbound = client
+            .attach(with_token(ReceiverStream::new(receiver), token))
+            .await?
+            .into_inner();
+        match inbound.message().await? {
+            Some(proto::ProxyMessage {
+                kind: Some(proxy_message::Kind::Attached(attached)),
+            }) if attached.session_id == session_id => Ok(Self { outbound, inbound }),
+            other => Err(Status::internal(format!(
+                "expected attached, got {other:?}"
+            ))),
+        }
+    }
+
+    /// The next invocation, notice or end of stream; pings are answered.
+    pub async fn next(&mut self) -> Received {
+        loop {
+            match self.inbound.message().await {
+                Err(status) => return Received::Ended(status),
+                Ok(None) => return Received::Ended(Status::ok("stream ended")),
+                Ok(Some(message)) => match message.kind {
+                    Some(proxy_message::Kind::Invoke(invoke)) => return Received::Invoke(invoke),
+                    Some(proxy_message::Kind::Error(notice)) => return Received::Notice(notice),
+                    Some(proxy_message::Kind::Ping(ping)) => {
+                        self.pong(ping.nonce).await;
+                    }
+                    other => panic!("unexpected message from the proxy: {other:?}"),
+                },
+            }
+        }
+    }
+
+    /// The next message exactly as received (pings are not answered);
+    /// `Ok(None)` when the stream ended cleanly.
+    pub async fn raw_message(&mut self) -> Result<Option<proxy_message::Kind>, Status> {
+        Ok(self
+            .inbound
+            .message()
+            .await?
+            .and_then(|message| message.kind))
+    }
+
+    /// The next invocation; panics on anything else.
+    pub async fn next_invoke(&mut self) -> proto::InvokeTool {
+        match self.next().await {
+            Received::Invoke(invoke) => invoke,
+            other => panic!("expected an invocation, got {other:?}"),
+        }
+    }
+
+    /// The status the stream ends with; panics on anything else.
+    pub async fn ended(&mut self) -> Status {
+        match self.next().await {
+            Received::Ended(status) => status,
+            other => panic!("expected the bridge to end, got {other:?}"),
+        }
+    }
+
+    /// Answers a call.
+    pub async fn answer(&self, request_id: &str, ok: bool, content_json: &str, error: &str) {
+        self.send(app_message::Kind::Result(proto::ToolResult {
+            request_id: request_id.into(),
+            ok,
+            content_json: content_json.into(),
+            error: error.into(),
+        }))
+        .await;
+    }
+
+    /// Answers a ping.
+    pub async fn pong(&self, nonce: u64) {
+        self.send(app_message::Kind::Pong(proto::Pong { nonce }))
+            .await;
+    }
+
+    /// Sends any message.
+    pub async fn send(&self, kind: app_message::Kind) {
+        // The proxy may already have ended the stream; tests observe that
+        // through `next`, so a failed send is not an error here.
+        let _ = self
+            .outbound
+            .send(proto::AppMessage { kind: Some(kind) })
+            .await;
+    }
+
+    /// Answers every call with its own arguments (`content_json` =
+    /// `arguments_json`) until the bridge ends; returns the end status.
+    pub fn serve_echo(mut self) -> JoinHandle<Status> {
+        tokio::spawn(async move {
+            loop {
+                match self.next().await {
+                    Received::Invoke(invoke) => {
+                        self.answer(&invoke.request_id, true, &invoke.arguments_json, "")
+                            .await;
+                    }
+                    Received::Notice(_) => {}
+                    Received::Ended(status) => return status,
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,131 @@
+//! MCP clients: rmcp's streamable HTTP client (the official Rust SDK), and raw
+//! JSON-RPC over reqwest for checks below the SDK (status codes, headers).
+
+use std::collections::HashMap;
+
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::server::OPENCLAW_TOKEN;
+
+/// A connected rmcp client.
+pub type McpClient = RunningService<RoleClient, ClientConfig>;
+
+/// How an MCP client reaches its session.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// `POST {base}/v1/mcp/{session_id}`.
+    Path,
+    /// `POST {base}/v1/mcp` with `MCP-Session-Id`.
+    Header,
+    /// `POST {base}/v1/mcp/` with `MCP-Session-Id`.
+    HeaderSlash,
+}
+
+fn client_info(version: ProtocolVersion) -> ClientConfig {
+    let mut info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("openclaw-proxy-tests", "0"),
+    );
+    info.protocol_version = version;
+    info
+}
+
+fn transport(
+    base: &str,
+    session_id: &str,
+    route: &Route,
+    token: Option<&str>,
+) -> StreamableHttpClientTransport<reqwest::Client> {
+    let (uri, header) = match route {
+        Route::Path => (format!("{base}/v1/mcp/{session_id}"), None),
+        Route::Header => (format!("{base}/v1/mcp"), Some(session_id)),
+        Route::HeaderSlash => (format!("{base}/v1/mcp/"), Some(session_id)),
+    };
+    // rmcp reserves Mcp-Session-Id for sessions the server mints; a static
+    // header, as OpenClaw sends it, goes in through the HTTP client.
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(session_id) = header {
+        headers.insert("mcp-session-id", session_id.parse().expect("header value"));
+    }
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("reqwest client");
+    let mut config =
+        StreamableHttpClientTransportConfig::with_uri(uri).custom_headers(HashMap::new());
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    StreamableHttpClientTransport::with_client(client, config)
+}
+
+/// Connects with `initialize` at `version` (the default handshake).
+pub async fn mcp_connect_at(
+    base: &str,
+    session_id: &str,
+    route: Route,
+    version: ProtocolVersion,
+) -> Result<McpClient, rmcp::service::ClientInitializeError> {
+    client_info(version)
+        .serve(transport(base, session_id, &route, Some(OPENCLAW_TOKEN)))
+        .await
+}
+
+/// Connects with `initialize` at 2025-11-25, as OpenClaw does.
+pub async fn mcp_connect(base: &str, session_id: &str, route: Route) -> McpClient {
+    mcp_connect_at(base, session_id, route, ProtocolVersion::V_2025_11_25)
+        .await
+        .expect("MCP client connects")
+}
+
+/// Connects with `server/discover` at 2026-07-28 (no `initialize`).
+pub async fn mcp_connect_stateless(base: &str, session_id: &str) -> McpClient {
+    client_info(ProtocolVersion::V_2026_07_28)
+        .serve_with_lifecycle(
+            transport(base, session_id, &Route::Path, Some(OPENCLAW_TOKEN)),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("MCP client discovers")
+}
+
+/// Connects with an explicit token (or none).
+pub async fn mcp_connect_with_token(
+    base: &str,
+    session_id: &str,
+    token: Option<&str>,
+) -> Result<McpClient, rmcp::service::ClientInitializeError> {
+    client_info(ProtocolVersion::V_2025_11_25)
+        .serve(transport(base, session_id, &Route::Path, token))
+        .await
+}
+
+/// A raw JSON-RPC `initialize` body at `version`.
+pub fn initialize_body(id: u64, version: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "raw-client", "version": "1.0.0"}
+        }
+    })
+}
+
+/// A raw POST to an MCP URL with the headers a streamable HTTP client sends.
+pub fn mcp_post(url: &str, body: &Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+}

@@ -1,0 +1,129 @@
+//! The real server on an ephemeral loopback port, and bounded waiting.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use openclaw_proxy_core::{BearerToken, CoreConfig, Hub};
+use openclaw_proxy_edge::EdgeConfig;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+/// The app token test servers are configured with.
+pub const APP_TOKEN: &str = "app-secret";
+/// The OpenClaw token test servers are configured with.
+pub const OPENCLAW_TOKEN: &str = "openclaw-secret";
+
+/// A core configuration with the test tokens and the production timings.
+pub fn core_config() -> CoreConfig {
+    CoreConfig {
+        app_token: BearerToken::new(APP_TOKEN),
+        ..CoreConfig::default()
+    }
+}
+
+/// An edge configuration with the test token.
+pub fn edge_config() -> EdgeConfig {
+    EdgeConfig {
+        openclaw_token: BearerToken::new(OPENCLAW_TOKEN),
+        max_body_bytes: 1024 * 1024,
+        ..EdgeConfig::default()
+    }
+}
+
+/// The real server, serving on an ephemeral loopback port until dropped.
+pub struct TestServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its core, for the in-process invocation API.
+    pub hub: Hub,
+    stop: CancellationToken,
+    task: Option<JoinHandle<Result<(), openclaw_proxy_edge::ServeError>>>,
+}
+
+impl TestServer {
+    /// Starts a server with the test tokens and production timings.
+    pub async fn start() -> Self {
+        Self::start_with(core_config(), edge_config()).await
+    }
+
+    /// Starts a server with the given settings.
+    pub async fn start_with(core: CoreConfig, edge: EdgeConfig) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let hub = Hub::new(core);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(openclaw_proxy_edge::serve(
+            listener,
+            hub.clone(),
+            edge,
+            stop.clone().cancelled_owned(),
+        ));
+        Self {
+            addr,
+            hub,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A gRPC channel to the server.
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.http_url())
+            .expect("valid uri")
+            .connect()
+            .await
+            .expect("connect to test server")
+    }
+
+    /// Triggers graceful shutdown and waits for the server to stop.
+    pub async fn shutdown(mut self) -> Result<(), openclaw_proxy_edge::ServeError> {
+        self.stop.cancel();
+        match self.task.take() {
+            Some(task) => task.await.expect("server task"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds; panics after `limit`.
+/// For eventual conditions only: it asserts what happens, never how fast.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let give_up = tokio::time::Instant::now() + limit;
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "{what} did not happen within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Awaits `future`, failing the test instead of hanging forever if it never
+/// completes (a guard against deadlocks, not a timing assertion).
+pub async fn no_hang<T>(future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), future)
+        .await
+        .expect("operation hung for 30 s")
+}

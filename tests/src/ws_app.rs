@@ -1,0 +1,162 @@
+//! A legacy app: session REST with reqwest and the JSON-over-WebSocket bridge
+//! with tokio-tungstenite, speaking the original proxy's protocol.
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::server::{APP_TOKEN, TestServer};
+
+/// The documented registration body with one `echo_text` tool.
+pub fn legacy_session_body() -> Value {
+    json!({
+        "device_id": "device-1",
+        "device_name": "desktop",
+        "app_version": "1.0.0",
+        "chat_id": "chat-1",
+        "tools": [{
+            "name": "echo_text",
+            "path": "/tools/echo_text",
+            "description": "Echo text.",
+            "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+        }]
+    })
+}
+
+/// Registers a session over REST with the app token; returns the reply body.
+pub async fn create_session_rest(server: &TestServer, body: &Value) -> Value {
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", server.http_url()))
+        .bearer_auth(APP_TOKEN)
+        .json(body)
+        .send()
+        .await
+        .expect("POST /v1/chat/sessions");
+    assert_eq!(response.status(), 200, "create session");
+    response.json().await.expect("JSON reply")
+}
+
+/// What a legacy app sees next on its socket.
+#[derive(Debug)]
+pub enum WsEvent {
+    /// A JSON text frame.
+    Json(Value),
+    /// A WebSocket ping frame.
+    PingFrame,
+    /// A close frame with its code and reason.
+    Closed(u16, String),
+    /// The connection ended without a close frame.
+    Ended,
+}
+
+/// The app's end of a WebSocket bridge.
+pub struct WsApp {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl WsApp {
+    /// Connects to `bridge_url` with an optional bearer token.
+    pub async fn connect(
+        bridge_url: &str,
+        token: Option<&str>,
+    ) -> Result<Self, tungstenite::Error> {
+        let mut request = bridge_url.into_client_request()?;
+        if let Some(token) = token {
+            let value = format!("Bearer {token}").parse().expect("header value");
+            request.headers_mut().insert("authorization", value);
+        }
+        let (socket, _) = tokio_tungstenite::connect_async(request).await?;
+        Ok(Self { socket })
+    }
+
+    /// The bridge URL of a session on `server`.
+    pub fn url(server: &TestServer, session_id: &str) -> String {
+        format!("ws://{}/v1/chat/sessions/{session_id}/bridge", server.addr)
+    }
+
+    /// The next event, raw.
+    pub async fn next_event(&mut self) -> WsEvent {
+        loop {
+            match self.socket.next().await {
+                None | Some(Err(_)) => return WsEvent::Ended,
+                Some(Ok(Message::Text(text))) => {
+                    return WsEvent::Json(serde_json::from_str(text.as_str()).expect("JSON frame"));
+                }
+                Some(Ok(Message::Ping(_))) => return WsEvent::PingFrame,
+                Some(Ok(Message::Close(frame))) => {
+                    let (code, reason) = frame
+                        .map(|frame| (u16::from(frame.code), frame.reason.to_string()))
+                        .unwrap_or((u16::from(CloseCode::Status), String::new()));
+                    return WsEvent::Closed(code, reason);
+                }
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// The next JSON frame that is not a ping (pings are answered with pong);
+    /// `Err` with the close code and reason if the bridge closed instead.
+    pub async fn next_json(&mut self) -> Result<Value, (u16, String)> {
+        loop {
+            match self.next_event().await {
+                WsEvent::Json(frame) if frame["type"] == "ping" => {
+                    self.send_json(json!({"type": "pong"})).await;
+                }
+                WsEvent::Json(frame) => return Ok(frame),
+                WsEvent::PingFrame => {}
+                WsEvent::Closed(code, reason) => return Err((code, reason)),
+                WsEvent::Ended => return Err((0, "ended without close frame".into())),
+            }
+        }
+    }
+
+    /// The close code the bridge ends with; panics on any other frame.
+    pub async fn closed(&mut self) -> (u16, String) {
+        match self.next_json().await {
+            Err(closed) => closed,
+            Ok(frame) => panic!("expected the bridge to close, got {frame}"),
+        }
+    }
+
+    /// Sends a JSON text frame.
+    pub async fn send_json(&mut self, frame: Value) {
+        let _ = self
+            .socket
+            .send(Message::Text(frame.to_string().into()))
+            .await;
+    }
+
+    /// Sends a raw frame.
+    pub async fn send(&mut self, message: Message) {
+        let _ = self.socket.send(message).await;
+    }
+
+    /// Answers every `invoke_tool` with its own arguments as content, using
+    /// the original implementation's camelCase `requestId`, until the bridge
+    /// closes; returns the close code.
+    pub fn serve_echo(mut self) -> JoinHandle<(u16, String)> {
+        tokio::spawn(async move {
+            loop {
+                match self.next_json().await {
+                    Ok(frame) if frame["type"] == "invoke_tool" => {
+                        self.send_json(json!({
+                            "type": "invoke_result",
+                            "mcpSessionId": frame["mcpSessionId"],
+                            "requestId": frame["requestId"],
+                            "ok": true,
+                            "content": frame["arguments"],
+                        }))
+                        .await;
+                    }
+                    Ok(_) => {}
+                    Err(closed) => return closed,
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,285 @@
+//! Session REST as documented, with reqwest as the app.
+
+use openclaw_proxy_edge::EdgeConfig;
+use openclaw_proxy_tests::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+async fn post_session(
+    server: &TestServer,
+    token: Option<&str>,
+    body: String,
+) -> (StatusCode, Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", server.http_url()))
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("POST");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}
+
+fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &str, needle: &str) {
+    assert_eq!(status.as_u16(), expected_status, "{body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+}
+
+#[tokio::test]
+async fn health_answers_ok() {
+    let server = TestServer::start().await;
+    let response = reqwest::get(format!("{}/health", server.http_url()))
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.expect("text"), "ok");
+}
+
+#[tokio::test]
+async fn create_with_documented_body_answers_urls_from_host() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let session_id = reply["mcpSessionId"].as_str().expect("mcpSessionId");
+    assert_eq!(
+        reply["bridge_url"],
+        format!("ws://{}/v1/chat/sessions/{session_id}/bridge", server.addr)
+    );
+    assert_eq!(
+        reply["mcp_url"],
+        format!("http://{}/v1/mcp/{session_id}", server.addr)
+    );
+    let tools = server.hub.tools(session_id).expect("session exists");
+    assert_eq!(&*tools[0].name, "echo_text");
+    assert_eq!(&*tools[0].description, "Echo text.");
+    assert_eq!(&*tools[0].path, "/tools/echo_text");
+    assert_eq!(
+        tools[0].input_schema["properties"]["text"]["type"],
+        "string"
+    );
+}
+
+#[tokio::test]
+async fn create_accepts_the_original_camel_case_body() {
+    let server = TestServer::start().await;
+    let body = json!({
+        "deviceId": "device-1",
+        "deviceName": "desktop",
+        "appVersion": "1.0.0",
+        "chatId": "chat-9",
+        "tools": [{"name": "read_chat", "inputSchema": {"type": "object", "required": ["limit"]}}]
+    });
+    let reply = create_session_rest(&server, &body).await;
+    let session_id = reply["mcpSessionId"].as_str().expect("id");
+    let described = server
+        .hub
+        .get_session(openclaw_proxy_core::proto::GetSessionRequest {
+            session_id: session_id.into(),
+        })
+        .expect("session");
+    assert_eq!(described.metadata.expect("metadata").chat_id, "chat-9");
+    let tools = server.hub.tools(session_id).expect("tools");
+    assert_eq!(tools[0].input_schema["required"], json!(["limit"]));
+}
+
+#[tokio::test]
+async fn urls_follow_public_url_and_forwarded_proto() {
+    let server = TestServer::start_with(
+        core_config(),
+        EdgeConfig {
+            public_url: Some("https://proxy.example.com/base".into()),
+            ..edge_config()
+        },
+    )
+    .await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let id = reply["mcpSessionId"].as_str().expect("id");
+    assert_eq!(
+        reply["bridge_url"],
+        format!("wss://proxy.example.com/base/v1/chat/sessions/{id}/bridge")
+    );
+    assert_eq!(
+        reply["mcp_url"],
+        format!("https://proxy.example.com/base/v1/mcp/{id}")
+    );
+
+    let server = TestServer::start().await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", server.http_url()))
+        .bearer_auth(APP_TOKEN)
+        .header("host", "proxy.internal:9443")
+        .header("x-forwarded-proto", "https")
+        .json(&legacy_session_body())
+        .send()
+        .await
+        .expect("POST");
+    let reply: Value = response.json().await.expect("JSON");
+    let id = reply["mcpSessionId"].as_str().expect("id");
+    assert_eq!(
+        reply["bridge_url"],
+        format!("wss://proxy.internal:9443/v1/chat/sessions/{id}/bridge")
+    );
+    assert_eq!(
+        reply["mcp_url"],
+        format!("https://proxy.internal:9443/v1/mcp/{id}")
+    );
+}
+
+#[tokio::test]
+async fn delete_is_idempotent_and_needs_the_token() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let id = reply["mcpSessionId"].as_str().expect("id");
+    let url = format!("{}/v1/chat/sessions/{id}", server.http_url());
+    let client = reqwest::Client::new();
+
+    let response = client
+        .delete(&url)
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(response.status(), 401);
+    assert!(server.hub.session_exists(id));
+
+    for _ in 0..2 {
+        let response = client
+            .delete(&url)
+            .bearer_auth(APP_TOKEN)
+            .send()
+            .await
+            .expect("DELETE");
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.json::<Value>().await.expect("JSON"),
+            json!({"ok": true})
+        );
+    }
+    assert!(!server.hub.session_exists(id));
+}
+
+#[tokio::test]
+async fn wrong_or_missing_app_token_is_401() {
+    let server = TestServer::start().await;
+    let body = legacy_session_body().to_string();
+    let (status, reply) = post_session(&server, Some("wrong"), body.clone()).await;
+    assert_error(status, &reply, 401, "unauthorized", "app token");
+    let (status, reply) = post_session(&server, None, body).await;
+    assert_error(status, &reply, 401, "unauthorized", "Authorization: Bearer");
+    assert_eq!(server.hub.session_count(), 0);
+}
+
+#[tokio::test]
+async fn bad_bodies_get_json_errors_naming_the_problem() {
+    let server = TestServer::start().await;
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut body = legacy_session_body();
+        change(&mut body);
+        body.to_string()
+    };
+    let cases: Vec<(String, u16, &str, &str)> = vec![
+        ("{not json".into(), 400, "malformed_json", "not valid JSON"),
+        ("".into(), 400, "malformed_json", "not valid JSON"),
+        ("[]".into(), 400, "invalid_body", "expected struct"),
+        (
+            with(&|b| {
+                b.as_object_mut().map(|o| o.remove("device_id"));
+            }),
+            400,
+            "invalid_body",
+            "missing field `device_id`",
+        ),
+        (
+            with(&|b| {
+                b.as_object_mut().map(|o| o.remove("tools"));
+            }),
+            400,
+            "invalid_body",
+            "missing field `tools`",
+        ),
+        (
+            with(&|b| b["tools"][0]["name"] = json!(5)),
+            400,
+            "invalid_body",
+            "tools[0].name",
+        ),
+        (
+            with(&|b| {
+                b["tools"][0].as_object_mut().map(|o| o.remove("name"));
+            }),
+            400,
+            "invalid_body",
+            "missing field `name`",
+        ),
+        (
+            with(&|b| b["chat_id"] = json!(null)),
+            400,
+            "invalid_body",
+            "chat_id",
+        ),
+        (
+            with(&|b| {
+                let t = b["tools"][0].clone();
+                b["tools"].as_array_mut().map(|a| a.push(t));
+            }),
+            400,
+            "invalid_tool",
+            "tools[1].name \"echo_text\" is used by tools[0] already",
+        ),
+        (
+            with(&|b| b["tools"][0]["name"] = json!("echo text")),
+            400,
+            "invalid_tool",
+            "tools[0].name \"echo text\" is not a valid MCP tool name",
+        ),
+        (
+            with(&|b| b["tools"][0]["name"] = json!("")),
+            400,
+            "invalid_tool",
+            "tools[0].name is empty",
+        ),
+        (
+            with(&|b| b["tools"][0]["input_schema"] = json!("object")),
+            400,
+            "invalid_tool",
+            "tools[0].input_schema must be a JSON object",
+        ),
+        (
+            with(&|b| b["tools"][0]["input_schema"] = json!([1])),
+            400,
+            "invalid_tool",
+            "tools[0].input_schema must be a JSON object",
+        ),
+        (
+            with(&|b| b["tools"][0]["input_schema"] = json!({"type": "string"})),
+            400,
+            "invalid_tool",
+            "must describe an object",
+        ),
+    ];
+    for (body, status_code, code, needle) in cases {
+        let (status, reply) = post_session(&server, Some(APP_TOKEN), body.clone()).await;
+        assert_error(status, &reply, status_code, code, needle);
+    }
+    assert_eq!(server.hub.session_count(), 0);
+}
+
+#[tokio::test]
+async fn oversized_body_is_413_with_json() {
+    let server = TestServer::start().await;
+    let mut body = legacy_session_body();
+    body["tools"][0]["description"] = json!("x".repeat(2 * 1024 * 1024));
+    let (status, reply) = post_session(&server, Some(APP_TOKEN), body.to_string()).await;
+    assert_error(
+        status,
+        &reply,
+        413,
+        "body_too_large",
+        "larger than the limit of 1048576 bytes",
+    );
+    // The server is unharmed.
+    create_session_rest(&server, &legacy_session_body()).await;
+}
