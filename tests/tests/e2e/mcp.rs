@@ -1,1 +1,640 @@
+//! The MCP endpoint with rmcp's streamable HTTP client (and raw HTTP where
+//! the check sits below the SDK), apps on both bridges.
 
+use std::time::Duration;
+
+use openclaw_proxy_core::CoreConfig;
+use openclaw_proxy_edge::EdgeConfig;
+use openclaw_proxy_tests::*;
+use rmcp::ServiceError;
+use rmcp::model::{CallToolRequestParams, ContentBlock, ProtocolVersion};
+use serde_json::{Value, json};
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("object arguments")
+    };
+    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
+}
+
+fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
+    result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A session registered over REST with a WebSocket app that answers each
+/// call through `answer(tool_name, arguments) -> invoke_result fields`.
+async fn session_with_ws_app(
+    server: &TestServer,
+    tools: Value,
+    answer: fn(&str, &Value) -> Value,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let mut body = legacy_session_body();
+    body["tools"] = tools;
+    let reply = create_session_rest(server, &body).await;
+    let session_id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let mut app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let task = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "invoke_tool" {
+                continue;
+            }
+            let mut result = answer(
+                frame["tool_name"].as_str().unwrap_or_default(),
+                &frame["arguments"],
+            );
+            result["type"] = json!("invoke_result");
+            result["request_id"] = frame["request_id"].clone();
+            app.send_json(result).await;
+        }
+    });
+    // The bridge is attached once the hub reports it.
+    let hub = server.hub.clone();
+    let id = session_id.clone();
+    eventually("the bridge attaching", Duration::from_secs(10), || {
+        let hub = hub.clone();
+        let id = id.clone();
+        async move {
+            hub.get_session(openclaw_proxy_core::proto::GetSessionRequest { session_id: id })
+                .is_ok_and(|session| session.bridge_connected)
+        }
+    })
+    .await;
+    (session_id, task)
+}
+
+fn tool_json(name: &str) -> Value {
+    json!({"name": name, "description": format!("The {name} tool."), "input_schema": {"type": "object"}})
+}
+
+fn mapping_app(tool: &str, arguments: &Value) -> Value {
+    match tool {
+        "object" => {
+            json!({"ok": true, "content": {"echoed": arguments, "n": 9223372036854775807_i64}})
+        }
+        "string" => json!({"ok": true, "content": "plain text"}),
+        "blocks" => json!({"ok": true, "content": [
+            {"type": "text", "text": "first"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+        ]}),
+        "number" => json!({"ok": true, "content": 42}),
+        "nothing" => json!({"ok": true, "content": null}),
+        "fails" => json!({"ok": false, "error": "chat is read-only"}),
+        _ => json!({"ok": false, "error": "unexpected tool"}),
+    }
+}
+
+#[tokio::test]
+async fn tools_list_mirrors_registered_tools_on_every_route() {
+    let server = TestServer::start().await;
+    let tools = json!([
+        {"name": "echo_text", "description": "Echo text.", "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+        {"name": "no_schema"}
+    ]);
+    let mut body = legacy_session_body();
+    body["tools"] = tools;
+    let reply = create_session_rest(&server, &body).await;
+    let id = reply["mcpSessionId"].as_str().expect("id");
+    for route in [Route::Path, Route::Header, Route::HeaderSlash] {
+        let client = mcp_connect(&server.http_url(), id, route.clone()).await;
+        let listed = client.list_all_tools().await.expect("tools/list");
+        assert_eq!(listed.len(), 2, "{route:?}");
+        assert_eq!(listed[0].name, "echo_text");
+        assert_eq!(listed[0].description.as_deref(), Some("Echo text."));
+        assert_eq!(
+            Value::Object((*listed[0].input_schema).clone()),
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+        );
+        assert_eq!(listed[1].name, "no_schema");
+        assert_eq!(listed[1].description, None);
+        assert_eq!(
+            Value::Object((*listed[1].input_schema).clone()),
+            json!({"type": "object"})
+        );
+        client.cancel().await.expect("close");
+    }
+}
+
+#[tokio::test]
+async fn tool_results_are_mapped_as_documented() {
+    let server = TestServer::start().await;
+    let tools = json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
+    let (id, _app) = session_with_ws_app(&server, tools, mapping_app).await;
+    let client = mcp_connect(&server.http_url(), &id, Route::Path).await;
+
+    let result = client
+        .call_tool(call("object", json!({"text": "hi"})))
+        .await
+        .expect("object");
+    let expected = json!({"echoed": {"text": "hi"}, "n": 9223372036854775807_i64});
+    assert_eq!(result.structured_content, Some(expected.clone()));
+    assert_eq!(texts(&result), vec![expected.to_string()]);
+    assert_ne!(result.is_error, Some(true));
+
+    let result = client
+        .call_tool(call("string", json!({})))
+        .await
+        .expect("string");
+    assert_eq!(texts(&result), vec!["plain text".to_owned()]);
+    assert_eq!(result.structured_content, None);
+
+    let result = client
+        .call_tool(call("blocks", json!({})))
+        .await
+        .expect("blocks");
+    assert_eq!(result.content.len(), 2);
+    assert_eq!(texts(&result), vec!["first".to_owned()]);
+    match &result.content[1] {
+        ContentBlock::Image(image) => {
+            assert_eq!(image.mime_type, "image/png");
+            assert_eq!(image.data, "iVBORw0KGgo=");
+        }
+        other => panic!("expected an image block, got {other:?}"),
+    }
+
+    let result = client
+        .call_tool(call("number", json!({})))
+        .await
+        .expect("number");
+    assert_eq!(texts(&result), vec!["42".to_owned()]);
+
+    let result = client
+        .call_tool(call("nothing", json!({})))
+        .await
+        .expect("null");
+    assert!(result.content.is_empty());
+
+    let result = client
+        .call_tool(call("fails", json!({})))
+        .await
+        .expect("error result");
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(texts(&result), vec!["chat is read-only".to_owned()]);
+}
+
+#[tokio::test]
+async fn unknown_tool_is_invalid_params() {
+    let server = TestServer::start().await;
+    let (id, _app) = session_with_ws_app(&server, json!([tool_json("string")]), mapping_app).await;
+    let client = mcp_connect(&server.http_url(), &id, Route::Path).await;
+    let error = client
+        .call_tool(call("missing", json!({})))
+        .await
+        .expect_err("unknown tool");
+    match error {
+        ServiceError::McpError(error) => {
+            assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+            assert!(
+                error.message.contains("unknown tool \"missing\""),
+                "{}",
+                error.message
+            );
+        }
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn proxy_side_failures_are_error_results() {
+    let server = TestServer::start_with(
+        CoreConfig {
+            tool_timeout: Duration::from_millis(300),
+            ..core_config()
+        },
+        edge_config(),
+    )
+    .await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let client = mcp_connect(&server.http_url(), &id, Route::Path).await;
+
+    // No bridge.
+    let result = client
+        .call_tool(call("echo_text", json!({"text": "x"})))
+        .await
+        .expect("result");
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(texts(&result), vec!["Bridge is not connected.".to_owned()]);
+
+    // A bridge that never answers: the tool timeout.
+    let mut app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let pending = tokio::spawn({
+        let client_call = client.clone();
+        async move {
+            client_call
+                .call_tool(call("echo_text", json!({"text": "slow"})))
+                .await
+        }
+    });
+    let frame = app.next_json().await.expect("invoke");
+    assert_eq!(frame["type"], "invoke_tool");
+    let result = no_hang(pending).await.expect("join").expect("result");
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(
+        texts(&result),
+        vec!["The tool did not answer within 0.3 seconds.".to_owned()]
+    );
+
+    // A bridge lost mid-call fails the call at once.
+    let pending = tokio::spawn({
+        let client_call = client.clone();
+        async move {
+            client_call
+                .call_tool(call("echo_text", json!({"text": "lost"})))
+                .await
+        }
+    });
+    let frame = app.next_json().await.expect("invoke");
+    assert_eq!(frame["arguments"], json!({"text": "lost"}));
+    drop(app);
+    let result = no_hang(pending).await.expect("join").expect("result");
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(
+        texts(&result),
+        vec!["The app's bridge disconnected before the tool answered.".to_owned()]
+    );
+}
+
+#[tokio::test]
+async fn same_call_served_by_websocket_app_and_by_grpc_app() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let client = mcp_connect(&server.http_url(), &id, Route::Header).await;
+    let arguments = json!({"text": "héllo", "big": 9007199254740993_i64, "neg_zero": -0.0});
+
+    // The legacy app on the WebSocket bridge.
+    let ws_app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+        .await
+        .expect("ws bridge");
+    let ws_task = ws_app.serve_echo();
+    let via_ws = client
+        .call_tool(call("echo_text", arguments.clone()))
+        .await
+        .expect("via ws");
+
+    // The native app takes the session over on the gRPC bridge.
+    let grpc_app = GrpcBridge::open(server.channel().await, APP_TOKEN, &id)
+        .await
+        .expect("grpc");
+    let (code, _) = no_hang(ws_task).await.expect("join");
+    assert_eq!(code, 4409, "the WebSocket bridge is replaced");
+    let grpc_task = grpc_app.serve_echo();
+    let via_grpc = client
+        .call_tool(call("echo_text", arguments.clone()))
+        .await
+        .expect("via grpc");
+
+    assert_eq!(via_ws, via_grpc);
+    assert_eq!(
+        via_ws.structured_content.as_ref().map(Value::to_string),
+        Some(arguments.to_string())
+    );
+    drop(server);
+    no_hang(grpc_task).await.expect("join");
+}
+
+#[tokio::test]
+async fn stateless_2026_client_discovers_and_calls() {
+    let server = TestServer::start().await;
+    let (id, _app) = session_with_ws_app(&server, json!([tool_json("object")]), mapping_app).await;
+    let client = mcp_connect_stateless(&server.http_url(), &id).await;
+    let listed = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(listed.len(), 1);
+    let result = client
+        .call_tool(call("object", json!({"a": 1})))
+        .await
+        .expect("call");
+    assert_eq!(
+        result.structured_content.expect("structured")["echoed"],
+        json!({"a": 1})
+    );
+}
+
+#[tokio::test]
+async fn every_protocol_version_is_negotiated() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let response = mcp_post(&url, &initialize_body(1, version))
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", version)
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(response.status(), 200, "{version}");
+        assert!(
+            response.headers().get("mcp-session-id").is_none(),
+            "stateless: no minted session"
+        );
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("application/json")
+        );
+        let body: Value = response.json().await.expect("JSON");
+        assert_eq!(body["result"]["protocolVersion"], version, "{body}");
+        assert!(body["result"]["capabilities"]["tools"].is_object());
+    }
+    // The SDK's own handshake at the two ends of the range.
+    for version in [ProtocolVersion::V_2024_11_05, ProtocolVersion::V_2025_11_25] {
+        let id = reply["mcpSessionId"].as_str().expect("id");
+        let client = mcp_connect_at(&server.http_url(), id, Route::Path, version.clone())
+            .await
+            .expect("connects");
+        let info = client.peer_info().expect("server info");
+        assert_eq!(info.protocol_version, version);
+    }
+}
+
+#[tokio::test]
+async fn http_errors_missing_session_bad_token_unknown_session_get() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let base = server.http_url();
+    let init = initialize_body(1, "2025-11-25");
+
+    for bare in [format!("{base}/v1/mcp"), format!("{base}/v1/mcp/")] {
+        let response = mcp_post(&bare, &init)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(response.status(), 400);
+        let body: Value = response.json().await.expect("JSON");
+        assert_eq!(body["error"]["code"], "missing_session_id");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .expect("msg")
+                .contains("MCP-Session-Id")
+        );
+    }
+
+    for token in [Some("wrong"), None] {
+        let mut request = mcp_post(&url, &init);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("POST");
+        assert_eq!(response.status(), 401);
+        assert_eq!(
+            response
+                .headers()
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok()),
+            Some("Bearer")
+        );
+    }
+    let error = mcp_connect_with_token(
+        &base,
+        reply["mcpSessionId"].as_str().expect("id"),
+        Some("wrong"),
+    )
+    .await
+    .err()
+    .expect("the SDK client is refused");
+    assert!(error.to_string().contains("Auth required"), "{error}");
+
+    let response = mcp_post(&format!("{base}/v1/mcp/no-such-session"), &init)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.expect("JSON");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .expect("msg")
+            .contains("no-such-session")
+    );
+    let response = mcp_post(&format!("{base}/v1/mcp"), &init)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-session-id", "no-such-session")
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 404);
+
+    let response = reqwest::Client::new()
+        .get(&url)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 405);
+}
+
+#[tokio::test]
+async fn replays_what_openclaws_client_sends() {
+    // OpenClaw's MCP client (the TypeScript SDK's StreamableHTTPClientTransport)
+    // with `headers` configured: static Authorization and MCP-Session-Id on
+    // every request, initialize at 2025-11-25, the initialized notification,
+    // a GET for the server stream (405 means "none"), then list and call.
+    let server = TestServer::start().await;
+    let (id, _app) = session_with_ws_app(&server, json!([tool_json("object")]), mapping_app).await;
+    let url = format!("{}/v1/mcp", server.http_url());
+    let client = reqwest::Client::new();
+    let post = |body: Value, version: Option<&str>| {
+        let mut request = client
+            .post(&url)
+            .header("authorization", format!("Bearer {OPENCLAW_TOKEN}"))
+            .header("mcp-session-id", &id)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(version) = version {
+            request = request.header("mcp-protocol-version", version);
+        }
+        request
+    };
+
+    let response = post(initialize_body(0, "2025-11-25"), None)
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(body["result"]["serverInfo"]["name"], "openclaw-proxy");
+
+    let response = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some("2025-11-25"),
+    )
+    .send()
+    .await
+    .expect("initialized");
+    assert_eq!(response.status(), 202);
+
+    let response = client
+        .get(&url)
+        .header("authorization", format!("Bearer {OPENCLAW_TOKEN}"))
+        .header("mcp-session-id", &id)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 405);
+
+    let response = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+        Some("2025-11-25"),
+    )
+    .send()
+    .await
+    .expect("tools/list");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body["result"]["tools"][0]["name"], "object");
+
+    let response = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "object", "arguments": {"q": "x"}}}),
+        Some("2025-11-25"),
+    )
+    .send()
+    .await
+    .expect("tools/call");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body["id"], 2);
+    assert_eq!(
+        body["result"]["structuredContent"]["echoed"],
+        json!({"q": "x"})
+    );
+    assert_eq!(body["result"]["isError"], false);
+}
+
+#[tokio::test]
+async fn host_and_origin_checks() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let init = initialize_body(1, "2025-11-25");
+    let send = |host: Option<&str>, origin: Option<&str>| {
+        let mut request = mcp_post(&url, &init).bearer_auth(OPENCLAW_TOKEN);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+
+    let response = send(Some("evil.example"), None).await.expect("POST");
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body["error"]["code"], "host_not_allowed");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .expect("msg")
+            .contains("OPENCLAW_PROXY_ALLOWED_HOSTS")
+    );
+
+    let response = send(None, Some("https://evil.example"))
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body["error"]["code"], "origin_not_allowed");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .expect("msg")
+            .contains("https://evil.example")
+    );
+
+    // The check comes first: an unauthenticated page learns nothing more.
+    let response = mcp_post(&url, &init)
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 403);
+
+    assert_eq!(
+        send(None, Some("http://localhost:3000"))
+            .await
+            .expect("POST")
+            .status(),
+        200
+    );
+    assert_eq!(
+        send(Some("localhost:8000"), None)
+            .await
+            .expect("POST")
+            .status(),
+        200
+    );
+
+    // Configured hosts and origins, and the public URL's host, are allowed.
+    let server = TestServer::start_with(
+        core_config(),
+        EdgeConfig {
+            allowed_hosts: vec!["proxy.internal".into()],
+            allowed_origins: vec!["https://app.example".into()],
+            public_url: Some("https://mcp.example.com".into()),
+            ..edge_config()
+        },
+    )
+    .await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let id = reply["mcpSessionId"].as_str().expect("id");
+    let url = format!("{}/v1/mcp/{id}", server.http_url());
+    for (host, origin, expected) in [
+        ("proxy.internal:8443", None, 200),
+        ("mcp.example.com", Some("https://mcp.example.com"), 200),
+        ("proxy.internal", Some("https://app.example"), 200),
+        ("proxy.internal", Some("https://other.example"), 403),
+        ("other.example", None, 403),
+    ] {
+        let mut request = mcp_post(&url, &init)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("host", host);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let status = request.send().await.expect("POST").status();
+        assert_eq!(status, expected, "{host} {origin:?}");
+    }
+}
+
+#[tokio::test]
+async fn open_mcp_endpoint_needs_no_token() {
+    let server = TestServer::start_with(
+        core_config(),
+        EdgeConfig {
+            openclaw_token: Default::default(),
+            ..edge_config()
+        },
+    )
+    .await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let response = mcp_post(
+        reply["mcp_url"].as_str().expect("url"),
+        &initialize_body(1, "2025-11-25"),
+    )
+    .send()
+    .await
+    .expect("POST");
+    assert_eq!(response.status(), 200);
+}
