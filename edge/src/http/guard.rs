@@ -104,7 +104,7 @@ impl HostGuard {
         if matches!(scheme, "http" | "https") && LOOPBACK_HOSTS.contains(&hostname_of(authority)) {
             return true;
         }
-        self.origins.iter().any(|allowed| *allowed == origin)
+        self.origins.contains(&origin)
     }
 }
 
