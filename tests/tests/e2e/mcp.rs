@@ -400,14 +400,15 @@ async fn http_errors_missing_session_bad_token_unknown_session_get() {
             Some("Bearer")
         );
     }
-    let error = mcp_connect_with_token(
+    let refused = mcp_connect_with_token(
         &base,
         reply["mcpSessionId"].as_str().expect("id"),
         Some("wrong"),
     )
-    .await
-    .err()
-    .expect("the SDK client is refused");
+    .await;
+    let Err(error) = refused else {
+        panic!("the SDK client must be refused");
+    };
     assert!(error.to_string().contains("Auth required"), "{error}");
 
     let response = mcp_post(&format!("{base}/v1/mcp/no-such-session"), &init)

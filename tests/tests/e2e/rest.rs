@@ -223,7 +223,9 @@ async fn bad_bodies_get_json_errors_naming_the_problem() {
         (
             with(&|b| {
                 let t = b["tools"][0].clone();
-                b["tools"].as_array_mut().map(|a| a.push(t));
+                if let Some(tools) = b["tools"].as_array_mut() {
+                    tools.push(t);
+                }
             }),
             400,
             "invalid_tool",
