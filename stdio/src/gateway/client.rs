@@ -1,0 +1,189 @@
+//! Calls to the Gateway's `POST /tools/invoke`, and the mapping of its
+//! answers to MCP results.
+
+use reqwest::StatusCode;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// A client of one Gateway.
+#[derive(Clone, Debug)]
+pub struct GatewayClient {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl GatewayClient {
+    /// A client for the Gateway at `url` (no trailing slash) with `token`.
+    pub fn new(url: String, token: String) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url,
+            token,
+        }
+    }
+
+    /// Invokes `tool`; every failure is an error result with a sentence.
+    pub async fn invoke(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+        session_key: Option<String>,
+    ) -> CallToolResult {
+        let mut body = json!({"tool": tool, "args": args});
+        if let Some(session_key) = session_key {
+            body["sessionKey"] = json!(session_key);
+        }
+        let endpoint = format!("{}/tools/invoke", self.url);
+        let response = match self
+            .http
+            .post(&endpoint)
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                return failure(format!(
+                    "Cannot reach the OpenClaw Gateway at {}: {}. Check OPENCLAW_GATEWAY_URL and that the Gateway runs.",
+                    self.url,
+                    root_cause(&error)
+                ));
+            }
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let text = response.text().await.unwrap_or_default();
+        let parsed: Option<Envelope> = serde_json::from_str(&text).ok();
+        if status.is_success() {
+            return match parsed {
+                Some(Envelope {
+                    ok: Some(false),
+                    error,
+                    ..
+                }) => {
+                    failure(error_message(error.as_ref()).unwrap_or_else(|| {
+                        "The Gateway reported a failure without a message.".into()
+                    }))
+                }
+                Some(Envelope {
+                    result: Some(result),
+                    ..
+                }) => map_result(result),
+                Some(Envelope { result: None, .. }) => CallToolResult::success(Vec::new()),
+                None => failure(format!(
+                    "The Gateway answered with something that is not JSON: {}",
+                    snippet(&text)
+                )),
+            };
+        }
+        let message = parsed
+            .as_ref()
+            .and_then(|envelope| error_message(envelope.error.as_ref()))
+            .unwrap_or_else(|| snippet(&text));
+        failure(describe_status(
+            status,
+            tool,
+            &message,
+            retry_after.as_deref(),
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    ok: Option<bool>,
+    result: Option<Value>,
+    error: Option<Value>,
+}
+
+fn error_message(error: Option<&Value>) -> Option<String> {
+    match error? {
+        Value::String(message) => Some(message.clone()),
+        Value::Object(error) => error
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| error.get("type").and_then(Value::as_str).map(str::to_owned)),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+fn describe_status(
+    status: StatusCode,
+    tool: &str,
+    message: &str,
+    retry_after: Option<&str>,
+) -> String {
+    let hint = match status.as_u16() {
+        401 => "The Gateway rejected the token (401): check OPENCLAW_GATEWAY_TOKEN.".to_owned(),
+        403 => "The Gateway blocked the call (403, tool_call_blocked): it needs approval or the policy denies it.".to_owned(),
+        404 => format!(
+            "The Gateway does not offer {tool:?} over HTTP (404): it may be on the Gateway's HTTP deny list; allow it with gateway.tools.allow."
+        ),
+        429 => match retry_after {
+            Some(seconds) => format!("The Gateway is rate limiting calls (429): retry after {seconds} seconds (Retry-After)."),
+            None => "The Gateway is rate limiting calls (429): retry later.".to_owned(),
+        },
+        code => format!("The Gateway answered HTTP {code}."),
+    };
+    if message.is_empty() {
+        hint
+    } else {
+        format!("{message}\n{hint}")
+    }
+}
+
+fn failure(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+fn snippet(text: &str) -> String {
+    text.chars().take(500).collect()
+}
+
+/// Maps a successful Gateway `result`: `details` first (pretty JSON text, and
+/// `structuredContent` when it is an object), else `content` blocks passed
+/// through (images included), else the string or JSON of the result.
+pub fn map_result(result: Value) -> CallToolResult {
+    if let Some(details) = result.get("details").filter(|details| !details.is_null()) {
+        let text = match details {
+            Value::String(text) => text.clone(),
+            other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+        };
+        let mut mapped = CallToolResult::success(vec![ContentBlock::text(text)]);
+        if details.is_object() {
+            mapped.structured_content = Some(details.clone());
+        }
+        return mapped;
+    }
+    if let Some(Value::Array(blocks)) = result.get("content") {
+        let blocks = blocks
+            .iter()
+            .map(|block| {
+                ContentBlock::deserialize(block)
+                    .unwrap_or_else(|_| ContentBlock::text(block.to_string()))
+            })
+            .collect();
+        return CallToolResult::success(blocks);
+    }
+    match result {
+        Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        other => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
+    }
+}
+
+fn root_cause(error: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = error;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    source.to_string()
+}

@@ -1,0 +1,179 @@
+//! Gateway mode settings: flags and environment over the JSON config file
+//! (`OPENCLAW_MCP_CONFIG`), resolved once at start.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::tools::{ToolDef, ToolFileError, builtin_tools, load_tool_file};
+
+/// The Gateway's default address.
+pub const DEFAULT_GATEWAY_URL: &str = "http://127.0.0.1:18789";
+
+/// `openclaw-proxy-stdio gateway`: serve the OpenClaw Gateway's tools over stdio.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct GatewayArgs {
+    /// Base URL of the OpenClaw Gateway [default: http://127.0.0.1:18789].
+    #[arg(long, env = "OPENCLAW_GATEWAY_URL")]
+    pub gateway_url: Option<String>,
+    /// Bearer token of the Gateway (required, here or in the config file).
+    #[arg(long, env = "OPENCLAW_GATEWAY_TOKEN", hide_env_values = true)]
+    pub gateway_token: Option<String>,
+    /// Built-in tools to expose, comma-separated [default: all].
+    #[arg(long, env = "OPENCLAW_MCP_TOOLS", value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
+    /// JSON config file: {"gateway": {"url", "token"}, "tools": [...], "customTools": [...]}.
+    #[arg(long, env = "OPENCLAW_MCP_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Custom tool files, comma-separated; each holds one tool or {"tools": [...]}.
+    #[arg(long, env = "OPENCLAW_MCP_CUSTOM_TOOLS", value_delimiter = ',')]
+    pub custom_tools: Option<Vec<PathBuf>>,
+    /// Session key used when a call gives none.
+    #[arg(long, env = "OPENCLAW_MCP_SESSION_KEY")]
+    pub session_key: Option<String>,
+}
+
+/// The resolved settings.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Base URL of the Gateway, without trailing slash.
+    pub url: String,
+    /// Bearer token of the Gateway.
+    pub token: String,
+    /// The tools to expose: the selected built-ins, then the custom ones.
+    pub tools: Vec<ToolDef>,
+    /// Session key used when a call gives none.
+    pub default_session_key: Option<String>,
+}
+
+/// Why gateway mode cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "no Gateway token: set OPENCLAW_GATEWAY_TOKEN (or --gateway-token, or gateway.token in the config file)"
+    )]
+    MissingToken,
+    #[error("config file {path}: {reason}")]
+    ConfigFile { path: String, reason: String },
+    #[error(transparent)]
+    ToolFile(#[from] ToolFileError),
+    #[error("unknown built-in tool {name:?} in OPENCLAW_MCP_TOOLS: choose from {available}")]
+    UnknownTool { name: String, available: String },
+    #[error(
+        "tool {0:?} is defined twice (a custom tool may not reuse a built-in or another custom tool's name)"
+    )]
+    DuplicateTool(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    gateway: FileGateway,
+    #[serde(default)]
+    tools: Option<Vec<String>>,
+    #[serde(default, rename = "customTools")]
+    custom_tools: Option<Vec<PathBuf>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGateway {
+    url: Option<String>,
+    token: Option<String>,
+}
+
+fn read_file_config(path: &Path) -> Result<FileConfig, ConfigError> {
+    let error = |reason: String| ConfigError::ConfigFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read it: {e}")))?;
+    serde_json::from_str(&text).map_err(|e| error(e.to_string()))
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+impl GatewayArgs {
+    /// Resolves flags, environment and config file into settings.
+    pub fn resolve(self) -> Result<GatewayConfig, ConfigError> {
+        let file = match &self.config {
+            Some(path) => read_file_config(path)?,
+            None => FileConfig::default(),
+        };
+        let base_dir = self
+            .config
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let url = non_empty(self.gateway_url)
+            .or(non_empty(file.gateway.url))
+            .unwrap_or_else(|| DEFAULT_GATEWAY_URL.to_owned())
+            .trim_end_matches('/')
+            .to_owned();
+        let token = non_empty(self.gateway_token)
+            .or(non_empty(file.gateway.token))
+            .ok_or(ConfigError::MissingToken)?;
+
+        let builtins = builtin_tools();
+        let selection: Option<Vec<String>> = self.tools.or(file.tools).map(|names| {
+            names
+                .into_iter()
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .collect()
+        });
+        let mut tools: Vec<ToolDef> = match selection {
+            None => builtins.clone(),
+            Some(names) => names
+                .into_iter()
+                .map(|name| {
+                    builtins
+                        .iter()
+                        .find(|tool| tool.name == name)
+                        .cloned()
+                        .ok_or_else(|| ConfigError::UnknownTool {
+                            name,
+                            available: builtins
+                                .iter()
+                                .map(|t| t.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let custom_paths: Vec<PathBuf> = match self.custom_tools {
+            Some(paths) => paths,
+            None => file
+                .custom_tools
+                .unwrap_or_default()
+                .into_iter()
+                .map(|path| {
+                    if path.is_relative() {
+                        base_dir.join(path)
+                    } else {
+                        path
+                    }
+                })
+                .collect(),
+        };
+        for path in custom_paths.iter().filter(|p| !p.as_os_str().is_empty()) {
+            for tool in load_tool_file(path)? {
+                if tools.iter().any(|existing| existing.name == tool.name) {
+                    return Err(ConfigError::DuplicateTool(tool.name));
+                }
+                tools.push(tool);
+            }
+        }
+        Ok(GatewayConfig {
+            url,
+            token,
+            tools,
+            default_session_key: non_empty(self.session_key),
+        })
+    }
+}
