@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::hub::{InvokeError, ToolOutcome};
-use crate::proto::ProxyMessage;
+use crate::proto::{self, ProxyMessage};
 
 /// How many messages may wait for a slow app before senders wait too.
 pub(crate) const OUTBOUND_CAPACITY: usize = 256;
@@ -65,9 +65,17 @@ impl BridgeEnd {
 
 type Answer = Result<ToolOutcome, InvokeError>;
 
+/// Where a call's progress reports go, if its caller wants them.
+pub type ProgressSink = mpsc::Sender<proto::ToolProgress>;
+
+struct Waiting {
+    answer: oneshot::Sender<Answer>,
+    progress: Option<ProgressSink>,
+}
+
 #[derive(Default)]
 struct Calls {
-    waiting: HashMap<String, oneshot::Sender<Answer>>,
+    waiting: HashMap<String, Waiting>,
     ended: Option<BridgeEnd>,
 }
 
@@ -108,7 +116,7 @@ impl Bridge {
         };
         self.closed.cancel();
         for (_, caller) in waiting {
-            let _ = caller.send(Err(InvokeError::BridgeEnded(reason)));
+            let _ = caller.answer.send(Err(InvokeError::BridgeEnded(reason)));
         }
         true
     }
@@ -125,14 +133,31 @@ impl Bridge {
     pub(crate) fn register(
         &self,
         request_id: &str,
+        progress: Option<ProgressSink>,
     ) -> Result<oneshot::Receiver<Answer>, BridgeEnd> {
         let mut calls = self.calls();
         if let Some(reason) = calls.ended {
             return Err(reason);
         }
-        let (sender, receiver) = oneshot::channel();
-        calls.waiting.insert(request_id.to_owned(), sender);
+        let (answer, receiver) = oneshot::channel();
+        calls
+            .waiting
+            .insert(request_id.to_owned(), Waiting { answer, progress });
         Ok(receiver)
+    }
+
+    /// Passes a progress report to the waiting call; false when no call waits
+    /// for this id. Reports for callers that did not ask for progress, or that
+    /// are not keeping up, are dropped.
+    pub(crate) fn progress(&self, report: proto::ToolProgress) -> bool {
+        let calls = self.calls();
+        let Some(waiting) = calls.waiting.get(&report.request_id) else {
+            return false;
+        };
+        if let Some(sink) = &waiting.progress {
+            let _ = sink.try_send(report);
+        }
+        true
     }
 
     /// Drops a waiting call (it timed out or its caller went away).
@@ -144,7 +169,7 @@ impl Bridge {
     pub(crate) fn complete(&self, request_id: &str, answer: Answer) -> bool {
         let caller = self.calls().waiting.remove(request_id);
         match caller {
-            Some(caller) => caller.send(answer).is_ok(),
+            Some(caller) => caller.answer.send(answer).is_ok(),
             None => false,
         }
     }

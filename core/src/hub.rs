@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::{Bridge, BridgeEnd, BridgeStream};
+use crate::bridge::{Bridge, BridgeEnd, BridgeStream, ProgressSink};
 use crate::config::CoreConfig;
 use crate::proto::{self, app_message, proxy_message};
 use crate::tools::{Tool, ToolError, validate_tools};
@@ -264,6 +264,19 @@ impl Hub {
         tool_name: &str,
         arguments: &Map<String, Value>,
     ) -> Result<ToolOutcome, InvokeError> {
+        self.invoke_with_progress(session_id, tool_name, arguments, None)
+            .await
+    }
+
+    /// Like [`Hub::invoke`], passing the app's progress reports for this call
+    /// to `progress`. Every report is queued before the answer is returned.
+    pub async fn invoke_with_progress(
+        &self,
+        session_id: &str,
+        tool_name: &str,
+        arguments: &Map<String, Value>,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutcome, InvokeError> {
         let session = self
             .inner
             .session(session_id)
@@ -293,7 +306,7 @@ impl Hub {
             request_id: &request_id,
         };
         let answer = bridge
-            .register(&request_id)
+            .register(&request_id, progress)
             .map_err(InvokeError::BridgeEnded)?;
         let message = proxy(proxy_message::Kind::Invoke(proto::InvokeTool {
             session_id: session.id.to_string(),
@@ -510,6 +523,16 @@ fn handle_app_message(session: &Session, bridge: &Bridge, message: proto::AppMes
                 ));
             }
         }
+        Some(app_message::Kind::Progress(report)) => {
+            let request_id = report.request_id.clone();
+            if !bridge.progress(report) {
+                tracing::debug!(session_id = %session.id, %request_id, "progress for no waiting call ignored");
+                bridge.notify(notice(
+                    format!("no call is waiting for request id {request_id:?}: progress ignored"),
+                    request_id,
+                ));
+            }
+        }
         Some(app_message::Kind::Pong(_)) => {}
         Some(app_message::Kind::Hello(_)) => bridge.notify(notice(
             format!(
@@ -519,7 +542,7 @@ fn handle_app_message(session: &Session, bridge: &Bridge, message: proto::AppMes
             String::new(),
         )),
         None => bridge.notify(notice(
-            "empty message: set one of hello, result or pong".into(),
+            "empty message: set one of hello, result, progress or pong".into(),
             String::new(),
         )),
     }

@@ -22,7 +22,7 @@ pub mod hub;
 pub mod tools;
 
 pub use auth::BearerToken;
-pub use bridge::{BridgeEnd, BridgeStream};
+pub use bridge::{BridgeEnd, BridgeStream, ProgressSink};
 pub use config::CoreConfig;
 pub use hub::{Hub, HubError, InvokeError, ToolOutcome};
 pub use openclaw_proxy_proto::v1 as proto;

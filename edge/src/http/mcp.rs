@@ -23,7 +23,8 @@ use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::{Hub, InvokeError, ToolOutcome};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -169,7 +170,14 @@ impl ServerHandler for SessionTools {
     ) -> Result<CallToolResponse, McpError> {
         let session = session_of(&context)?;
         let arguments = request.arguments.unwrap_or_default();
-        match self.hub.invoke(&session, &request.name, &arguments).await {
+        let outcome = match context.meta.get_progress_token() {
+            None => self.hub.invoke(&session, &request.name, &arguments).await,
+            Some(token) => {
+                self.invoke_reporting_progress(&context, token, &session, &request.name, &arguments)
+                    .await
+            }
+        };
+        match outcome {
             Ok(outcome) => Ok(tool_result(outcome).into()),
             Err(error @ InvokeError::UnknownTool { .. }) => {
                 Err(McpError::invalid_params(error.to_string(), None))
@@ -180,6 +188,51 @@ impl ServerHandler for SessionTools {
         }
     }
 }
+
+impl SessionTools {
+    /// Invokes a tool and turns the app's progress reports into
+    /// `notifications/progress`, all sent before the result.
+    async fn invoke_reporting_progress(
+        &self,
+        context: &RequestContext<RoleServer>,
+        token: ProgressToken,
+        session: &str,
+        tool: &str,
+        arguments: &serde_json::Map<String, Value>,
+    ) -> Result<ToolOutcome, InvokeError> {
+        let (sink, mut reports) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+        let invoke = self
+            .hub
+            .invoke_with_progress(session, tool, arguments, Some(sink));
+        tokio::pin!(invoke);
+        let notify = |report: openclaw_proxy_core::proto::ToolProgress| {
+            let mut param = ProgressNotificationParam::new(token.clone(), report.progress);
+            param.total = report.total;
+            param.message = (!report.message.is_empty()).then_some(report.message);
+            let peer = context.peer.clone();
+            async move {
+                if let Err(error) = peer.notify_progress(param).await {
+                    tracing::debug!(%error, "progress notification not delivered");
+                }
+            }
+        };
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                Some(report) = reports.recv() => notify(report).await,
+                outcome = &mut invoke => break outcome,
+            }
+        };
+        // Reports queued just before the answer still go first.
+        while let Ok(report) = reports.try_recv() {
+            notify(report).await;
+        }
+        outcome
+    }
+}
+
+/// Progress reports buffered per call before older ones are dropped.
+const PROGRESS_BUFFER: usize = 64;
 
 /// Maps the app's answer to an MCP result:
 /// an object becomes `structuredContent` plus one text block with its JSON;

@@ -9,6 +9,7 @@
 //! | `Ping`                | `{"type":"ping","nonce":n}` plus a WebSocket ping frame |
 //! | `ErrorNotice`         | `{"type":"error","message":..., "request_id":...}`      |
 //! | `ToolResult`          | `{"type":"invoke_result", request_id or requestId, ok, content, error}` |
+//! | `ToolProgress`        | `{"type":"progress", request_id or requestId, progress, total?, message?}` |
 //! | `Pong`                | `{"type":"pong"}` (a WebSocket pong frame counts too)   |
 //!
 //! Both key spellings are sent and either is accepted. When `ok` is missing it
@@ -196,6 +197,12 @@ struct AppFrame<'a> {
     content: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<Value>,
+    #[serde(default)]
+    progress: Option<f64>,
+    #[serde(default)]
+    total: Option<f64>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
 }
 
 /// Reads the app's frames until it closes, handing results and pongs to the
@@ -263,7 +270,7 @@ fn parse_frame(text: &str) -> Result<Parsed, String> {
     let frame: AppFrame<'_> = serde_json::from_str(text)
         .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
     let kind = frame.kind.ok_or_else(|| {
-        "frame has no \"type\": expected \"invoke_result\" or \"pong\"".to_owned()
+        "frame has no \"type\": expected \"invoke_result\", \"progress\" or \"pong\"".to_owned()
     })?;
     match kind.as_ref() {
         "invoke_result" => {
@@ -289,10 +296,26 @@ fn parse_frame(text: &str) -> Result<Parsed, String> {
                 })),
             }))
         }
+        "progress" => {
+            let request_id = frame
+                .request_id
+                .ok_or_else(|| "progress has no \"request_id\" (or \"requestId\")".to_owned())?;
+            let progress = frame
+                .progress
+                .ok_or_else(|| "progress has no numeric \"progress\"".to_owned())?;
+            Ok(Parsed::ToCore(proto::AppMessage {
+                kind: Some(app_message::Kind::Progress(proto::ToolProgress {
+                    request_id: request_id.into_owned(),
+                    progress,
+                    total: frame.total,
+                    message: frame.message.map(Cow::into_owned).unwrap_or_default(),
+                })),
+            }))
+        }
         "pong" => Ok(Parsed::ToCore(pong())),
         "ping" => Ok(Parsed::Ping),
         other => Err(format!(
-            "unknown frame type {other:?}: expected \"invoke_result\" or \"pong\""
+            "unknown frame type {other:?}: expected \"invoke_result\", \"progress\" or \"pong\""
         )),
     }
 }

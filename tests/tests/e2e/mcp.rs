@@ -639,3 +639,101 @@ async fn open_mcp_endpoint_needs_no_token() {
     .expect("POST");
     assert_eq!(response.status(), 200);
 }
+
+/// The `data:` messages of an SSE body, in order.
+fn sse_messages(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            let data = data.join("\n");
+            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).expect("JSON event"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let call = |token: &str| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "echo_text", "arguments": {"text": "x"}, "_meta": {"progressToken": token}
+        }})
+    };
+    let check = |body: &str, token: &str| {
+        let messages = sse_messages(body);
+        assert_eq!(messages.len(), 3, "{body}");
+        for (index, message) in messages[..2].iter().enumerate() {
+            assert_eq!(message["method"], "notifications/progress", "{message}");
+            assert_eq!(message["params"]["progressToken"], token);
+            assert_eq!(message["params"]["progress"], json!(index as f64 + 1.0));
+            assert_eq!(message["params"]["total"], json!(2.0));
+        }
+        assert_eq!(messages[0]["params"]["message"], "halfway");
+        assert_eq!(messages[2]["id"], 7);
+        assert_eq!(messages[2]["result"]["content"][0]["text"], "done");
+    };
+
+    // The legacy app reports progress with JSON frames.
+    let mut ws_app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let request = mcp_post(&url, &call("ws-token"))
+        .bearer_auth(OPENCLAW_TOKEN)
+        .send();
+    let request = tokio::spawn(request);
+    let frame = ws_app.next_json().await.expect("invoke");
+    let request_id = frame["request_id"].clone();
+    ws_app
+        .send_json(json!({"type": "progress", "requestId": request_id, "progress": 1, "total": 2, "message": "halfway"}))
+        .await;
+    ws_app
+        .send_json(json!({"type": "progress", "request_id": request_id, "progress": 2, "total": 2}))
+        .await;
+    ws_app
+        .send_json(json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": "done"}))
+        .await;
+    let response = no_hang(request).await.expect("join").expect("response");
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("text/event-stream")
+    );
+    check(&response.text().await.expect("body"), "ws-token");
+
+    // The native app reports progress with ToolProgress messages.
+    let mut grpc_app = GrpcBridge::open(server.channel().await, APP_TOKEN, &id)
+        .await
+        .expect("grpc");
+    let request = tokio::spawn(
+        mcp_post(&url, &call("grpc-token"))
+            .bearer_auth(OPENCLAW_TOKEN)
+            .send(),
+    );
+    let invoke = grpc_app.next_invoke().await;
+    for (progress, message) in [(1.0, "halfway"), (2.0, "")] {
+        grpc_app
+            .send(openclaw_proxy_core::proto::app_message::Kind::Progress(
+                openclaw_proxy_core::proto::ToolProgress {
+                    request_id: invoke.request_id.clone(),
+                    progress,
+                    total: Some(2.0),
+                    message: message.into(),
+                },
+            ))
+            .await;
+    }
+    grpc_app
+        .answer(&invoke.request_id, true, "\"done\"", "")
+        .await;
+    let response = no_hang(request).await.expect("join").expect("response");
+    check(&response.text().await.expect("body"), "grpc-token");
+}
