@@ -32,6 +32,8 @@ use tokio::task::{AbortHandle, JoinSet};
 pub const RELAY_ERROR: i64 = -32000;
 /// JSON-RPC error code for a request before any session is bound.
 pub const NOT_BOUND: i64 = -32002;
+/// JSON-RPC invalid request.
+pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC parse error.
 pub const PARSE_ERROR: i64 = -32700;
 
@@ -257,9 +259,18 @@ async fn handle(
                 });
             }
         }
-        (None, _) => {
+        (None, _) if message.get("result").is_some() || message.get("error").is_some() => {
             // A response to a server request: the stateless server sends none.
             tracing::debug!("ignoring a response from the client: the server sends no requests");
+        }
+        (None, id) => {
+            let _ = out
+                .send(error_reply(
+                    id.unwrap_or(Value::Null),
+                    INVALID_REQUEST,
+                    "not a JSON-RPC request, notification or response: expected an object with \"method\"".into(),
+                ))
+                .await;
         }
     }
 }
@@ -301,12 +312,23 @@ async fn forward(
     if !state.config.token.is_empty() {
         request = request.bearer_auth(&state.config.token);
     }
-    let version = state
-        .protocol_version
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
+    // A 2026-07-28 request names its own version in `_meta`; older ones use
+    // the version negotiated by `initialize`.
+    let version = message
+        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| {
+            state
+                .protocol_version
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        });
     if let Some(version) = version.filter(|_| !is_initialize) {
+        for (name, value) in standard_headers(message, &version) {
+            request = request.header(name, value);
+        }
         request = request.header("mcp-protocol-version", version);
     }
     let response = request
@@ -371,6 +393,47 @@ async fn forward(
         let _ = out.send(message).await;
     }
     Ok(())
+}
+
+/// The first protocol revision whose requests carry `Mcp-Method` and
+/// `Mcp-Name` headers (SEP-2243).
+const STANDARD_HEADERS_VERSION: &str = "2026-07-28";
+
+/// `Mcp-Method` and `Mcp-Name` for revisions that require them. Values that
+/// are not plain visible ASCII are sent Base64-encoded as `=?base64?...?=`.
+fn standard_headers(message: &Value, version: &str) -> Vec<(&'static str, String)> {
+    if version < STANDARD_HEADERS_VERSION {
+        return Vec::new();
+    }
+    let Some(method) = message.get("method").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let mut headers = vec![("mcp-method", header_value(method))];
+    let name = match method {
+        "tools/call" | "prompts/get" => message.pointer("/params/name"),
+        "resources/read" => message.pointer("/params/uri"),
+        _ => None,
+    };
+    if let Some(name) = name.and_then(Value::as_str) {
+        headers.push(("mcp-name", header_value(name)));
+    }
+    headers
+}
+
+fn header_value(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+        && !value.starts_with(' ')
+        && !value.ends_with(' ');
+    if plain {
+        value.to_owned()
+    } else {
+        use base64::Engine as _;
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
+    }
 }
 
 fn remember_version(state: &State, message: &Value, is_initialize: bool) {

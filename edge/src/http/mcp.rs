@@ -170,11 +170,28 @@ impl ServerHandler for SessionTools {
     ) -> Result<CallToolResponse, McpError> {
         let session = session_of(&context)?;
         let arguments = request.arguments.unwrap_or_default();
-        let outcome = match context.meta.get_progress_token() {
-            None => self.hub.invoke(&session, &request.name, &arguments).await,
-            Some(token) => {
-                self.invoke_reporting_progress(&context, token, &session, &request.name, &arguments)
+        let invoke = async {
+            match context.meta.get_progress_token() {
+                None => self.hub.invoke(&session, &request.name, &arguments).await,
+                Some(token) => {
+                    self.invoke_reporting_progress(
+                        &context,
+                        token,
+                        &session,
+                        &request.name,
+                        &arguments,
+                    )
                     .await
+                }
+            }
+        };
+        // rmcp cancels `context.ct` when the client disconnects or cancels;
+        // dropping the call then releases it on the bridge at once.
+        let outcome = tokio::select! {
+            outcome = invoke => outcome,
+            () = context.ct.cancelled() => {
+                tracing::debug!(tool = %request.name, "call cancelled by the client");
+                return Err(McpError::internal_error("the request was cancelled", None));
             }
         };
         match outcome {

@@ -737,3 +737,48 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
     let response = no_hang(request).await.expect("join").expect("response");
     check(&response.text().await.expect("body"), "grpc-token");
 }
+
+#[tokio::test]
+async fn client_disconnect_ends_the_call_on_the_server() {
+    let server = TestServer::start().await;
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let mut app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo_text", "arguments": {}}});
+    let mut socket = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let text = body.to_string();
+    let path = url
+        .split_once(&server.addr.to_string())
+        .expect("url")
+        .1
+        .to_owned();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {OPENCLAW_TOKEN}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+        server.addr,
+        text.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut socket, head.as_bytes())
+        .await
+        .expect("write");
+    app.next_json().await.expect("invoke");
+    drop(socket);
+    let hub = server.hub.clone();
+    eventually(
+        "the abandoned call leaving the server",
+        Duration::from_secs(10),
+        || {
+            let hub = hub.clone();
+            let id = id.clone();
+            async move {
+                hub.get_session(openclaw_proxy_core::proto::GetSessionRequest { session_id: id })
+                    .is_ok_and(|session| session.calls_in_flight == 0)
+            }
+        },
+    )
+    .await;
+}
