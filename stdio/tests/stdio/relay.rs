@@ -1,10 +1,8 @@
 //! The relay: the real binary against the real server and a test app.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{RawChild, command};
+use crate::common::{RawChild, command};
 use openclaw_proxy_core::proto::GetSessionRequest;
 use openclaw_proxy_tests::*;
 use rmcp::ServiceExt;

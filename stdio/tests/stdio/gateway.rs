@@ -1,0 +1,555 @@
+//! Gateway mode: the real binary, spoken to by rmcp's client over stdio,
+//! against a Gateway stand-in on loopback that records what it receives.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use crate::common::{BINARY, command};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "gw-token";
+
+/// What the Gateway stand-in received: authorization header and body.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A Gateway on `127.0.0.1:0` answering by tool name; stops when dropped.
+struct FakeGateway {
+    url: String,
+    received: Received,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn invoke(
+    State(received): State<Received>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    received
+        .lock()
+        .expect("lock")
+        .push((auth.clone(), body.clone()));
+    if auth != format!("Bearer {TOKEN}") {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(
+                json!({"ok": false, "error": {"type": "unauthorized", "message": "Unauthorized"}}),
+            ),
+        )
+            .into_response();
+    }
+    let ok = |result: Value| Json(json!({"ok": true, "result": result})).into_response();
+    match body["tool"].as_str().unwrap_or_default() {
+        "web_search" => ok(json!({
+            "content": [{"type": "text", "text": "ignored when details exist"}],
+            "details": {"results": [{"title": "Rust", "url": "https://www.rust-lang.org"}]}
+        })),
+        "web_fetch" => ok(json!({"content": [
+            {"type": "text", "text": "page text"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+        ]})),
+        "pdf" => ok(json!("plain summary")),
+        "canvas" => ok(json!({"status": "shown"})),
+        "sessions_send" => ok(json!({"details": "sent"})),
+        "browser" => (StatusCode::NOT_FOUND, Json(json!({"ok": false, "error": {"type": "not_found", "message": "Tool not available: browser"}}))).into_response(),
+        "message" => (StatusCode::FORBIDDEN, Json(json!({"ok": false, "error": {"type": "tool_call_blocked", "message": "approval required"}}))).into_response(),
+        "rooms_list" => (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "7")], Json(json!({"ok": false, "error": {"message": "slow down"}}))).into_response(),
+        "rooms_join" => Json(json!({"ok": false, "error": {"type": "tool_error", "message": "room is full"}})).into_response(),
+        other => (StatusCode::BAD_REQUEST, format!("unexpected tool {other}")).into_response(),
+    }
+}
+
+impl FakeGateway {
+    async fn start() -> Self {
+        let received: Received = Arc::default();
+        let app = axum::Router::new()
+            .route("/tools/invoke", axum::routing::post(invoke))
+            .with_state(received.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr: SocketAddr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Self {
+            url: format!("http://{addr}"),
+            received,
+            _stop: stop,
+        }
+    }
+
+    fn last(&self) -> (String, Value) {
+        self.received
+            .lock()
+            .expect("lock")
+            .last()
+            .cloned()
+            .expect("a request")
+    }
+}
+
+async fn connect(args: &[&str], env: &[(&str, &str)]) -> RunningService<rmcp::RoleClient, ()> {
+    let mut full = vec!["gateway"];
+    full.extend_from_slice(args);
+    ().serve(TokioChildProcess::new(command(&full, env)).expect("spawn"))
+        .await
+        .expect("MCP handshake over stdio")
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned())
+        .with_arguments(arguments.as_object().expect("object").clone())
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn write_file(dir: &std::path::Path, name: &str, content: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, content).expect("write");
+    path.display().to_string()
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "openclaw-proxy-stdio-{name}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir
+}
+
+#[test]
+fn missing_token_is_a_clear_error_with_status_2() {
+    let output = std::process::Command::new(BINARY)
+        .arg("gateway")
+        .env_clear()
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("OPENCLAW_GATEWAY_TOKEN"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing on stdout but MCP");
+
+    let output = std::process::Command::new(BINARY)
+        .arg("gateway")
+        .env_clear()
+        .env("OPENCLAW_GATEWAY_TOKEN", TOKEN)
+        .env("OPENCLAW_MCP_TOOLS", "web_search,teleport")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("\"teleport\"") && stderr.contains("web_fetch"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn lists_builtin_tools_with_session_key_rules_and_filter() {
+    let gateway = FakeGateway::start().await;
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
+    assert_eq!(
+        names,
+        [
+            "web_search",
+            "web_fetch",
+            "browser",
+            "pdf",
+            "message",
+            "canvas",
+            "sessions_send"
+        ]
+    );
+    let search = &tools[0];
+    assert_eq!(
+        search.input_schema["properties"]["sessionKey"]["type"],
+        "string"
+    );
+    assert_eq!(search.input_schema["required"], json!(["query"]));
+    assert_eq!(search.input_schema["additionalProperties"], json!(true));
+    for property in [
+        "count",
+        "country",
+        "language",
+        "freshness",
+        "date_after",
+        "date_before",
+    ] {
+        assert!(
+            search.input_schema["properties"][property].is_object(),
+            "{property}"
+        );
+    }
+    let browser = &tools[2];
+    assert_eq!(
+        browser.input_schema["properties"]["coordinate"]["type"],
+        "array"
+    );
+    let send = &tools[6];
+    assert_eq!(send.input_schema["required"], json!(["message"]));
+    assert!(
+        send.input_schema["properties"]["sessionKey"]["description"]
+            .as_str()
+            .expect("own description")
+            .contains("target session")
+    );
+    client.cancel().await.expect("close");
+
+    let client = connect(
+        &["--tools", "web_fetch,pdf"],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["web_fetch", "pdf"]);
+}
+
+#[tokio::test]
+async fn calls_carry_token_args_and_session_key_rules() {
+    let gateway = FakeGateway::start().await;
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+            ("OPENCLAW_MCP_SESSION_KEY", "agent:main"),
+        ],
+    )
+    .await;
+
+    client
+        .call_tool(call(
+            "web_search",
+            json!({"query": "rust", "count": 3, "extra": true, "sessionKey": "chat:42"}),
+        ))
+        .await
+        .expect("call");
+    let (auth, body) = gateway.last();
+    assert_eq!(auth, format!("Bearer {TOKEN}"));
+    assert_eq!(
+        body,
+        json!({"tool": "web_search", "args": {"query": "rust", "count": 3, "extra": true}, "sessionKey": "chat:42"})
+    );
+
+    client
+        .call_tool(call("pdf", json!({"pdf": "/tmp/a.pdf"})))
+        .await
+        .expect("call");
+    let (_, body) = gateway.last();
+    assert_eq!(
+        body,
+        json!({"tool": "pdf", "args": {"pdf": "/tmp/a.pdf"}, "sessionKey": "agent:main"})
+    );
+
+    client
+        .call_tool(call(
+            "sessions_send",
+            json!({"sessionKey": "other", "message": "hi"}),
+        ))
+        .await
+        .expect("call");
+    let (_, body) = gateway.last();
+    assert_eq!(
+        body,
+        json!({"tool": "sessions_send", "args": {"sessionKey": "other", "message": "hi"}, "sessionKey": "agent:main"})
+    );
+    client.cancel().await.expect("close");
+
+    // Without a default, a call without sessionKey sends none.
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .await;
+    client
+        .call_tool(call("pdf", json!({})))
+        .await
+        .expect("call");
+    assert_eq!(gateway.last().1, json!({"tool": "pdf", "args": {}}));
+}
+
+#[tokio::test]
+async fn results_are_mapped() {
+    let gateway = FakeGateway::start().await;
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .await;
+
+    let result = client
+        .call_tool(call("web_search", json!({"query": "rust"})))
+        .await
+        .expect("call");
+    let details = json!({"results": [{"title": "Rust", "url": "https://www.rust-lang.org"}]});
+    assert_eq!(result.structured_content, Some(details.clone()));
+    assert_eq!(
+        text(&result),
+        serde_json::to_string_pretty(&details).expect("json")
+    );
+
+    let result = client
+        .call_tool(call("web_fetch", json!({"url": "https://example.com"})))
+        .await
+        .expect("call");
+    assert_eq!(result.content.len(), 2);
+    assert_eq!(text(&result), "page text");
+    assert!(
+        matches!(&result.content[1], ContentBlock::Image(image) if image.mime_type == "image/png")
+    );
+
+    let result = client
+        .call_tool(call("pdf", json!({})))
+        .await
+        .expect("call");
+    assert_eq!(text(&result), "plain summary");
+
+    let result = client
+        .call_tool(call("canvas", json!({"action": "present"})))
+        .await
+        .expect("call");
+    assert_eq!(text(&result), json!({"status": "shown"}).to_string());
+    assert_eq!(result.structured_content, None);
+
+    let result = client
+        .call_tool(call("sessions_send", json!({"message": "m"})))
+        .await
+        .expect("call");
+    assert_eq!(text(&result), "sent");
+    assert_ne!(result.is_error, Some(true));
+}
+
+#[tokio::test]
+async fn failures_are_error_results_with_hints() {
+    let gateway = FakeGateway::start().await;
+    let dir = temp_dir("failures");
+    let custom = write_file(
+        &dir,
+        "rooms.json",
+        r#"{"tools": [{"name": "rooms_list", "description": "List rooms.", "parameters": {"type": "object"}},
+                      {"name": "rooms_join", "parameters": {"type": "object", "properties": {"room": {"type": "string"}}}}]}"#,
+    );
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+            ("OPENCLAW_MCP_CUSTOM_TOOLS", &custom),
+        ],
+    )
+    .await;
+    let cases = [
+        (
+            "browser",
+            vec!["Tool not available: browser", "gateway.tools.allow", "404"],
+        ),
+        (
+            "message",
+            vec!["approval required", "tool_call_blocked", "403"],
+        ),
+        (
+            "rooms_list",
+            vec!["slow down", "retry after 7 seconds", "429"],
+        ),
+        ("rooms_join", vec!["room is full"]),
+    ];
+    for (tool, needles) in cases {
+        let result = client
+            .call_tool(call(tool, json!({"action": "x"})))
+            .await
+            .expect("call");
+        assert_eq!(result.is_error, Some(true), "{tool}");
+        let text = text(&result);
+        for needle in needles {
+            assert!(text.contains(needle), "{tool}: {text:?} lacks {needle:?}");
+        }
+    }
+    client.cancel().await.expect("close");
+
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", "wrong"),
+        ],
+    )
+    .await;
+    let result = client
+        .call_tool(call("pdf", json!({})))
+        .await
+        .expect("call");
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text(&result).contains("rejected the token (401)")
+            && text(&result).contains("OPENCLAW_GATEWAY_TOKEN")
+    );
+    client.cancel().await.expect("close");
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed = format!("http://{}", listener.local_addr().expect("addr"));
+    drop(listener);
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &closed),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .await;
+    let result = client
+        .call_tool(call("pdf", json!({})))
+        .await
+        .expect("call");
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text(&result).contains(&format!("Cannot reach the OpenClaw Gateway at {closed}")),
+        "{}",
+        text(&result)
+    );
+}
+
+#[tokio::test]
+async fn config_file_custom_tools_and_environment_precedence() {
+    let gateway = FakeGateway::start().await;
+    let dir = temp_dir("config");
+    write_file(
+        &dir,
+        "single.json",
+        r#"{"name": "rooms_join", "description": "Join a room.", "parameters": {"type": "object", "properties": {"room": {"type": "string"}}, "required": ["room"]}}"#,
+    );
+    let config = write_file(
+        &dir,
+        "config.json",
+        &json!({
+            "gateway": {"url": "http://127.0.0.1:9", "token": TOKEN},
+            "tools": ["pdf"],
+            "customTools": ["single.json"]
+        })
+        .to_string(),
+    );
+    // The environment's URL wins over the file's; the file gives the token,
+    // the tool selection and a custom tool file relative to itself.
+    let client = connect(
+        &[],
+        &[
+            ("OPENCLAW_MCP_CONFIG", &config),
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+        ],
+    )
+    .await;
+    let tools = client.list_all_tools().await.expect("list");
+    let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
+    assert_eq!(names, ["pdf", "rooms_join"]);
+    assert_eq!(tools[1].input_schema["required"], json!(["room"]));
+    assert!(tools[1].input_schema["properties"]["sessionKey"].is_object());
+    let result = client
+        .call_tool(call("rooms_join", json!({"room": "lobby"})))
+        .await
+        .expect("call");
+    assert!(text(&result).contains("room is full"));
+    assert_eq!(
+        gateway.last().1,
+        json!({"tool": "rooms_join", "args": {"room": "lobby"}})
+    );
+}
+
+#[test]
+fn malformed_custom_tool_files_are_refused_at_start() {
+    let dir = temp_dir("malformed");
+    let cases = [
+        ("broken.json", "{\"name\": ", "not valid JSON"),
+        (
+            "noname.json",
+            r#"{"tools": [{"description": "x"}]}"#,
+            "tools[0]: \"name\" is missing",
+        ),
+        (
+            "badschema.json",
+            r#"{"name": "t", "parameters": {"type": "string"}}"#,
+            "must be an object schema",
+        ),
+        ("dup.json", r#"{"name": "pdf"}"#, "defined twice"),
+    ];
+    for (name, content, needle) in cases {
+        let path = write_file(&dir, name, content);
+        let output = std::process::Command::new(BINARY)
+            .arg("gateway")
+            .env_clear()
+            .env("OPENCLAW_GATEWAY_TOKEN", TOKEN)
+            .env("OPENCLAW_MCP_CUSTOM_TOOLS", &path)
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{name}: {stderr}");
+        if needle != "defined twice" {
+            assert!(
+                stderr.contains(&path),
+                "{name}: the path is named: {stderr}"
+            );
+        }
+    }
+    let missing = dir.join("missing.json").display().to_string();
+    let output = std::process::Command::new(BINARY)
+        .arg("gateway")
+        .env_clear()
+        .env("OPENCLAW_GATEWAY_TOKEN", TOKEN)
+        .env("OPENCLAW_MCP_CUSTOM_TOOLS", &missing)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains(&missing));
+}
