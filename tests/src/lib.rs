@@ -6,6 +6,7 @@
 //! (`openclaw_proxy_edge::serve`), and every client talks to it through a
 //! real loopback socket.
 
+pub mod bench;
 pub mod grpc_app;
 pub mod mcp_client;
 pub mod server;

@@ -1,0 +1,550 @@
+//! The load generator behind `loadgen` (see `src/bin/loadgen.rs`): drives the
+//! whole path (MCP over HTTP → edge → core → bridge → app → back) and
+//! measures it.
+//!
+//! It speaks only the documented contract (REST, the WebSocket bridge, gRPC,
+//! MCP over HTTP), so it can target any server that implements it. It runs
+//! the app side itself, answering every call at once with its arguments, and
+//! checks every answer: a fast wrong answer counts as an error.
+//!
+//! The MCP clients are lean on purpose (one HTTP/1.1 connection per client,
+//! raw JSON-RPC, no SDK), because they share the machine with the server and
+//! every cycle they spend is one the server does not get.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use openclaw_proxy_core::proto::{
+    self, app_message, bridge_service_client::BridgeServiceClient, proxy_message,
+    session_service_client::SessionServiceClient,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_tungstenite::tungstenite::Message;
+use tonic::transport::Channel;
+
+use crate::grpc_app::with_token;
+
+/// Which bridge the app side uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BridgeKind {
+    /// JSON over WebSocket, sessions registered over REST.
+    Ws,
+    /// gRPC `BridgeService.Attach`, sessions registered over gRPC.
+    Grpc,
+}
+
+impl BridgeKind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ws => "ws",
+            Self::Grpc => "grpc",
+        }
+    }
+}
+
+/// Where the server is and how to authenticate.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// `http://host:port` of the server.
+    pub base_url: String,
+    /// The app token (REST, WebSocket, gRPC).
+    pub app_token: String,
+    /// The OpenClaw token (`/v1/mcp`).
+    pub openclaw_token: String,
+}
+
+impl Target {
+    fn authority(&self) -> &str {
+        self.base_url
+            .split_once("://")
+            .map_or(self.base_url.as_str(), |(_, rest)| rest)
+            .trim_end_matches('/')
+    }
+}
+
+/// One load run.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// The server.
+    pub target: Target,
+    /// The app's bridge.
+    pub bridge: BridgeKind,
+    /// Concurrent MCP clients.
+    pub concurrency: usize,
+    /// Sessions (each with its own app bridge); clients are spread over them.
+    pub sessions: usize,
+    /// How long to run.
+    pub duration: Duration,
+    /// Stop after this many calls instead (for smoke runs).
+    pub max_calls: Option<u64>,
+}
+
+/// The numbers of one run, printed as one JSON line.
+#[derive(Clone, Debug)]
+pub struct LoadReport {
+    /// Calls answered correctly.
+    pub calls: u64,
+    /// Calls that failed or answered wrongly.
+    pub errors: u64,
+    /// Wall time of the measured phase.
+    pub elapsed: Duration,
+    /// Latency percentiles in microseconds: p50, p90, p99, max.
+    pub percentiles_us: [u64; 4],
+}
+
+impl LoadReport {
+    /// Correct calls per second.
+    pub fn calls_per_second(&self) -> f64 {
+        self.calls as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
+    }
+}
+
+/// Registers `sessions` sessions with one `echo` tool and starts an app on
+/// each; returns the session ids once every bridge answers calls.
+pub async fn start_apps(
+    target: &Target,
+    bridge: BridgeKind,
+    sessions: usize,
+) -> anyhow::Result<Vec<String>> {
+    let channel = match bridge {
+        BridgeKind::Grpc => Some(
+            Channel::from_shared(target.base_url.clone())?
+                .connect()
+                .await?,
+        ),
+        BridgeKind::Ws => None,
+    };
+    let http = reqwest::Client::new();
+    let mut ids = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let id = match &channel {
+            Some(channel) => {
+                let id = register_grpc(channel.clone(), &target.app_token).await?;
+                start_grpc_app(channel.clone(), &target.app_token, &id).await?;
+                id
+            }
+            None => {
+                let id = register_rest(&http, target).await?;
+                start_ws_app(target, &id).await?;
+                id
+            }
+        };
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+const ECHO_SCHEMA: &str =
+    r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#;
+
+async fn register_rest(http: &reqwest::Client, target: &Target) -> anyhow::Result<String> {
+    let body = json!({
+        "device_id": "loadgen", "device_name": "loadgen", "app_version": "1", "chat_id": "load",
+        "tools": [{"name": "echo", "description": "Echo.", "input_schema": serde_json::from_str::<Value>(ECHO_SCHEMA)?}]
+    });
+    let reply: Value = http
+        .post(format!("{}/v1/chat/sessions", target.base_url))
+        .bearer_auth(&target.app_token)
+        .json(&body)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    reply["mcpSessionId"]
+        .as_str()
+        .map(str::to_owned)
+        .context("no mcpSessionId in the registration reply")
+}
+
+async fn register_grpc(channel: Channel, token: &str) -> anyhow::Result<String> {
+    let request = proto::CreateSessionRequest {
+        metadata: None,
+        tools: vec![proto::ToolDefinition {
+            name: "echo".into(),
+            description: "Echo.".into(),
+            input_schema_json: ECHO_SCHEMA.into(),
+            path: String::new(),
+        }],
+    };
+    Ok(SessionServiceClient::new(channel)
+        .create_session(with_token(request, token))
+        .await?
+        .into_inner()
+        .session_id)
+}
+
+#[derive(Deserialize)]
+struct InvokeFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(default)]
+    request_id: Option<&'a str>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// A WebSocket app that answers every call with its arguments.
+async fn start_ws_app(target: &Target, session_id: &str) -> anyhow::Result<()> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!(
+        "ws://{}/v1/chat/sessions/{session_id}/bridge",
+        target.authority()
+    );
+    let mut request = url.into_client_request()?;
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", target.app_token).parse()?,
+    );
+    let (socket, _) = tokio_tungstenite::connect_async(request).await?;
+    let (mut sink, mut stream) = socket.split();
+    tokio::spawn(async move {
+        while let Some(Ok(frame)) = stream.next().await {
+            let Message::Text(text) = frame else { continue };
+            let Ok(frame) = serde_json::from_str::<InvokeFrame<'_>>(text.as_str()) else {
+                continue;
+            };
+            let reply = match (frame.kind, frame.request_id) {
+                ("invoke_tool", Some(request_id)) => format!(
+                    r#"{{"type":"invoke_result","request_id":{},"ok":true,"content":{}}}"#,
+                    Value::from(request_id),
+                    frame.arguments.map_or("null", RawValue::get)
+                ),
+                ("ping", _) => r#"{"type":"pong"}"#.to_owned(),
+                _ => continue,
+            };
+            if sink.send(Message::Text(reply.into())).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// A gRPC app that answers every call with its arguments.
+async fn start_grpc_app(channel: Channel, token: &str, session_id: &str) -> anyhow::Result<()> {
+    let (outbound, receiver) = mpsc::channel(1024);
+    outbound
+        .send(proto::AppMessage {
+            kind: Some(app_message::Kind::Hello(proto::Hello {
+                session_id: session_id.into(),
+            })),
+        })
+        .await?;
+    let mut inbound = BridgeServiceClient::new(channel)
+        .attach(with_token(ReceiverStream::new(receiver), token))
+        .await?
+        .into_inner();
+    match inbound.message().await? {
+        Some(proto::ProxyMessage {
+            kind: Some(proxy_message::Kind::Attached(_)),
+        }) => {}
+        other => bail!("expected attached, got {other:?}"),
+    }
+    tokio::spawn(async move {
+        while let Ok(Some(message)) = inbound.message().await {
+            let reply = match message.kind {
+                Some(proxy_message::Kind::Invoke(invoke)) => {
+                    app_message::Kind::Result(proto::ToolResult {
+                        request_id: invoke.request_id,
+                        ok: true,
+                        content_json: invoke.arguments_json,
+                        error: String::new(),
+                    })
+                }
+                Some(proxy_message::Kind::Ping(ping)) => {
+                    app_message::Kind::Pong(proto::Pong { nonce: ping.nonce })
+                }
+                _ => continue,
+            };
+            if outbound
+                .send(proto::AppMessage { kind: Some(reply) })
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// One MCP client on its own HTTP/1.1 connection.
+struct McpConnection {
+    sender: http1::SendRequest<Full<Bytes>>,
+    authority: String,
+    path: String,
+    token: String,
+}
+
+impl McpConnection {
+    async fn open(target: &Target, session_id: &str) -> anyhow::Result<Self> {
+        let stream = tokio::net::TcpStream::connect(target.authority()).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(connection);
+        Ok(Self {
+            sender,
+            authority: target.authority().to_owned(),
+            path: format!("/v1/mcp/{session_id}"),
+            token: format!("Bearer {}", target.openclaw_token),
+        })
+    }
+
+    async fn post(&mut self, body: String) -> anyhow::Result<(u16, Bytes)> {
+        let request = hyper::Request::post(&self.path)
+            .header("host", &self.authority)
+            .header("authorization", &self.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(Full::new(Bytes::from(body)))?;
+        self.sender.ready().await?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+
+    /// One `tools/call`; true when the echo came back exactly.
+    async fn echo_call(&mut self, id: u64, text: &str) -> bool {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}}}}}"#,
+            Value::from(text)
+        );
+        match self.post(body).await {
+            Ok((200, body)) => serde_json::from_slice::<Value>(&body).is_ok_and(|reply| {
+                reply["id"] == id && reply["result"]["structuredContent"]["text"] == text
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// Runs MCP clients against sessions whose apps are already started.
+pub async fn drive_calls(
+    config: &LoadConfig,
+    session_ids: &[String],
+) -> anyhow::Result<LoadReport> {
+    if session_ids.is_empty() {
+        bail!("no sessions to call");
+    }
+    let mut connections = Vec::with_capacity(config.concurrency);
+    for worker in 0..config.concurrency {
+        let session = &session_ids[worker % session_ids.len()];
+        let mut connection = McpConnection::open(&config.target, session).await?;
+        // Warm up: the bridge may still be attaching; OpenClaw also initializes first.
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "loadgen", "version": "1"}}});
+        connection.post(init.to_string()).await?;
+        let mut ready = false;
+        for _ in 0..200 {
+            if connection.echo_call(0, "warm-up").await {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if !ready {
+            bail!("session {session} does not answer calls");
+        }
+        connections.push(connection);
+    }
+    let issued = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + config.duration;
+    let max_calls = config.max_calls.unwrap_or(u64::MAX);
+    let mut workers = tokio::task::JoinSet::new();
+    for (worker, mut connection) in connections.into_iter().enumerate() {
+        let issued = issued.clone();
+        workers.spawn(async move {
+            let mut latencies: Vec<u32> = Vec::with_capacity(1 << 16);
+            let mut errors = 0_u64;
+            let mut n = 0_u64;
+            while Instant::now() < deadline && issued.fetch_add(1, Ordering::Relaxed) < max_calls {
+                n += 1;
+                let text = format!("w{worker}-{n}");
+                let begun = Instant::now();
+                let ok = connection.echo_call(n, &text).await;
+                let micros = u32::try_from(begun.elapsed().as_micros()).unwrap_or(u32::MAX);
+                if ok {
+                    latencies.push(micros);
+                } else {
+                    errors += 1;
+                }
+            }
+            (latencies, errors)
+        });
+    }
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    while let Some(joined) = workers.join_next().await {
+        let (mut worker_latencies, worker_errors) = joined?;
+        latencies.append(&mut worker_latencies);
+        errors += worker_errors;
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    let at = |q: f64| -> u64 {
+        if latencies.is_empty() {
+            return 0;
+        }
+        let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+        u64::from(latencies[index.min(latencies.len() - 1)])
+    };
+    Ok(LoadReport {
+        calls: latencies.len() as u64,
+        errors,
+        elapsed,
+        percentiles_us: [at(0.50), at(0.90), at(0.99), at(1.0)],
+    })
+}
+
+/// Registers sessions, starts their apps and drives calls.
+pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
+    let sessions = start_apps(&config.target, config.bridge, config.sessions.max(1)).await?;
+    drive_calls(config, &sessions).await
+}
+
+/// The report as one JSON line.
+pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
+    let [p50, p90, p99, max] = report.percentiles_us;
+    json!({
+        "bench": "mcp_tools_call",
+        "bridge": config.bridge.name(),
+        "concurrency": config.concurrency,
+        "sessions": config.sessions,
+        "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+        "calls": report.calls,
+        "calls_per_s": report.calls_per_second().round(),
+        "p50_us": p50,
+        "p90_us": p90,
+        "p99_us": p99,
+        "max_us": max,
+        "errors": report.errors,
+    })
+}
+
+/// Resident memory of a process, in KiB (Linux `/proc`).
+pub fn resident_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .context("no VmRSS in /proc status")
+}
+
+/// Measures the server's resident memory before and after `sessions`
+/// sessions each get a bridge, and per bridged session.
+pub async fn measure_memory(
+    target: &Target,
+    bridge: BridgeKind,
+    server_pid: u32,
+    sessions: usize,
+) -> anyhow::Result<Value> {
+    let settle = || tokio::time::sleep(Duration::from_millis(1500));
+    settle().await;
+    let before = resident_kib(server_pid)?;
+    let ids = start_apps(target, bridge, sessions).await?;
+    // Prove the bridges work: one call through the last session.
+    let probe = LoadConfig {
+        target: target.clone(),
+        bridge,
+        concurrency: 1,
+        sessions: 1,
+        duration: Duration::from_secs(60),
+        max_calls: Some(1),
+    };
+    let report = drive_calls(&probe, &ids[ids.len().saturating_sub(1)..]).await?;
+    settle().await;
+    let after = resident_kib(server_pid)?;
+    Ok(json!({
+        "bench": "memory_per_bridged_session",
+        "bridge": bridge.name(),
+        "sessions": ids.len(),
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "bytes_per_session": ((after.saturating_sub(before)) * 1024) / (ids.len().max(1) as u64),
+        "probe_errors": report.errors,
+    }))
+}
+
+/// Calls through the stdio relay: one client, one call at a time, through
+/// the `openclaw-proxy-stdio` binary at `stdio_bin` bound to `session_id`.
+pub async fn run_stdio(
+    stdio_bin: &str,
+    target: &Target,
+    session_id: &str,
+    duration: Duration,
+    max_calls: Option<u64>,
+) -> anyhow::Result<LoadReport> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut child = tokio::process::Command::new(stdio_bin)
+        .env_clear()
+        .env("OPENCLAW_PROXY_SERVER_URL", &target.base_url)
+        .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", &target.openclaw_token)
+        .env("OPENCLAW_PROXY_SESSION_ID", session_id)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {stdio_bin}"))?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "loadgen", "version": "1"}}});
+    stdin.write_all(format!("{init}\n").as_bytes()).await?;
+    lines.next_line().await?.context("no initialize reply")?;
+    let started = Instant::now();
+    let deadline = started + duration;
+    let max_calls = max_calls.unwrap_or(u64::MAX);
+    let (mut latencies, mut errors, mut n) = (Vec::new(), 0_u64, 0_u64);
+    while Instant::now() < deadline && n < max_calls {
+        n += 1;
+        let text = format!("stdio-{n}");
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":{}}}}}}}\n",
+            Value::from(text.as_str())
+        );
+        let begun = Instant::now();
+        stdin.write_all(line.as_bytes()).await?;
+        let reply = lines.next_line().await?.context("relay closed stdout")?;
+        let micros = u32::try_from(begun.elapsed().as_micros()).unwrap_or(u32::MAX);
+        let ok = serde_json::from_str::<Value>(&reply).is_ok_and(|reply| {
+            reply["id"] == n && reply["result"]["structuredContent"]["text"] == text
+        });
+        if ok {
+            latencies.push(micros);
+        } else {
+            errors += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    drop(stdin);
+    let _ = child.wait().await;
+    latencies.sort_unstable();
+    let at = |q: f64| -> u64 {
+        latencies
+            .get(((latencies.len().max(1) as f64 - 1.0) * q).round() as usize)
+            .map_or(0, |v| u64::from(*v))
+    };
+    Ok(LoadReport {
+        calls: latencies.len() as u64,
+        errors,
+        elapsed,
+        percentiles_us: [at(0.50), at(0.90), at(0.99), at(1.0)],
+    })
+}

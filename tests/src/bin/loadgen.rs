@@ -1,0 +1,197 @@
+//! `loadgen`: the benchmark of the whole path. Build and run in release mode:
+//!
+//! ```sh
+//! cargo build --release -p openclaw-proxy-edge -p openclaw-proxy-stdio -p openclaw-proxy-tests
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64
+//! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
+//! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
+//! ```
+//!
+//! `--url` targets a server that is already running instead of `--spawn`ing
+//! one (memory needs `--spawn` or `--pid`). Each run prints one JSON line.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use openclaw_proxy_tests::bench::{self, BridgeKind, LoadConfig, Target};
+
+#[derive(Parser)]
+#[command(about = "Throughput, latency and memory of openclaw-proxy's whole path")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// MCP tools/call throughput and latency with N concurrent clients.
+    Calls {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[arg(long, value_enum, default_value = "ws")]
+        bridge: BridgeKind,
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 1)]
+        sessions: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+    },
+    /// Resident memory per session holding a bridge.
+    Memory {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[arg(long, value_enum, default_value = "ws")]
+        bridge: BridgeKind,
+        #[arg(long, default_value_t = 10_000)]
+        sessions: usize,
+    },
+    /// Calls through the stdio relay, one client.
+    Stdio {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// The openclaw-proxy-stdio binary.
+        #[arg(long)]
+        stdio: String,
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+    },
+}
+
+#[derive(Args)]
+struct ServerArgs {
+    /// A running server's base URL.
+    #[arg(long, conflicts_with = "spawn")]
+    url: Option<String>,
+    /// Start this openclaw-proxy binary on a free loopback port.
+    #[arg(long)]
+    spawn: Option<String>,
+    /// The running server's process id (for memory with --url).
+    #[arg(long)]
+    pid: Option<u32>,
+    #[arg(long, env = "OPENCLAW_PROXY_APP_TOKEN", default_value = "bench-app")]
+    app_token: String,
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_OPENCLAW_TOKEN",
+        default_value = "bench-openclaw"
+    )]
+    openclaw_token: String,
+}
+
+struct Server {
+    target: Target,
+    pid: Option<u32>,
+    _child: Option<tokio::process::Child>,
+}
+
+async fn server(args: &ServerArgs) -> anyhow::Result<Server> {
+    let target = |base_url: String| Target {
+        base_url,
+        app_token: args.app_token.clone(),
+        openclaw_token: args.openclaw_token.clone(),
+    };
+    if let Some(binary) = &args.spawn {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = tokio::process::Command::new(binary)
+            .env("OPENCLAW_PROXY_LISTEN", format!("127.0.0.1:{port}"))
+            .env("OPENCLAW_PROXY_APP_TOKEN", &args.app_token)
+            .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", &args.openclaw_token)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {binary}"))?;
+        let pid = child.id();
+        let base_url = format!("http://127.0.0.1:{port}");
+        for _ in 0..500 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Ok(Server {
+                    target: target(base_url),
+                    pid,
+                    _child: Some(child),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        anyhow::bail!("{binary} did not start listening on port {port}");
+    }
+    let base_url = args
+        .url
+        .clone()
+        .unwrap_or_else(|| "http://127.0.0.1:8000".into());
+    Ok(Server {
+        target: target(base_url),
+        pid: args.pid,
+        _child: None,
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Calls {
+            server: args,
+            bridge,
+            concurrency,
+            sessions,
+            duration,
+        } => {
+            let server = server(&args).await?;
+            let config = LoadConfig {
+                target: server.target.clone(),
+                bridge,
+                concurrency: concurrency.max(1),
+                sessions: sessions.max(1),
+                duration: Duration::from_secs(duration),
+                max_calls: None,
+            };
+            let report = bench::run_load(&config).await?;
+            println!("{}", bench::report_json(&config, &report));
+        }
+        Command::Memory {
+            server: args,
+            bridge,
+            sessions,
+        } => {
+            let server = server(&args).await?;
+            let pid = server.pid.context("memory needs --spawn or --pid")?;
+            println!(
+                "{}",
+                bench::measure_memory(&server.target, bridge, pid, sessions).await?
+            );
+        }
+        Command::Stdio {
+            server: args,
+            stdio,
+            duration,
+        } => {
+            let server = server(&args).await?;
+            let sessions = bench::start_apps(&server.target, BridgeKind::Ws, 1).await?;
+            let report = bench::run_stdio(
+                &stdio,
+                &server.target,
+                &sessions[0],
+                Duration::from_secs(duration),
+                None,
+            )
+            .await?;
+            let [p50, p90, p99, max] = report.percentiles_us;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "bench": "stdio_relay", "bridge": "ws", "concurrency": 1,
+                    "calls": report.calls, "calls_per_s": report.calls_per_second().round(),
+                    "p50_us": p50, "p90_us": p90, "p99_us": p99, "max_us": max, "errors": report.errors,
+                })
+            );
+        }
+    }
+    Ok(())
+}
