@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bridge::{Bridge, BridgeEnd, BridgeStream, ProgressSink};
 use crate::config::CoreConfig;
 use crate::proto::{self, app_message, proxy_message};
-use crate::tools::{Tool, ToolError, validate_tools};
+use crate::tools::{Tool, ToolError, ToolSetCache, validate_tools};
 
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +78,7 @@ pub struct Hub {
 struct Inner {
     config: CoreConfig,
     sessions: RwLock<HashMap<Arc<str>, Arc<Session>>>,
+    tool_sets: ToolSetCache,
     shutdown: CancellationToken,
 }
 
@@ -122,6 +123,7 @@ impl Hub {
             inner: Arc::new(Inner {
                 config,
                 sessions: RwLock::default(),
+                tool_sets: ToolSetCache::default(),
                 shutdown: CancellationToken::new(),
             }),
         }
@@ -145,7 +147,7 @@ impl Hub {
         let session = Arc::new(Session {
             id: id.clone(),
             metadata: request.metadata.unwrap_or_default(),
-            tools: tools.into(),
+            tools: self.inner.tool_sets.intern(tools),
             state: Mutex::new(SessionState {
                 bridge: None,
                 last_activity: Instant::now(),

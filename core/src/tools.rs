@@ -221,3 +221,46 @@ mod tests {
         );
     }
 }
+
+/// Shares identical tool sets between sessions.
+///
+/// An app usually registers the same tools in every session it opens; with
+/// thousands of sessions, one copy of the schemas instead of thousands keeps
+/// an idle session small. Entries are weak: a tool set lives as long as a
+/// session uses it.
+#[derive(Debug, Default)]
+pub struct ToolSetCache {
+    sets: std::sync::Mutex<HashMap<u64, std::sync::Weak<[Tool]>>>,
+}
+
+impl ToolSetCache {
+    /// The shared copy of `tools`, adding it if no session uses it yet.
+    pub fn intern(&self, tools: Vec<Tool>) -> Arc<[Tool]> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for tool in &tools {
+            tool.name.hash(&mut hasher);
+            tool.description.hash(&mut hasher);
+            tool.path.hash(&mut hasher);
+            Value::Object((*tool.input_schema).clone())
+                .to_string()
+                .hash(&mut hasher);
+        }
+        let key = hasher.finish();
+        let mut sets = self
+            .sets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(shared) = sets.get(&key).and_then(std::sync::Weak::upgrade)
+            && *shared == *tools
+        {
+            return shared;
+        }
+        if sets.len() > 64 && sets.len().is_power_of_two() {
+            sets.retain(|_, set| set.strong_count() > 0);
+        }
+        let shared: Arc<[Tool]> = tools.into();
+        sets.insert(key, Arc::downgrade(&shared));
+        shared
+    }
+}

@@ -5,6 +5,8 @@
 //! and exposes the generated types, clients and servers, plus the encoded file
 //! descriptor set that server reflection serves.
 
+pub mod codec;
+
 /// Generated code for `openclaw.proxy.v1`.
 pub mod v1 {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]

@@ -117,17 +117,19 @@ pub async fn start_apps(
     bridge: BridgeKind,
     sessions: usize,
 ) -> anyhow::Result<Vec<String>> {
-    let channel = match bridge {
-        BridgeKind::Grpc => Some(
-            Channel::from_shared(target.base_url.clone())?
-                .connect()
-                .await?,
-        ),
-        BridgeKind::Ws => None,
-    };
     let http = reqwest::Client::new();
     let mut ids = Vec::with_capacity(sessions);
-    for _ in 0..sessions {
+    let mut channel = None;
+    for index in 0..sessions {
+        // HTTP/2 servers cap concurrent streams per connection (hyper: 200),
+        // so bridges are spread over one connection per hundred sessions.
+        if bridge == BridgeKind::Grpc && index % GRPC_BRIDGES_PER_CONNECTION == 0 {
+            channel = Some(
+                Channel::from_shared(target.base_url.clone())?
+                    .connect()
+                    .await?,
+            );
+        }
         let id = match &channel {
             Some(channel) => {
                 let id = register_grpc(channel.clone(), &target.app_token).await?;
@@ -144,6 +146,9 @@ pub async fn start_apps(
     }
     Ok(ids)
 }
+
+/// gRPC bridges opened per HTTP/2 connection.
+const GRPC_BRIDGES_PER_CONNECTION: usize = 100;
 
 const ECHO_SCHEMA: &str =
     r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#;

@@ -47,6 +47,9 @@ pub const CLOSE_REPLACED: u16 = 4409;
 /// Close code: the proxy is going away.
 pub const CLOSE_GOING_AWAY: u16 = 1001;
 
+/// Initial read buffer of a bridge socket.
+const READ_BUFFER_BYTES: usize = 1024;
+
 /// How many parsed app messages may wait for the core.
 const INBOUND_CAPACITY: usize = 64;
 
@@ -60,6 +63,11 @@ pub async fn bridge(
     let authorized = check_app_token(&state, &headers).is_ok();
     upgrade
         .max_message_size(state.config.max_body_bytes)
+        // tungstenite reserves 128 KiB per socket for reading by default; with
+        // thousands of mostly idle bridges that dominates memory. Frames of
+        // any size still arrive: the buffer grows while one is read.
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             if !authorized {
                 close(socket, CLOSE_INVALID_TOKEN, "invalid app token").await;
@@ -78,11 +86,15 @@ async fn close(mut socket: WebSocket, code: u16, reason: &str) {
 }
 
 async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
-    let (to_core, inbound) = mpsc::channel(INBOUND_CAPACITY);
+    // Boxed, like the core's queue: idle channels then cost pointers, not messages.
+    let (to_core, inbound) = mpsc::channel::<Box<proto::AppMessage>>(INBOUND_CAPACITY);
     let hello = proto::Hello {
         session_id: session_id.clone(),
     };
-    let outbound = match state.hub.attach(hello, ReceiverStream::new(inbound)) {
+    let outbound = match state
+        .hub
+        .attach(hello, ReceiverStream::new(inbound).map(|message| *message))
+    {
         Ok(outbound) => outbound,
         Err(error) => {
             let code = match error {
@@ -94,7 +106,7 @@ async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
         }
     };
     let (sink, stream) = socket.split();
-    let (to_app, local) = mpsc::channel::<Message>(16);
+    let (to_app, local) = mpsc::channel::<Box<Message>>(16);
     let writer = tokio::spawn(write_frames(sink, outbound, local));
     read_frames(stream, to_core, to_app).await;
     // The app closed or the connection broke: dropping the outbound stream
@@ -108,7 +120,7 @@ async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
 async fn write_frames(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
     mut outbound: BridgeStream,
-    mut local: mpsc::Receiver<Message>,
+    mut local: mpsc::Receiver<Box<Message>>,
 ) {
     loop {
         let frames: Vec<Message> = tokio::select! {
@@ -121,7 +133,7 @@ async fn write_frames(
                 }
                 None => return,
             },
-            Some(frame) = local.recv() => vec![frame],
+            Some(frame) = local.recv() => vec![*frame],
         };
         for frame in frames {
             if sink.send(frame).await.is_err() {
@@ -209,8 +221,8 @@ struct AppFrame<'a> {
 /// core and answering bad frames with error frames.
 async fn read_frames(
     mut stream: futures_util::stream::SplitStream<WebSocket>,
-    to_core: mpsc::Sender<proto::AppMessage>,
-    to_app: mpsc::Sender<Message>,
+    to_core: mpsc::Sender<Box<proto::AppMessage>>,
+    to_app: mpsc::Sender<Box<Message>>,
 ) {
     while let Some(frame) = stream.next().await {
         let frame = match frame {
@@ -224,35 +236,33 @@ async fn read_frames(
             Message::Text(text) => match parse_frame(text.as_str()) {
                 Ok(Parsed::ToCore(message)) => message,
                 Ok(Parsed::Ping) => {
-                    let _ = to_app
-                        .send(Message::Text(json!({"type": "pong"}).to_string().into()))
-                        .await;
+                    let _ = to_app.send(text_frame(json!({"type": "pong"}))).await;
                     pong()
                 }
                 Err(problem) => {
                     tracing::warn!(%problem, "malformed bridge frame");
-                    let _ = to_app
-                        .send(Message::Text(error_frame(&problem, "").to_string().into()))
-                        .await;
+                    let _ = to_app.send(text_frame(error_frame(&problem, ""))).await;
                     continue;
                 }
             },
             Message::Binary(_) => {
                 let problem =
                     "binary frames are not part of the bridge protocol: send JSON text frames";
-                let _ = to_app
-                    .send(Message::Text(error_frame(problem, "").to_string().into()))
-                    .await;
+                let _ = to_app.send(text_frame(error_frame(problem, ""))).await;
                 continue;
             }
             // Any frame from the app is a sign of life.
             Message::Pong(_) | Message::Ping(_) => pong(),
             Message::Close(_) => return,
         };
-        if to_core.send(message).await.is_err() {
+        if to_core.send(Box::new(message)).await.is_err() {
             return;
         }
     }
+}
+
+fn text_frame(frame: Value) -> Box<Message> {
+    Box::new(Message::Text(frame.to_string().into()))
 }
 
 fn pong() -> proto::AppMessage {

@@ -1,0 +1,54 @@
+//! The protobuf codec of the generated services, with small initial buffers.
+//!
+//! tonic's default codec reserves 8 KiB for decoding and 8 KiB for encoding
+//! on every stream. A bridge is a long-lived, mostly idle stream and a proxy
+//! holds thousands of them, so those reservations would dominate its memory.
+//! Buffers still grow on demand for large messages.
+
+use std::marker::PhantomData;
+
+use prost::Message;
+use tonic::codec::{BufferSettings, Codec};
+use tonic_prost::{ProstDecoder, ProstEncoder};
+
+/// Initial capacity of a stream's encode and decode buffers.
+pub const INITIAL_BUFFER_BYTES: usize = 512;
+/// Encoded bytes after which a streaming encoder yields (tonic's default).
+pub const YIELD_THRESHOLD_BYTES: usize = 32 * 1024;
+
+/// `application/grpc+proto` via prost, with [`INITIAL_BUFFER_BYTES`] buffers.
+#[derive(Debug, Clone)]
+pub struct CompactCodec<T, U> {
+    _types: PhantomData<(T, U)>,
+}
+
+impl<T, U> Default for CompactCodec<T, U> {
+    fn default() -> Self {
+        Self {
+            _types: PhantomData,
+        }
+    }
+}
+
+fn settings() -> BufferSettings {
+    BufferSettings::new(INITIAL_BUFFER_BYTES, YIELD_THRESHOLD_BYTES)
+}
+
+impl<T, U> Codec for CompactCodec<T, U>
+where
+    T: Message + Send + 'static,
+    U: Message + Default + Send + 'static,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = ProstEncoder<T>;
+    type Decoder = ProstDecoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstEncoder::new(settings())
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        ProstDecoder::new(settings())
+    }
+}
