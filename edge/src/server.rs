@@ -8,6 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::grpc::GrpcService;
 use tokio::net::TcpListener;
@@ -45,6 +46,13 @@ pub async fn serve(
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let stop_hub = hub.clone();
+    // Small JSON frames and responses: send each at once rather than waiting
+    // for Nagle's algorithm to coalesce them.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         shutdown.await;
         tracing::info!("shutting down: ending bridges and draining connections");

@@ -33,8 +33,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::EdgeState;
 use super::error::ApiError;
+use super::{EdgeState, fast_call};
 use crate::config::EdgeConfig;
 
 /// The header that routes `/v1/mcp` to a session.
@@ -89,6 +89,28 @@ async fn route(state: EdgeState, session_id: Option<String>, mut request: Reques
         return error.into_response();
     }
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
+    if fast_call::headers_allow(request.headers()) {
+        let (parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                let too_large = std::error::Error::source(&error)
+                    .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+                let error = if too_large {
+                    ApiError::BodyTooLarge {
+                        limit: state.config.max_body_bytes,
+                    }
+                } else {
+                    ApiError::UnreadableBody(error.to_string())
+                };
+                return error.into_response();
+            }
+        };
+        if let Some(call) = fast_call::parse(&bytes) {
+            return fast_call::answer(&state.hub, &session_id, call).await;
+        }
+        request = Request::from_parts(parts, Body::from(bytes));
+    }
     request.extensions_mut().insert(SessionRoute(session_id));
     state.mcp.handle(request).await.map(Body::new)
 }

@@ -6,10 +6,12 @@
 //!   gRPC bridge stream.
 //! - [`mcp`]: `POST /v1/mcp/{id}` and `POST /v1/mcp` routed by `MCP-Session-Id`,
 //!   served by rmcp's stateless streamable HTTP transport.
+//! - [`fast_call`]: the direct path of plain `tools/call` requests.
 //! - [`guard`]: `Host` and `Origin` checks against DNS rebinding.
 //! - [`error`]: the one place where edge errors get their HTTP form.
 
 pub mod error;
+pub mod fast_call;
 pub mod guard;
 pub mod mcp;
 pub mod rest;

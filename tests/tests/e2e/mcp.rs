@@ -782,3 +782,86 @@ async fn client_disconnect_ends_the_call_on_the_server() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn direct_and_sdk_paths_answer_tools_call_identically() {
+    // A plain tools/call takes the edge's direct path; the same call with a
+    // `_meta` goes through rmcp's transport. Their answers must not differ.
+    let server = TestServer::start_with(
+        CoreConfig {
+            tool_timeout: Duration::from_millis(300),
+            ..core_config()
+        },
+        edge_config(),
+    )
+    .await;
+    let tools = json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
+    let (id, _app) = session_with_ws_app(&server, tools, mapping_app).await;
+    let url = format!("{}/v1/mcp/{id}", server.http_url());
+    let cases = [
+        (
+            "object",
+            json!({"text": "héllo", "big": 9007199254740993_i64}),
+        ),
+        ("string", json!({})),
+        ("blocks", json!({})),
+        ("number", json!({})),
+        ("nothing", json!({})),
+        ("fails", json!({})),
+        ("no_such_tool", json!({})),
+    ];
+    for version in [
+        None,
+        Some("2024-11-05"),
+        Some("2025-06-18"),
+        Some("2025-11-25"),
+    ] {
+        for (tool, arguments) in &cases {
+            let mut bodies = Vec::new();
+            for meta in [None, Some(json!({"trace": "x"}))] {
+                let mut params = json!({"name": tool, "arguments": arguments});
+                if let Some(meta) = meta {
+                    params["_meta"] = meta;
+                }
+                let body =
+                    json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params});
+                let mut request = mcp_post(&url, &body).bearer_auth(OPENCLAW_TOKEN);
+                if let Some(version) = version {
+                    request = request.header("mcp-protocol-version", version);
+                }
+                let response = request.send().await.expect("POST");
+                assert_eq!(response.status(), 200);
+                assert_eq!(
+                    response
+                        .headers()
+                        .get("content-type")
+                        .and_then(|v| v.to_str().ok()),
+                    Some("application/json")
+                );
+                bodies.push(response.json::<Value>().await.expect("JSON"));
+            }
+            assert_eq!(bodies[0], bodies[1], "{tool} at {version:?}");
+        }
+    }
+    // No bridge: the same sentence either way.
+    let reply = create_session_rest(&server, &legacy_session_body()).await;
+    let url = reply["mcp_url"].as_str().expect("url");
+    let mut bodies = Vec::new();
+    for params in [
+        json!({"name": "echo_text"}),
+        json!({"name": "echo_text", "_meta": {}}),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": "s", "method": "tools/call", "params": params});
+        let response = mcp_post(url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .send()
+            .await
+            .expect("POST");
+        bodies.push(response.json::<Value>().await.expect("JSON"));
+    }
+    assert_eq!(bodies[0], bodies[1]);
+    assert_eq!(
+        bodies[0]["result"]["content"][0]["text"],
+        "Bridge is not connected."
+    );
+}
