@@ -477,7 +477,10 @@ where
     loop {
         tokio::select! {
             biased;
-            () = bridge.closed() => return,
+            () = bridge.closed() => {
+                drain(inbound, CLOSE_GRACE).await;
+                return;
+            }
             message = inbound.next() => {
                 let Some(message) = message else {
                     lose_bridge(&session, &bridge, BridgeEnd::Disconnected);
@@ -491,6 +494,7 @@ where
                 if last_heard.elapsed() >= silence_limit {
                     tracing::warn!(session_id = %session.id, "bridge silent too long; dropping it");
                     lose_bridge(&session, &bridge, BridgeEnd::Unresponsive);
+                    drain(inbound, CLOSE_GRACE).await;
                     return;
                 }
                 nonce += 1;
@@ -498,6 +502,14 @@ where
             }
         }
     }
+}
+
+/// How long an ended bridge keeps reading (and ignoring) the app's messages,
+/// so the app can complete a closing handshake before the connection drops.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+async fn drain<S: Stream + Unpin>(mut inbound: S, grace: Duration) {
+    let _ = tokio::time::timeout(grace, async { while inbound.next().await.is_some() {} }).await;
 }
 
 fn handle_app_message(session: &Session, bridge: &Bridge, message: proto::AppMessage) {

@@ -32,7 +32,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::{EdgeState, check_app_token};
 
@@ -50,8 +49,8 @@ pub const CLOSE_GOING_AWAY: u16 = 1001;
 /// Initial read buffer of a bridge socket.
 const READ_BUFFER_BYTES: usize = 1024;
 
-/// How many parsed app messages may wait for the core.
-const INBOUND_CAPACITY: usize = 64;
+/// How many of the edge's own replies (error frames, pongs) may wait.
+const LOCAL_CAPACITY: usize = 16;
 
 /// `GET /v1/chat/sessions/{session_id}/bridge` with a WebSocket upgrade.
 pub async fn bridge(
@@ -86,33 +85,28 @@ async fn close(mut socket: WebSocket, code: u16, reason: &str) {
 }
 
 async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
-    // Boxed, like the core's queue: idle channels then cost pointers, not messages.
-    let (to_core, inbound) = mpsc::channel::<Box<proto::AppMessage>>(INBOUND_CAPACITY);
+    let (mut sink, stream) = socket.split();
+    // Boxed, like the core's queue: an idle channel then costs pointers.
+    let (to_app, local) = mpsc::channel::<Box<Message>>(LOCAL_CAPACITY);
     let hello = proto::Hello {
         session_id: session_id.clone(),
     };
-    let outbound = match state
-        .hub
-        .attach(hello, ReceiverStream::new(inbound).map(|message| *message))
-    {
-        Ok(outbound) => outbound,
+    // The core reads the socket itself (no reader task, no queue between):
+    // each frame is parsed where the core consumes it.
+    match state.hub.attach(hello, app_messages(stream, to_app)) {
+        Ok(outbound) => write_frames(sink, outbound, local).await,
         Err(error) => {
             let code = match error {
                 openclaw_proxy_core::HubError::ShuttingDown => CLOSE_GOING_AWAY,
                 _ => CLOSE_UNKNOWN_SESSION,
             };
-            close(socket, code, &error.to_string()).await;
-            return;
+            let frame = CloseFrame {
+                code,
+                reason: Utf8Bytes::from(error.to_string()),
+            };
+            let _ = sink.send(Message::Close(Some(frame))).await;
         }
-    };
-    let (sink, stream) = socket.split();
-    let (to_app, local) = mpsc::channel::<Box<Message>>(16);
-    let writer = tokio::spawn(write_frames(sink, outbound, local));
-    read_frames(stream, to_core, to_app).await;
-    // The app closed or the connection broke: dropping the outbound stream
-    // (inside the writer) tells the core the bridge is gone.
-    writer.abort();
-    let _ = writer.await;
+    }
 }
 
 /// Forwards the core's messages as JSON frames, interleaved with the reader's
@@ -217,47 +211,57 @@ struct AppFrame<'a> {
     message: Option<Cow<'a, str>>,
 }
 
-/// Reads the app's frames until it closes, handing results and pongs to the
-/// core and answering bad frames with error frames.
-async fn read_frames(
-    mut stream: futures_util::stream::SplitStream<WebSocket>,
-    to_core: mpsc::Sender<Box<proto::AppMessage>>,
+/// The app's frames as core messages, until it closes: results, progress
+/// and pongs pass on; bad frames are answered with error frames through
+/// `to_app` and skipped.
+fn app_messages(
+    stream: futures_util::stream::SplitStream<WebSocket>,
     to_app: mpsc::Sender<Box<Message>>,
-) {
-    while let Some(frame) = stream.next().await {
-        let frame = match frame {
-            Ok(frame) => frame,
-            Err(error) => {
-                tracing::debug!(%error, "bridge socket error");
-                return;
-            }
-        };
-        let message = match frame {
-            Message::Text(text) => match parse_frame(text.as_str()) {
-                Ok(Parsed::ToCore(message)) => message,
-                Ok(Parsed::Ping) => {
-                    let _ = to_app.send(text_frame(json!({"type": "pong"}))).await;
-                    pong()
+) -> impl futures_util::Stream<Item = proto::AppMessage> + Send + 'static {
+    stream
+        .take_while(|frame| {
+            let open = match frame {
+                Ok(Message::Close(_)) => false,
+                Ok(_) => true,
+                Err(error) => {
+                    tracing::debug!(%error, "bridge socket error");
+                    false
                 }
-                Err(problem) => {
-                    tracing::warn!(%problem, "malformed bridge frame");
-                    let _ = to_app.send(text_frame(error_frame(&problem, ""))).await;
-                    continue;
+            };
+            std::future::ready(open)
+        })
+        .filter_map(move |frame| {
+            let message = match frame {
+                Ok(Message::Text(text)) => match parse_frame(text.as_str()) {
+                    Ok(Parsed::ToCore(message)) => Some(message),
+                    Ok(Parsed::Ping) => {
+                        reply(&to_app, json!({"type": "pong"}));
+                        Some(pong())
+                    }
+                    Err(problem) => {
+                        tracing::warn!(%problem, "malformed bridge frame");
+                        reply(&to_app, error_frame(&problem, ""));
+                        None
+                    }
+                },
+                Ok(Message::Binary(_)) => {
+                    let problem =
+                        "binary frames are not part of the bridge protocol: send JSON text frames";
+                    reply(&to_app, error_frame(problem, ""));
+                    None
                 }
-            },
-            Message::Binary(_) => {
-                let problem =
-                    "binary frames are not part of the bridge protocol: send JSON text frames";
-                let _ = to_app.send(text_frame(error_frame(problem, ""))).await;
-                continue;
-            }
-            // Any frame from the app is a sign of life.
-            Message::Pong(_) | Message::Ping(_) => pong(),
-            Message::Close(_) => return,
-        };
-        if to_core.send(Box::new(message)).await.is_err() {
-            return;
-        }
+                // Any frame from the app is a sign of life.
+                Ok(Message::Pong(_) | Message::Ping(_)) => Some(pong()),
+                Ok(Message::Close(_)) | Err(_) => None,
+            };
+            std::future::ready(message)
+        })
+}
+
+/// Queues a frame for the app; dropped if the app is not reading.
+fn reply(to_app: &mpsc::Sender<Box<Message>>, frame: Value) {
+    if to_app.try_send(text_frame(frame)).is_err() {
+        tracing::debug!("bridge reply dropped: the app is not reading");
     }
 }
 
