@@ -459,8 +459,10 @@ pub async fn measure_memory(
     bridge: BridgeKind,
     server_pid: u32,
     sessions: usize,
+    settle_time: Duration,
 ) -> anyhow::Result<Value> {
-    let settle = || tokio::time::sleep(Duration::from_millis(1500));
+    // Let the allocator and the server's tasks settle before each reading.
+    let settle = || tokio::time::sleep(settle_time);
     settle().await;
     let before = resident_kib(server_pid)?;
     let ids = start_apps(target, bridge, sessions).await?;

@@ -398,3 +398,31 @@ async fn garbage_on_stdin_is_a_parse_error_not_a_crash() {
     relay.send(request(2, "ping", json!({}))).await;
     assert_eq!(relay.recv().await["id"], 2);
 }
+
+#[tokio::test]
+async fn stdio_benchmark_smoke_run() {
+    let server = TestServer::start().await;
+    let target = openclaw_proxy_tests::bench::Target {
+        base_url: server.http_url(),
+        app_token: APP_TOKEN.into(),
+        openclaw_token: OPENCLAW_TOKEN.into(),
+    };
+    let sessions = openclaw_proxy_tests::bench::start_apps(
+        &target,
+        openclaw_proxy_tests::bench::BridgeKind::Ws,
+        1,
+    )
+    .await
+    .expect("app");
+    let report = openclaw_proxy_tests::bench::run_stdio(
+        crate::common::BINARY,
+        &target,
+        &sessions[0],
+        Duration::from_secs(120),
+        Some(100),
+    )
+    .await
+    .expect("stdio run");
+    assert_eq!(report.errors, 0);
+    assert_eq!(report.calls, 100);
+}

@@ -164,7 +164,14 @@ async fn main() -> anyhow::Result<()> {
             let pid = server.pid.context("memory needs --spawn or --pid")?;
             println!(
                 "{}",
-                bench::measure_memory(&server.target, bridge, pid, sessions).await?
+                bench::measure_memory(
+                    &server.target,
+                    bridge,
+                    pid,
+                    sessions,
+                    Duration::from_millis(1500)
+                )
+                .await?
             );
         }
         Command::Stdio {
