@@ -7,6 +7,7 @@
 //! real loopback socket.
 
 pub mod bench;
+pub mod conformance;
 pub mod grpc_app;
 pub mod mcp_client;
 pub mod server;

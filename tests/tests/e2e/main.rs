@@ -3,6 +3,7 @@
 
 mod bench;
 mod grpc;
+mod interop;
 mod mcp;
 mod rest;
 mod ws;
