@@ -4,7 +4,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use openclaw_proxy_core::{BearerToken, CoreConfig, Hub};
+use openclaw_proxy_core::proto::{GetSessionRequest, GetSessionResponse};
+use openclaw_proxy_core::{BearerToken, CoreConfig, Hub, InvokeError, ToolOutcome};
 use openclaw_proxy_edge::EdgeConfig;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -82,6 +83,42 @@ impl TestServer {
             .connect()
             .await
             .expect("connect to test server")
+    }
+
+    /// Starts a call through the core's invocation API and returns at once;
+    /// `arguments` must be a JSON object.
+    pub fn spawn_invoke(
+        &self,
+        session_id: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> JoinHandle<Result<ToolOutcome, InvokeError>> {
+        let hub = self.hub.clone();
+        let (session_id, tool) = (session_id.to_owned(), tool.to_owned());
+        let serde_json::Value::Object(arguments) = arguments else {
+            panic!("tool arguments must be a JSON object");
+        };
+        tokio::spawn(async move { hub.invoke(&session_id, &tool, &arguments).await })
+    }
+
+    /// Waits (bounded poll) until the live session satisfies `condition`.
+    pub async fn wait_for_session(
+        &self,
+        session_id: &str,
+        what: &str,
+        condition: impl Fn(&GetSessionResponse) -> bool,
+    ) {
+        let request = GetSessionRequest {
+            session_id: session_id.to_owned(),
+        };
+        eventually(what, Duration::from_secs(10), || {
+            let ready = self
+                .hub
+                .get_session(request.clone())
+                .is_ok_and(|session| condition(&session));
+            std::future::ready(ready)
+        })
+        .await;
     }
 
     /// Triggers graceful shutdown and waits for the server to stop.

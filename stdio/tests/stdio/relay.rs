@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use crate::common::{RawChild, command};
-use openclaw_proxy_core::proto::GetSessionRequest;
 use openclaw_proxy_tests::*;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -41,17 +40,11 @@ async fn manual_session(server: &TestServer) -> (String, WsApp) {
 }
 
 async fn wait_for_bridge(server: &TestServer, id: &str) {
-    let hub = server.hub.clone();
-    let id = id.to_owned();
-    eventually("the bridge attaching", Duration::from_secs(10), || {
-        let hub = hub.clone();
-        let id = id.clone();
-        async move {
-            hub.get_session(GetSessionRequest { session_id: id })
-                .is_ok_and(|session| session.bridge_connected)
-        }
-    })
-    .await;
+    server
+        .wait_for_session(id, "the bridge attaching", |session| {
+            session.bridge_connected
+        })
+        .await;
 }
 
 async fn answer(app: &mut WsApp, content: Value) -> Value {
@@ -286,23 +279,11 @@ async fn requests_run_concurrently_and_cancellation_aborts_the_call() {
     relay
         .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "user"}}))
         .await;
-    let hub = server.hub.clone();
-    let session = id.clone();
-    eventually(
-        "the cancelled call leaving the server",
-        Duration::from_secs(10),
-        || {
-            let hub = hub.clone();
-            let session = session.clone();
-            async move {
-                hub.get_session(GetSessionRequest {
-                    session_id: session,
-                })
-                .is_ok_and(|s| s.calls_in_flight == 0)
-            }
-        },
-    )
-    .await;
+    server
+        .wait_for_session(&id, "the cancelled call leaving the server", |s| {
+            s.calls_in_flight == 0
+        })
+        .await;
     // A late answer from the app is ignored; the next reply is for the next request.
     app.send_json(json!({"type": "invoke_result", "request_id": slow["request_id"], "ok": true, "content": "late"}))
         .await;

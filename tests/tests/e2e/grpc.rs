@@ -70,9 +70,7 @@ async fn request_ids_count_per_session_and_errors_pass_through() {
         .await
         .expect("attach");
     for n in 1..=3 {
-        let hub = server.hub.clone();
-        let id = session_id.clone();
-        let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+        let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
         let invoke = app.next_invoke().await;
         assert_eq!(invoke.request_id, format!("{session_id}:{n}"));
         app.answer(&invoke.request_id, false, "", "disk is full")
@@ -331,9 +329,7 @@ async fn connected_bridge_and_call_in_flight_keep_the_session() {
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &bridged)
         .await
         .expect("attach");
-    let hub = server.hub.clone();
-    let id = bridged.clone();
-    let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&bridged, "echo_text", json!({}));
     let invoke = app.next_invoke().await;
 
     // A session created after the bridged one, with no bridge, expires: once
@@ -375,9 +371,7 @@ async fn new_bridge_replaces_old_one_and_fails_its_calls() {
     let mut old = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach old");
-    let hub = server.hub.clone();
-    let id = session_id.clone();
-    let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
     old.next_invoke().await;
 
     let new = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
@@ -419,9 +413,7 @@ async fn lost_bridge_fails_calls_at_once() {
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
-    let hub = server.hub.clone();
-    let id = session_id.clone();
-    let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
     app.next_invoke().await;
     drop(app);
     let error = no_hang(call).await.expect("join").expect_err("call fails");
@@ -447,9 +439,7 @@ async fn timeout_then_late_and_unknown_results_are_ignored() {
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
-    let hub = server.hub.clone();
-    let id = session_id.clone();
-    let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
     let late = app.next_invoke().await;
     let error = no_hang(call).await.expect("join").expect_err("times out");
     assert!(matches!(error, InvokeError::Timeout(_)), "{error:?}");
@@ -497,9 +487,7 @@ async fn invalid_result_json_fails_the_call_with_a_notice() {
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
-    let hub = server.hub.clone();
-    let id = session_id.clone();
-    let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
     let invoke = app.next_invoke().await;
     app.answer(&invoke.request_id, true, "{broken", "").await;
     assert!(
@@ -525,9 +513,7 @@ async fn delete_ends_the_bridge_fails_calls_and_is_idempotent() {
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
-    let hub = server.hub.clone();
-    let id = session_id.clone();
-    let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
     app.next_invoke().await;
 
     assert!(sessions.delete(&session_id).await.expect("delete"));
@@ -666,9 +652,7 @@ async fn shutdown_ends_bridges_and_fails_calls_in_flight() {
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
-    let hub = server.hub.clone();
-    let id = session_id.clone();
-    let call = tokio::spawn(async move { hub.invoke(&id, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
     app.next_invoke().await;
 
     let stopped = tokio::spawn(server.shutdown());

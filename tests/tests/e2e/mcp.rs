@@ -57,17 +57,11 @@ async fn session_with_ws_app(
         }
     });
     // The bridge is attached once the hub reports it.
-    let hub = server.hub.clone();
-    let id = session_id.clone();
-    eventually("the bridge attaching", Duration::from_secs(10), || {
-        let hub = hub.clone();
-        let id = id.clone();
-        async move {
-            hub.get_session(openclaw_proxy_core::proto::GetSessionRequest { session_id: id })
-                .is_ok_and(|session| session.bridge_connected)
-        }
-    })
-    .await;
+    server
+        .wait_for_session(&session_id, "the bridge attaching", |session| {
+            session.bridge_connected
+        })
+        .await;
     (session_id, task)
 }
 
@@ -767,20 +761,11 @@ async fn client_disconnect_ends_the_call_on_the_server() {
         .expect("write");
     app.next_json().await.expect("invoke");
     drop(socket);
-    let hub = server.hub.clone();
-    eventually(
-        "the abandoned call leaving the server",
-        Duration::from_secs(10),
-        || {
-            let hub = hub.clone();
-            let id = id.clone();
-            async move {
-                hub.get_session(openclaw_proxy_core::proto::GetSessionRequest { session_id: id })
-                    .is_ok_and(|session| session.calls_in_flight == 0)
-            }
-        },
-    )
-    .await;
+    server
+        .wait_for_session(&id, "the abandoned call leaving the server", |session| {
+            session.calls_in_flight == 0
+        })
+        .await;
 }
 
 #[tokio::test]

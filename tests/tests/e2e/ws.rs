@@ -89,10 +89,7 @@ async fn error_results_and_missing_ok() {
         (json!({"content": "fine", "error": null}), true, ""),
     ];
     for (answer, ok, error) in answers {
-        let hub = server.hub.clone();
-        let session = id.clone();
-        let call =
-            tokio::spawn(async move { hub.invoke(&session, "echo_text", &Map::new()).await });
+        let call = server.spawn_invoke(&id, "echo_text", json!({}));
         let frame = app.next_json().await.expect("invoke");
         let mut answer = answer;
         answer["type"] = json!("invoke_result");
@@ -202,20 +199,11 @@ async fn silent_app_is_dropped_with_4408() {
         .expect("connect");
     // The app reads nothing, so it answers neither JSON pings nor ping frames
     // (tungstenite only answers ping frames while the socket is read).
-    let hub = server.hub.clone();
-    eventually(
-        "the silent bridge being dropped",
-        Duration::from_secs(10),
-        || {
-            let hub = hub.clone();
-            let id = id.clone();
-            async move {
-                hub.get_session(openclaw_proxy_core::proto::GetSessionRequest { session_id: id })
-                    .is_ok_and(|session| !session.bridge_connected)
-            }
-        },
-    )
-    .await;
+    server
+        .wait_for_session(&id, "the silent bridge being dropped", |session| {
+            !session.bridge_connected
+        })
+        .await;
     let code = loop {
         match no_hang(app.next_event()).await {
             WsEvent::Closed(code, _) => break code,
@@ -306,9 +294,7 @@ async fn app_closing_its_socket_fails_calls_at_once() {
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");
-    let hub = server.hub.clone();
-    let session = id.clone();
-    let call = tokio::spawn(async move { hub.invoke(&session, "echo_text", &Map::new()).await });
+    let call = server.spawn_invoke(&id, "echo_text", json!({}));
     app.next_json().await.expect("invoke");
     app.send(Message::Close(None)).await;
     let error = no_hang(call).await.expect("join").expect_err("fails");
