@@ -191,6 +191,23 @@ mod tests {
     }
 
     #[test]
+    fn identical_tool_sets_are_shared_and_released() {
+        let cache = ToolSetCache::default();
+        let tools =
+            || validate_tools(vec![def("a", r#"{"type":"object"}"#), def("b", "")]).expect("valid");
+        let first = cache.intern(tools());
+        let second = cache.intern(tools());
+        assert!(Arc::ptr_eq(&first, &second), "equal sets share one copy");
+        let other = cache.intern(validate_tools(vec![def("a", "")]).expect("valid"));
+        assert!(!Arc::ptr_eq(&first, &other));
+        let weak = Arc::downgrade(&first);
+        drop((first, second));
+        assert!(weak.upgrade().is_none(), "the cache keeps no set alive");
+        let again = cache.intern(tools());
+        assert_eq!(again.len(), 2);
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let error = validate_tools(vec![def("a", ""), def("a", "")]).expect_err("duplicate");
         assert_eq!(
