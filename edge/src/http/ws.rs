@@ -109,7 +109,7 @@ async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
     }
 }
 
-/// Forwards the core's messages as JSON frames, interleaved with the reader's
+/// Forwards the core's messages as JSON frames, interleaved with the edge's
 /// own answers (error frames, pongs); closes with the bridge's end reason.
 async fn write_frames(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
