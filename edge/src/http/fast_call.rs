@@ -17,14 +17,11 @@
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::{Hub, InvokeError};
-use rmcp::model::{
-    CallToolResult, ContentBlock, ErrorData, JsonObject, RequestId, ServerJsonRpcMessage,
-    ServerResult,
-};
+use openclaw_proxy_core::Hub;
+use rmcp::model::{JsonObject, RequestId, ServerJsonRpcMessage, ServerResult};
 use serde::Deserialize;
 
-use super::mcp::tool_result;
+use super::mcp::call_result;
 
 /// Protocol revisions the fast path answers for (all before 2026-07-28);
 /// an absent header means 2025-03-26 to rmcp as well.
@@ -72,9 +69,12 @@ pub fn headers_allow(headers: &HeaderMap) -> bool {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FastCall {
-    jsonrpc: JsonRpcVersion,
+    // Checked by deserializing: only "2.0" and "tools/call" are accepted.
+    #[serde(rename = "jsonrpc")]
+    _jsonrpc: JsonRpcVersion,
     id: RequestId,
-    method: ToolsCall,
+    #[serde(rename = "method")]
+    _method: ToolsCall,
     params: FastParams,
 }
 
@@ -102,24 +102,16 @@ enum ToolsCall {
 /// else (other methods, `_meta`, batches, unknown fields) returns `None` and
 /// is left to rmcp.
 pub fn parse(body: &Bytes) -> Option<FastCall> {
-    let call: FastCall = serde_json::from_slice(body).ok()?;
-    let (JsonRpcVersion::V2, ToolsCall::ToolsCall) = (&call.jsonrpc, &call.method);
-    Some(call)
+    serde_json::from_slice(body).ok()
 }
 
 /// Answers a parsed call.
 pub async fn answer(hub: &Hub, session_id: &str, call: FastCall) -> Response {
     let arguments = call.params.arguments.unwrap_or_default();
-    let message = match hub.invoke(session_id, &call.params.name, &arguments).await {
-        Err(error @ InvokeError::UnknownTool { .. }) => ServerJsonRpcMessage::error(
-            ErrorData::invalid_params(error.to_string(), None),
-            Some(call.id),
-        ),
-        outcome => {
-            let result = match outcome {
-                Ok(outcome) => tool_result(outcome),
-                Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
-            };
+    let outcome = hub.invoke(session_id, &call.params.name, &arguments).await;
+    let message = match call_result(outcome) {
+        Err(error) => ServerJsonRpcMessage::error(error, Some(call.id)),
+        Ok(result) => {
             let mut result = ServerResult::CallToolResult(result);
             result.strip_result_type_for_legacy_peer();
             result.strip_non_object_output_for_legacy_peer();

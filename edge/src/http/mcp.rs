@@ -216,15 +216,22 @@ impl ServerHandler for SessionTools {
                 return Err(McpError::internal_error("the request was cancelled", None));
             }
         };
-        match outcome {
-            Ok(outcome) => Ok(tool_result(outcome).into()),
-            Err(error @ InvokeError::UnknownTool { .. }) => {
-                Err(McpError::invalid_params(error.to_string(), None))
-            }
-            Err(error) => {
-                Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into())
-            }
+        call_result(outcome).map(Into::into)
+    }
+}
+
+/// The MCP answer to a call's outcome, for both the rmcp path and the
+/// direct path ([`super::fast_call`]): an unknown tool is invalid params;
+/// every other proxy-side failure is an error result with its sentence.
+pub fn call_result(outcome: Result<ToolOutcome, InvokeError>) -> Result<CallToolResult, McpError> {
+    match outcome {
+        Ok(outcome) => Ok(tool_result(outcome)),
+        Err(error @ InvokeError::UnknownTool { .. }) => {
+            Err(McpError::invalid_params(error.to_string(), None))
         }
+        Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(
+            error.to_string(),
+        )])),
     }
 }
 
