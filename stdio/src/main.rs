@@ -55,6 +55,16 @@ struct RelayArgs {
     session_id: Option<String>,
 }
 
+/// The innermost cause of an HTTP failure ("Connection refused (os error
+/// 111)"), the part of reqwest's error chain a user can act on.
+pub(crate) fn root_cause(error: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = error;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    source.to_string()
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -336,7 +336,7 @@ async fn forward(
         .await
         .map_err(|error| ForwardError::Unreachable {
             url: state.config.server_url.clone(),
-            reason: root_cause(&error),
+            reason: crate::root_cause(&error),
         })?;
     let status = response.status();
     match status.as_u16() {
@@ -447,12 +447,4 @@ fn remember_version(state: &State, message: &Value, is_initialize: bool) {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(version.to_owned());
     }
-}
-
-fn root_cause(error: &reqwest::Error) -> String {
-    let mut source: &dyn std::error::Error = error;
-    while let Some(next) = source.source() {
-        source = next;
-    }
-    source.to_string()
 }

@@ -49,7 +49,7 @@ impl GatewayClient {
                 return failure(format!(
                     "Cannot reach the OpenClaw Gateway at {}: {}. Check OPENCLAW_GATEWAY_URL and that the Gateway runs.",
                     self.url,
-                    root_cause(&error)
+                    crate::root_cause(&error)
                 ));
             }
         };
@@ -178,12 +178,4 @@ pub fn map_result(result: Value) -> CallToolResult {
         Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
         other => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
     }
-}
-
-fn root_cause(error: &reqwest::Error) -> String {
-    let mut source: &dyn std::error::Error = error;
-    while let Some(next) = source.source() {
-        source = next;
-    }
-    source.to_string()
 }
