@@ -35,10 +35,16 @@ impl Tool {
         proto::ToolDefinition {
             name: self.name.to_string(),
             description: self.description.to_string(),
-            input_schema_json: Value::Object((*self.input_schema).clone()).to_string(),
+            input_schema_json: schema_json(&self.input_schema),
             path: self.path.to_string(),
         }
     }
+}
+
+/// A schema's JSON text, serialized in place (no copy of the map).
+fn schema_json(schema: &Map<String, Value>) -> String {
+    // Serializing a map of JSON values cannot fail: every key is a string.
+    serde_json::to_string(schema).unwrap_or_default()
 }
 
 /// Why a tool definition was refused.
@@ -259,9 +265,7 @@ impl ToolSetCache {
             tool.name.hash(&mut hasher);
             tool.description.hash(&mut hasher);
             tool.path.hash(&mut hasher);
-            Value::Object((*tool.input_schema).clone())
-                .to_string()
-                .hash(&mut hasher);
+            schema_json(&tool.input_schema).hash(&mut hasher);
         }
         let key = hasher.finish();
         let mut sets = self
@@ -273,6 +277,8 @@ impl ToolSetCache {
         {
             return shared;
         }
+        // Forget released sets now and then (whenever the map reaches a
+        // power of two), so distinct one-off sets cannot grow it forever.
         if sets.len() > 64 && sets.len().is_power_of_two() {
             sets.retain(|_, set| set.strong_count() > 0);
         }
