@@ -104,6 +104,22 @@ pub struct LoadReport {
 }
 
 impl LoadReport {
+    /// The report of a run from its correct calls' latencies (µs).
+    fn from_latencies(mut latencies: Vec<u32>, errors: u64, elapsed: Duration) -> Self {
+        latencies.sort_unstable();
+        let at = |q: f64| -> u64 {
+            latencies
+                .get(((latencies.len().max(1) as f64 - 1.0) * q).round() as usize)
+                .map_or(0, |v| u64::from(*v))
+        };
+        Self {
+            calls: latencies.len() as u64,
+            errors,
+            elapsed,
+            percentiles_us: [at(0.50), at(0.90), at(0.99), at(1.0)],
+        }
+    }
+
     /// Correct calls per second.
     pub fn calls_per_second(&self) -> f64 {
         self.calls as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
@@ -400,20 +416,7 @@ pub async fn drive_calls(
         errors += worker_errors;
     }
     let elapsed = started.elapsed();
-    latencies.sort_unstable();
-    let at = |q: f64| -> u64 {
-        if latencies.is_empty() {
-            return 0;
-        }
-        let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
-        u64::from(latencies[index.min(latencies.len() - 1)])
-    };
-    Ok(LoadReport {
-        calls: latencies.len() as u64,
-        errors,
-        elapsed,
-        percentiles_us: [at(0.50), at(0.90), at(0.99), at(1.0)],
-    })
+    Ok(LoadReport::from_latencies(latencies, errors, elapsed))
 }
 
 /// Registers sessions, starts their apps and drives calls.
@@ -542,16 +545,5 @@ pub async fn run_stdio(
     let elapsed = started.elapsed();
     drop(stdin);
     let _ = child.wait().await;
-    latencies.sort_unstable();
-    let at = |q: f64| -> u64 {
-        latencies
-            .get(((latencies.len().max(1) as f64 - 1.0) * q).round() as usize)
-            .map_or(0, |v| u64::from(*v))
-    };
-    Ok(LoadReport {
-        calls: latencies.len() as u64,
-        errors,
-        elapsed,
-        percentiles_us: [at(0.50), at(0.90), at(0.99), at(1.0)],
-    })
+    Ok(LoadReport::from_latencies(latencies, errors, elapsed))
 }
