@@ -107,6 +107,18 @@ pub async fn mcp_connect_with_token(
         .await
 }
 
+/// The text blocks of a tool result, in order.
+pub fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
+    result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            rmcp::model::ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A raw JSON-RPC `initialize` body at `version`.
 pub fn initialize_body(id: u64, version: &str) -> Value {
     json!({

@@ -120,15 +120,7 @@ fn call(name: &str, arguments: Value) -> CallToolRequestParams {
 }
 
 fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    openclaw_proxy_tests::texts(result).join("\n")
 }
 
 fn write_file(dir: &std::path::Path, name: &str, content: &str) -> String {

@@ -26,6 +26,28 @@ async fn server_with(config: CoreConfig) -> TestServer {
     TestServer::start_with(config, edge_config()).await
 }
 
+type PendingCall = tokio::task::JoinHandle<Result<openclaw_proxy_core::ToolOutcome, InvokeError>>;
+
+/// A server whose calls never time out, a session with a gRPC app, and one
+/// call that the app received and holds unanswered.
+async fn held_call() -> (TestServer, String, GrpcBridge, PendingCall) {
+    let server = server_with(CoreConfig {
+        tool_timeout: Duration::from_secs(600),
+        ..core_config()
+    })
+    .await;
+    let session_id = Sessions::new(server.channel().await)
+        .create(echo_tools())
+        .await
+        .expect("create");
+    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
+        .await
+        .expect("attach");
+    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
+    app.next_invoke().await;
+    (server, session_id, app, call)
+}
+
 #[tokio::test]
 async fn invocation_reaches_the_app_and_its_result_comes_back() {
     let server = TestServer::start().await;
@@ -359,20 +381,7 @@ async fn connected_bridge_and_call_in_flight_keep_the_session() {
 
 #[tokio::test]
 async fn new_bridge_replaces_old_one_and_fails_its_calls() {
-    let server = server_with(CoreConfig {
-        tool_timeout: Duration::from_secs(600),
-        ..core_config()
-    })
-    .await;
-    let session_id = Sessions::new(server.channel().await)
-        .create(echo_tools())
-        .await
-        .expect("create");
-    let mut old = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
-        .await
-        .expect("attach old");
-    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
-    old.next_invoke().await;
+    let (server, session_id, mut old, call) = held_call().await;
 
     let new = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
@@ -403,18 +412,8 @@ async fn new_bridge_replaces_old_one_and_fails_its_calls() {
 
 #[tokio::test]
 async fn lost_bridge_fails_calls_at_once() {
-    let server = server_with(CoreConfig {
-        tool_timeout: Duration::from_secs(600),
-        ..core_config()
-    })
-    .await;
+    let (server, session_id, app, call) = held_call().await;
     let mut sessions = Sessions::new(server.channel().await);
-    let session_id = sessions.create(echo_tools()).await.expect("create");
-    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
-        .await
-        .expect("attach");
-    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
-    app.next_invoke().await;
     drop(app);
     let error = no_hang(call).await.expect("join").expect_err("call fails");
     assert_eq!(
@@ -503,18 +502,8 @@ async fn invalid_result_json_fails_the_call_with_a_notice() {
 
 #[tokio::test]
 async fn delete_ends_the_bridge_fails_calls_and_is_idempotent() {
-    let server = server_with(CoreConfig {
-        tool_timeout: Duration::from_secs(600),
-        ..core_config()
-    })
-    .await;
+    let (server, session_id, mut app, call) = held_call().await;
     let mut sessions = Sessions::new(server.channel().await);
-    let session_id = sessions.create(echo_tools()).await.expect("create");
-    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
-        .await
-        .expect("attach");
-    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
-    app.next_invoke().await;
 
     assert!(sessions.delete(&session_id).await.expect("delete"));
     let status = no_hang(app.ended()).await;
@@ -640,20 +629,7 @@ async fn health_and_reflection_are_served() {
 
 #[tokio::test]
 async fn shutdown_ends_bridges_and_fails_calls_in_flight() {
-    let server = server_with(CoreConfig {
-        tool_timeout: Duration::from_secs(600),
-        ..core_config()
-    })
-    .await;
-    let session_id = Sessions::new(server.channel().await)
-        .create(echo_tools())
-        .await
-        .expect("create");
-    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
-        .await
-        .expect("attach");
-    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
-    app.next_invoke().await;
+    let (server, _session_id, mut app, call) = held_call().await;
 
     let stopped = tokio::spawn(server.shutdown());
     let error = no_hang(call).await.expect("join").expect_err("call fails");

@@ -17,17 +17,6 @@ fn call(name: &str, arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
 }
 
-fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
-    result
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// A session registered over REST with a WebSocket app that answers each
 /// call through `answer(tool_name, arguments) -> invoke_result fields`.
 async fn session_with_ws_app(
