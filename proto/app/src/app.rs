@@ -1,0 +1,560 @@
+//! The app's life: build it, `serve()` it, `shutdown()` it; in between, the
+//! serve loop keeps one bridge attached whatever the network does.
+//!
+//! The loop's states are few on purpose. Attached: read the proxy's messages,
+//! answer pings, start calls. Bridge lost: cancel the calls it delivered (the
+//! proxy has already failed them), wait a backoff delay, attach again with the
+//! same session id (the proxy hands the session over: takeover). Session gone
+//! (`NOT_FOUND`: the proxy restarted or the session expired): create a new one
+//! and tell the app through the callback. Refused (bad token, taken over by
+//! another instance): stop and report why, since retrying cannot help.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use openclaw_proxy_proto::v1::{
+    AppMessage, CreateSessionRequest, InvokeTool, Pong, SessionMetadata, ToolResult, app_message,
+    proxy_message,
+};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::{Code, Status};
+
+use crate::call::{self, CancelReason, InFlight};
+use crate::error::{AppError, is_permanent};
+use crate::proxy::{Bridge, Proxy, ProxySettings, Session, SessionInfo};
+use crate::tool::Tool;
+
+type SessionCallback = dyn Fn(&SessionInfo) + Send + Sync;
+
+/// Collects an app's settings and tools; [`AppBuilder::build`] checks them.
+#[must_use]
+pub struct AppBuilder {
+    settings: ProxySettings,
+    metadata: SessionMetadata,
+    tools: Vec<Tool>,
+    max_concurrent_calls: usize,
+    max_queued_calls: usize,
+    on_session: Option<Arc<SessionCallback>>,
+    min_delay: Duration,
+    max_delay: Duration,
+    idle_timeout: Duration,
+}
+
+impl AppBuilder {
+    /// The app token (`OPENCLAW_PROXY_APP_TOKEN` on the proxy); empty or
+    /// unset means none.
+    pub fn app_token(mut self, token: impl Into<String>) -> Self {
+        self.settings.app_token = Some(token.into());
+        self
+    }
+
+    /// A stable id of the device the app runs on (required by the proxy;
+    /// defaults to `"unknown-device"`).
+    pub fn device_id(mut self, device_id: impl Into<String>) -> Self {
+        self.metadata.device_id = device_id.into();
+        self
+    }
+
+    /// A human-readable device name.
+    pub fn device_name(mut self, device_name: impl Into<String>) -> Self {
+        self.metadata.device_name = device_name.into();
+        self
+    }
+
+    /// The app's version (required by the proxy; defaults to `"unknown"`).
+    pub fn app_version(mut self, app_version: impl Into<String>) -> Self {
+        self.metadata.app_version = app_version.into();
+        self
+    }
+
+    /// The chat this session belongs to.
+    pub fn chat_id(mut self, chat_id: impl Into<String>) -> Self {
+        self.metadata.chat_id = chat_id.into();
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// How many calls run at once (default 32). Calls beyond that wait,
+    /// up to as many again; past that they are answered at once with an
+    /// error saying the app is busy.
+    pub fn max_concurrent_calls(mut self, limit: usize) -> Self {
+        self.max_concurrent_calls = limit.max(1);
+        self.max_queued_calls = self.max_concurrent_calls;
+        self
+    }
+
+    /// Called with the session's id and MCP URL when the session is first
+    /// created and whenever it is re-created (the proxy restarted or forgot
+    /// it). Runs on the serve loop: keep it short (store, print, send).
+    pub fn on_session(mut self, callback: impl Fn(&SessionInfo) + Send + Sync + 'static) -> Self {
+        self.on_session = Some(Arc::new(callback));
+        self
+    }
+
+    /// The reconnection delays: exponential from `min` to `max`, each with
+    /// random jitter so that many apps do not return to a restarted proxy at
+    /// the same instant (defaults 250 ms and 30 s).
+    pub fn reconnect_delays(mut self, min: Duration, max: Duration) -> Self {
+        self.min_delay = min;
+        self.max_delay = max.max(min);
+        self
+    }
+
+    /// How long the bridge may stay silent before the app presumes the
+    /// connection dead and reconnects (default 70 s; the proxy pings every
+    /// 20 s by default).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The base of the reported MCP URL, when OpenClaw reaches the proxy at
+    /// another address than the app does (a reverse proxy); defaults to the
+    /// proxy URL.
+    pub fn mcp_base_url(mut self, url: impl Into<String>) -> Self {
+        self.settings.mcp_base_url = Some(url.into());
+        self
+    }
+
+    /// Trusts this PEM certificate authority for `https://` proxy URLs, in
+    /// addition to the public web roots (a private CA, a self-signed proxy).
+    pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.settings.ca_certificate_pem = Some(pem.into());
+        self
+    }
+
+    /// Checks the settings and tools; nothing is dialled yet.
+    pub fn build(self) -> Result<App, AppError> {
+        let mut seen = HashMap::new();
+        for tool in &self.tools {
+            tool.check()?;
+            if seen.insert(tool.name.clone(), ()).is_some() {
+                return Err(AppError::InvalidTool {
+                    name: tool.name.clone(),
+                    reason: "declared twice; tool names must be unique within an app".to_owned(),
+                });
+            }
+        }
+        let proxy = Proxy::new(self.settings)?;
+        Ok(App {
+            proxy,
+            metadata: self.metadata,
+            tools: self.tools,
+            max_concurrent_calls: self.max_concurrent_calls,
+            max_queued_calls: self.max_queued_calls,
+            on_session: self.on_session,
+            backoff: ExponentialBuilder::default()
+                .with_min_delay(self.min_delay)
+                .with_max_delay(self.max_delay)
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times(),
+            idle_timeout: self.idle_timeout,
+        })
+    }
+}
+
+/// An app ready to serve its tools through a proxy.
+pub struct App {
+    proxy: Proxy,
+    metadata: SessionMetadata,
+    tools: Vec<Tool>,
+    max_concurrent_calls: usize,
+    max_queued_calls: usize,
+    on_session: Option<Arc<SessionCallback>>,
+    backoff: ExponentialBuilder,
+    idle_timeout: Duration,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// Starts describing an app that serves through the proxy at `proxy_url`
+    /// (`http://host:port` or `https://host:port`, the proxy's one port).
+    pub fn builder(proxy_url: impl Into<String>) -> AppBuilder {
+        AppBuilder {
+            settings: ProxySettings {
+                url: proxy_url.into(),
+                app_token: None,
+                mcp_base_url: None,
+                ca_certificate_pem: None,
+            },
+            metadata: SessionMetadata {
+                device_id: "unknown-device".to_owned(),
+                device_name: String::new(),
+                app_version: "unknown".to_owned(),
+                chat_id: String::new(),
+            },
+            tools: Vec::new(),
+            max_concurrent_calls: 32,
+            max_queued_calls: 32,
+            on_session: None,
+            min_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(70),
+        }
+    }
+
+    /// Creates the session, attaches its bridge, and keeps serving in the
+    /// background until [`Serving::shutdown`] (or until the handle is
+    /// dropped). Returns once the tools are reachable; an error here means
+    /// the first attempt failed (wrong URL or token, proxy down, a tool the
+    /// proxy refused). After that, every failure is retried.
+    pub async fn serve(self) -> Result<Serving, AppError> {
+        let shared = Arc::new(Shared {
+            tools: self
+                .tools
+                .iter()
+                .map(|tool| (tool.name.clone(), tool.clone()))
+                .collect(),
+            admitted: Arc::new(Semaphore::new(
+                self.max_concurrent_calls + self.max_queued_calls,
+            )),
+            running: Arc::new(Semaphore::new(self.max_concurrent_calls)),
+            max_concurrent_calls: self.max_concurrent_calls,
+            in_flight: InFlight::default(),
+            request: CreateSessionRequest {
+                metadata: Some(self.metadata),
+                tools: self.tools.iter().map(Tool::definition).collect(),
+            },
+            on_session: self.on_session,
+            backoff: self.backoff,
+            idle_timeout: self.idle_timeout,
+            proxy: self.proxy,
+        });
+        let session = shared
+            .proxy
+            .create_session(shared.request.clone())
+            .await
+            .map_err(|status| AppError::rpc("creating the session", status))?;
+        shared.announce(&session);
+        let bridge = shared
+            .proxy
+            .attach(&session)
+            .await
+            .map_err(|status| AppError::rpc("attaching the bridge", status))?;
+        let (current, watcher) = watch::channel(session.clone());
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(serve_loop(
+            shared.clone(),
+            session,
+            bridge,
+            current,
+            stop.clone(),
+        ));
+        Ok(Serving {
+            shared,
+            session: watcher,
+            stop,
+            task: Some(task),
+        })
+    }
+}
+
+/// What the serve loop and every bridge share.
+struct Shared {
+    proxy: Proxy,
+    tools: HashMap<String, Tool>,
+    /// Calls accepted: running or waiting to run.
+    admitted: Arc<Semaphore>,
+    /// Calls running.
+    running: Arc<Semaphore>,
+    max_concurrent_calls: usize,
+    in_flight: InFlight,
+    request: CreateSessionRequest,
+    on_session: Option<Arc<SessionCallback>>,
+    backoff: ExponentialBuilder,
+    idle_timeout: Duration,
+}
+
+impl Shared {
+    fn announce(&self, session: &Session) {
+        tracing::info!(session_id = %session.id(), "session created");
+        if let Some(callback) = &self.on_session {
+            callback(&session.info);
+        }
+    }
+
+    /// Starts one call on its own task, or answers at once when the app
+    /// already holds as many calls as it accepts.
+    fn start_call(&self, invoke: InvokeTool, bridge: &Bridge) {
+        let Ok(admitted) = self.admitted.clone().try_acquire_owned() else {
+            let busy = ToolResult {
+                request_id: invoke.request_id,
+                ok: false,
+                content_json: String::new(),
+                error: format!(
+                    "The app is busy: it is already running {} calls and has as many waiting. Try again shortly.",
+                    self.max_concurrent_calls
+                ),
+            };
+            send_now(bridge, app_message::Kind::Result(busy));
+            return;
+        };
+        let tool = self.tools.get(&invoke.tool_name).cloned();
+        let running = self.running.clone();
+        let outbound = bridge.outbound.clone();
+        let in_flight = self.in_flight.clone();
+        tokio::spawn(async move {
+            let _admitted = admitted;
+            // The semaphore is never closed, so this cannot fail.
+            let Ok(permit) = running.acquire_owned().await else {
+                return;
+            };
+            call::run(tool, invoke, outbound, in_flight, permit).await;
+        });
+    }
+}
+
+/// Queues a message without waiting; a full queue means the connection is
+/// stuck, which the idle timeout and the proxy's pings will find.
+fn send_now(bridge: &Bridge, kind: app_message::Kind) {
+    let _ = bridge.outbound.try_send(AppMessage { kind: Some(kind) });
+}
+
+/// How a bridge ended.
+enum End {
+    /// `shutdown()` was called.
+    Stopped,
+    /// The connection failed or the proxy ended the bridge: attach again.
+    Lost(Status),
+    /// The proxy no longer knows the session: create a new one.
+    SessionGone,
+    /// Retrying cannot help.
+    Fatal(AppError),
+}
+
+fn classify(status: Status, session: &Session, step: &'static str) -> End {
+    match status.code() {
+        Code::NotFound => End::SessionGone,
+        Code::Aborted => End::Fatal(AppError::Replaced {
+            session_id: session.id().to_owned(),
+        }),
+        _ if is_permanent(&status) => End::Fatal(AppError::rpc(step, status)),
+        _ => End::Lost(status),
+    }
+}
+
+/// Reads one attached bridge until it ends.
+async fn serve_bridge(
+    shared: &Shared,
+    session: &Session,
+    mut bridge: Bridge,
+    stop: &CancellationToken,
+) -> End {
+    loop {
+        let next = tokio::select! {
+            () = stop.cancelled() => return End::Stopped,
+            next = tokio::time::timeout(shared.idle_timeout, bridge.inbound.message()) => next,
+        };
+        let message = match next {
+            Err(_) => {
+                return End::Lost(Status::deadline_exceeded(format!(
+                    "the proxy sent nothing for {:?}; the connection is presumed dead",
+                    shared.idle_timeout
+                )));
+            }
+            Ok(Ok(Some(message))) => message,
+            Ok(Ok(None)) => return End::Lost(Status::unavailable("the proxy ended the bridge")),
+            Ok(Err(status)) => return classify(status, session, "serving the bridge"),
+        };
+        // Every kind the proxy can send has its arm: a new kind in the
+        // contract fails to compile here until it is handled.
+        match message.kind {
+            Some(proxy_message::Kind::Invoke(invoke)) => shared.start_call(invoke, &bridge),
+            Some(proxy_message::Kind::Ping(ping)) => {
+                send_now(&bridge, app_message::Kind::Pong(Pong { nonce: ping.nonce }));
+            }
+            Some(proxy_message::Kind::Error(notice)) => {
+                tracing::warn!(
+                    request_id = %notice.request_id,
+                    message = %notice.message,
+                    "the proxy could not use a message from the app"
+                );
+            }
+            Some(proxy_message::Kind::Attached(_)) | None => {}
+        }
+    }
+}
+
+/// Keeps the session's bridge attached until stopped or refused.
+async fn serve_loop(
+    shared: Arc<Shared>,
+    mut session: Session,
+    first: Bridge,
+    current: watch::Sender<Session>,
+    stop: CancellationToken,
+) -> Result<(), AppError> {
+    let mut bridge = Some(first);
+    let mut delays = shared.backoff.build();
+    // A session created a moment ago that the proxy already does not know
+    // points at trouble on its side: back off before creating another.
+    let mut fresh = true;
+    loop {
+        let end = match bridge.take() {
+            Some(attached) => {
+                delays = shared.backoff.build();
+                fresh = false;
+                tracing::info!(session_id = %session.id(), "bridge attached");
+                serve_bridge(&shared, &session, attached, &stop).await
+            }
+            None => {
+                let attaching = tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    attaching = shared.proxy.attach(&session) => attaching,
+                };
+                match attaching {
+                    Ok(attached) => {
+                        bridge = Some(attached);
+                        continue;
+                    }
+                    Err(status) => classify(status, &session, "attaching the bridge"),
+                }
+            }
+        };
+        let reason = match &end {
+            End::Stopped => CancelReason::Shutdown,
+            _ => CancelReason::BridgeLost,
+        };
+        shared.in_flight.cancel_all(&reason);
+        match end {
+            End::Stopped => return Ok(()),
+            End::Fatal(error) => {
+                tracing::error!(session_id = %session.id(), %error, "the app stopped serving");
+                return Err(error);
+            }
+            End::Lost(status) => {
+                tracing::warn!(
+                    session_id = %session.id(),
+                    code = ?status.code(),
+                    message = %status.message(),
+                    "bridge lost; reconnecting"
+                );
+                if !pause(&mut delays, &stop).await {
+                    return Ok(());
+                }
+            }
+            End::SessionGone => {
+                tracing::warn!(session_id = %session.id(), "the proxy no longer knows the session; creating a new one");
+                if fresh && !pause(&mut delays, &stop).await {
+                    return Ok(());
+                }
+                session = loop {
+                    let creating = tokio::select! {
+                        () = stop.cancelled() => return Ok(()),
+                        creating = shared.proxy.create_session(shared.request.clone()) => creating,
+                    };
+                    match creating {
+                        Ok(created) => break created,
+                        Err(status) if is_permanent(&status) => {
+                            return Err(AppError::rpc("re-creating the session", status));
+                        }
+                        Err(status) => {
+                            tracing::warn!(code = ?status.code(), message = %status.message(), "could not re-create the session; retrying");
+                            if !pause(&mut delays, &stop).await {
+                                return Ok(());
+                            }
+                        }
+                    }
+                };
+                fresh = true;
+                current.send_replace(session.clone());
+                shared.announce(&session);
+            }
+        }
+    }
+}
+
+/// Waits the next backoff delay; false when stopped meanwhile.
+async fn pause(delays: &mut impl Iterator<Item = Duration>, stop: &CancellationToken) -> bool {
+    let delay = delays.next().unwrap_or(Duration::from_secs(30));
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(delay) => true,
+    }
+}
+
+/// A serving app. Dropping it stops serving without deleting the session
+/// (the proxy forgets it after its idle lifetime); [`Serving::shutdown`]
+/// deletes it.
+pub struct Serving {
+    shared: Arc<Shared>,
+    session: watch::Receiver<Session>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<Result<(), AppError>>>,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving")
+            .field("session", &self.session.borrow().info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Serving {
+    /// The current session's id and MCP URL.
+    pub fn session(&self) -> SessionInfo {
+        self.session.borrow().info.clone()
+    }
+
+    /// Waits until the app stops serving by itself, which it does only when
+    /// retrying cannot help (the token was refused, another instance took
+    /// the session over); returns why. Pending forever otherwise, so select
+    /// it against a shutdown signal.
+    pub async fn closed(&mut self) -> Result<(), AppError> {
+        match self.task.take() {
+            Some(task) => joined(task.await),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops serving: cancels the calls still running (their handlers see
+    /// [`CancelReason::Shutdown`]), closes the bridge and deletes the
+    /// session, so that the agent sees no stale tools.
+    pub async fn shutdown(mut self) -> Result<(), AppError> {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            // A loop that already failed has reported it through `closed`,
+            // or it is reported now; either way the session goes.
+            let ended = joined(task.await);
+            if let Err(error) = &ended {
+                tracing::debug!(%error, "the serve loop had stopped");
+            }
+        }
+        self.shared.in_flight.cancel_all(&CancelReason::Shutdown);
+        let session = self.session.borrow().clone();
+        self.shared
+            .proxy
+            .delete_session(&session)
+            .await
+            .map_err(|status| AppError::rpc("deleting the session", status))?;
+        tracing::info!(session_id = %session.id(), "session deleted");
+        Ok(())
+    }
+}
+
+fn joined(result: Result<Result<(), AppError>, tokio::task::JoinError>) -> Result<(), AppError> {
+    result.unwrap_or_else(|error| Err(AppError::Stopped(error.to_string())))
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

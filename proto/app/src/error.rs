@@ -1,0 +1,85 @@
+//! What can stop an app from serving, each with the step that failed and what
+//! to check. Transient trouble (network loss, proxy restart) never surfaces
+//! here: the serve loop retries it. These are the failures a retry cannot fix.
+
+use tonic::{Code, Status};
+
+/// Why the app could not start serving, or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppError {
+    /// The proxy URL cannot be used.
+    #[error("invalid proxy URL {url:?}: {reason} (expected http://host:port or https://host:port)")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The app token cannot travel in gRPC metadata.
+    #[error(
+        "the app token contains characters that cannot be sent in a header (visible ASCII only)"
+    )]
+    InvalidToken,
+    /// A tool was declared wrongly; the proxy would refuse it.
+    #[error("tool {name:?}: {reason}")]
+    InvalidTool {
+        /// The tool's name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An RPC failed in a way that retrying will not fix.
+    #[error("{step} failed: {}", describe(.status))]
+    Rpc {
+        /// What the app was doing: "creating the session", "attaching the bridge"…
+        step: &'static str,
+        /// The proxy's answer.
+        status: Status,
+    },
+    /// A newer bridge for the same session replaced this one.
+    #[error(
+        "another bridge took over session {session_id}; two app instances must not \
+         serve the same session (give each its own app or session)"
+    )]
+    Replaced {
+        /// The session that was taken over.
+        session_id: String,
+    },
+    /// The serve loop ended without reporting why (its task panicked).
+    #[error("the app's serve loop stopped unexpectedly: {0}")]
+    Stopped(String),
+}
+
+impl AppError {
+    pub(crate) fn rpc(step: &'static str, status: Status) -> Self {
+        Self::Rpc { step, status }
+    }
+}
+
+/// The status's message, with a hint for the codes an app author can fix.
+fn describe(status: &Status) -> String {
+    let hint = match status.code() {
+        Code::Unauthenticated => " (check the app token: the proxy's OPENCLAW_PROXY_APP_TOKEN)",
+        Code::InvalidArgument => {
+            " (a tool definition or message was refused; the message names the field)"
+        }
+        Code::PermissionDenied => " (the token does not grant this session)",
+        Code::Unavailable => " (is the proxy running at this URL?)",
+        _ => "",
+    };
+    format!("{:?}: {}{hint}", status.code(), status.message())
+}
+
+/// Whether trying again later can help: network trouble and a proxy that is
+/// restarting can pass; a refused token or tool definition cannot.
+pub(crate) fn is_permanent(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unauthenticated
+            | Code::PermissionDenied
+            | Code::InvalidArgument
+            | Code::Unimplemented
+            | Code::FailedPrecondition
+    )
+}

@@ -1,0 +1,216 @@
+//! Declaring a tool: its name, description and argument schema as the agent
+//! sees them, and the async handler that runs it.
+//!
+//! Handlers are typed (arguments deserialised with serde, results
+//! serialised), so an app never touches JSON text; the type erasure to
+//! `serde_json::Value` happens once, here, where the bridge needs it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::call::CallContext;
+use crate::error::AppError;
+
+/// A tool's failure, shown to the agent as the text of an `isError` result.
+///
+/// Any error converts into it with `?`, its message being the error and its
+/// sources joined by `": "`. Write the message for the agent: what went
+/// wrong and, when possible, what to try instead.
+pub struct ToolError {
+    message: String,
+}
+
+impl ToolError {
+    /// A failure with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// The message the agent will see.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+// Not `std::error::Error` on purpose: that keeps the blanket `From` below
+// coherent, as anyhow does.
+impl<E: std::error::Error> From<E> for ToolError {
+    fn from(error: E) -> Self {
+        let mut message = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self { message }
+    }
+}
+
+impl fmt::Debug for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ToolError").field(&self.message).finish()
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type Handler = dyn Fn(Value, CallContext) -> BoxFuture<Result<Value, ToolError>> + Send + Sync;
+
+/// One tool the app offers: what the agent sees, and the code that runs it.
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) input_schema: Value,
+    pub(crate) path: String,
+    pub(crate) handler: Arc<Handler>,
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.name)
+            .field("description", &self.description)
+            .field("input_schema", &self.input_schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    /// A tool whose argument schema is derived from `A` with `schemars`.
+    ///
+    /// `A` must describe a JSON object (a struct with named fields); the
+    /// handler receives the arguments deserialised into it. Arguments that do
+    /// not fit become an `isError` result naming the offending field, and
+    /// the handler is not called.
+    pub fn new<A, R, F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Self
+    where
+        A: JsonSchema + DeserializeOwned + Send + 'static,
+        R: Serialize + Send + 'static,
+        F: Fn(A, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+    {
+        let schema = serde_json::to_value(schemars::schema_for!(A)).unwrap_or(Value::Null);
+        Self::with_schema(name, description, schema, handler)
+    }
+
+    /// A tool with a JSON Schema written by hand (a JSON object schema);
+    /// `A` may be `serde_json::Value` to take the arguments as they come.
+    pub fn with_schema<A, R, F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        handler: F,
+    ) -> Self
+    where
+        A: DeserializeOwned + Send + 'static,
+        R: Serialize + Send + 'static,
+        F: Fn(A, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+    {
+        let name = name.into();
+        let tool_name = name.clone();
+        let handler = move |arguments: Value, context: CallContext| -> BoxFuture<_> {
+            let arguments = serde_path_to_error::deserialize::<_, A>(arguments).map_err(|error| {
+                let path = error.path().to_string();
+                let at = if path == "." {
+                    String::new()
+                } else {
+                    format!(" at `{path}`")
+                };
+                ToolError::new(format!(
+                    "Invalid arguments for `{tool_name}`{at}: {}",
+                    error.inner()
+                ))
+            });
+            match arguments {
+                Err(error) => Box::pin(std::future::ready(Err(error))),
+                Ok(arguments) => {
+                    let running = handler(arguments, context);
+                    Box::pin(async move {
+                        let result = running.await?;
+                        serde_json::to_value(result).map_err(|error| {
+                            ToolError::new(format!("The tool's result is not valid JSON: {error}"))
+                        })
+                    })
+                }
+            }
+        };
+        Self {
+            name,
+            description: description.into(),
+            input_schema,
+            path: String::new(),
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Sets the informational path of the tool inside the app (shown by
+    /// `GetSession`, not interpreted by the proxy).
+    #[must_use]
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The JSON Schema of the tool's arguments.
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// Refuses here what the proxy would refuse at registration, with a
+    /// message that points at the declaration rather than at an RPC status.
+    pub(crate) fn check(&self) -> Result<(), AppError> {
+        let invalid = |reason: &str| AppError::InvalidTool {
+            name: self.name.clone(),
+            reason: reason.to_owned(),
+        };
+        let Value::Object(schema) = &self.input_schema else {
+            return Err(invalid(
+                "the input schema must be a JSON object schema; derive it from a struct \
+                 with named fields, or pass one with Tool::with_schema",
+            ));
+        };
+        match schema.get("type") {
+            None => Ok(()),
+            Some(Value::String(kind)) if kind == "object" => Ok(()),
+            Some(_) => Err(invalid(
+                "the input schema's \"type\" must be \"object\": tool arguments are a JSON \
+                 object; wrap other values in a struct with named fields",
+            )),
+        }
+    }
+
+    pub(crate) fn definition(&self) -> openclaw_proxy_proto::v1::ToolDefinition {
+        openclaw_proxy_proto::v1::ToolDefinition {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            input_schema_json: self.input_schema.to_string(),
+            path: self.path.clone(),
+        }
+    }
+}
