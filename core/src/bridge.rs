@@ -75,6 +75,8 @@ pub type ProgressSink = mpsc::Sender<proto::ToolProgress>;
 struct Waiting {
     answer: oneshot::Sender<Answer>,
     progress: Option<ProgressSink>,
+    /// The tool called, for messages about this call.
+    tool: Box<str>,
 }
 
 #[derive(Default)]
@@ -137,6 +139,7 @@ impl Bridge {
     pub(crate) fn register(
         &self,
         request_id: &str,
+        tool: &str,
         progress: Option<ProgressSink>,
     ) -> Result<oneshot::Receiver<Answer>, BridgeEnd> {
         let mut calls = self.calls();
@@ -144,9 +147,14 @@ impl Bridge {
             return Err(reason);
         }
         let (answer, receiver) = oneshot::channel();
-        calls
-            .waiting
-            .insert(request_id.to_owned(), Waiting { answer, progress });
+        calls.waiting.insert(
+            request_id.to_owned(),
+            Waiting {
+                answer,
+                progress,
+                tool: tool.into(),
+            },
+        );
         Ok(receiver)
     }
 
@@ -174,6 +182,19 @@ impl Bridge {
         let caller = self.calls().waiting.remove(request_id);
         match caller {
             Some(caller) => caller.answer.send(answer).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Fails the waiting call with the error `fail` makes from its tool name;
+    /// false when no call waits for this id.
+    pub(crate) fn fail(&self, request_id: &str, fail: impl FnOnce(&str) -> InvokeError) -> bool {
+        let caller = self.calls().waiting.remove(request_id);
+        match caller {
+            Some(caller) => {
+                let error = fail(&caller.tool);
+                caller.answer.send(Err(error)).is_ok()
+            }
             None => false,
         }
     }

@@ -11,7 +11,7 @@ use futures_util::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::bridge::BridgeEnd;
-use crate::hub::{Hub, HubError};
+use crate::hub::{Hub, HubError, Inbound};
 use crate::proto::{
     self, app_message,
     bridge_service_server::{BridgeService, BridgeServiceServer},
@@ -76,6 +76,25 @@ impl GrpcService {
     }
 }
 
+/// The original proxy required a device id and an app version and nothing
+/// else. Proto3 cannot tell an absent string from an empty one, so over gRPC
+/// "required" means "not empty"; every other field may stay empty.
+fn check_required_metadata(request: &proto::CreateSessionRequest) -> Result<(), Status> {
+    let metadata = request.metadata.as_ref();
+    let missing = |field: &str| {
+        Status::invalid_argument(format!(
+            "metadata.{field} is empty: a session needs the device id and the app version"
+        ))
+    };
+    if metadata.is_none_or(|metadata| metadata.device_id.is_empty()) {
+        return Err(missing("device_id"));
+    }
+    if metadata.is_none_or(|metadata| metadata.app_version.is_empty()) {
+        return Err(missing("app_version"));
+    }
+    Ok(())
+}
+
 /// The status an error from the hub is reported with.
 pub fn status_of(error: HubError) -> Status {
     let message = error.to_string();
@@ -105,8 +124,10 @@ impl SessionService for GrpcService {
         request: Request<proto::CreateSessionRequest>,
     ) -> Result<Response<proto::CreateSessionResponse>, Status> {
         self.authorize(&request)?;
+        let request = request.into_inner();
+        check_required_metadata(&request)?;
         self.hub
-            .create_session(request.into_inner())
+            .create_session(request)
             .map(Response::new)
             .map_err(status_of)
     }
@@ -161,7 +182,7 @@ impl BridgeService for GrpcService {
         // A broken inbound stream (client reset, decode error) ends the bridge
         // like a clean close: the hub sees the end of its inbound messages.
         let inbound = inbound.take_while(|item| std::future::ready(item.is_ok()));
-        let inbound = inbound.filter_map(|item| std::future::ready(item.ok()));
+        let inbound = inbound.filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
         let outbound = self.hub.attach(hello, inbound).map_err(status_of)?;
         let outbound = outbound.map(|item| item.map_err(status_of_end));
         Ok(Response::new(Box::pin(outbound)))

@@ -54,8 +54,39 @@ pub enum InvokeError {
     Timeout(Duration),
     #[error("{}", .0.reason_for_caller())]
     BridgeEnded(BridgeEnd),
-    #[error("The app answered with content that is not valid JSON: {0}")]
-    InvalidContent(String),
+    #[error("The app's {what} for {tool} was malformed: {problem}")]
+    MalformedAnswer {
+        /// The tool that was called.
+        tool: String,
+        /// `"result"` or `"progress report"`.
+        what: &'static str,
+        /// What was wrong with it.
+        problem: String,
+    },
+}
+
+/// What the app sent over its bridge, as the hub reads it.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A well-formed message.
+    Message(proto::AppMessage),
+    /// A result or progress report that names a call but cannot be used
+    /// (a field of the wrong type, say). The call fails at once with
+    /// `problem`, and the app is told.
+    Malformed {
+        /// The request id the message named.
+        request_id: String,
+        /// Whether it was a result (`true`) or a progress report.
+        result: bool,
+        /// What was wrong, as a sentence for the app developer.
+        problem: String,
+    },
+}
+
+impl From<proto::AppMessage> for Inbound {
+    fn from(message: proto::AppMessage) -> Self {
+        Self::Message(message)
+    }
 }
 
 /// The app's answer to a tool call.
@@ -218,7 +249,7 @@ impl Hub {
     /// with the reason the bridge ended.
     pub fn attach<S>(&self, hello: proto::Hello, inbound: S) -> Result<BridgeStream, HubError>
     where
-        S: Stream<Item = proto::AppMessage> + Send + 'static,
+        S: Stream<Item = Inbound> + Send + 'static,
     {
         if self.inner.shutdown.is_cancelled() {
             return Err(HubError::ShuttingDown);
@@ -308,7 +339,7 @@ impl Hub {
             request_id: &request_id,
         };
         let answer = bridge
-            .register(&request_id, progress)
+            .register(&request_id, tool_name, progress)
             .map_err(InvokeError::BridgeEnded)?;
         let message = proxy(proxy_message::Kind::Invoke(proto::InvokeTool {
             session_id: session.id.to_string(),
@@ -465,7 +496,7 @@ fn lose_bridge(session: &Session, bridge: &Arc<Bridge>, reason: BridgeEnd) {
 /// bridge ends.
 async fn drive_bridge<S>(config: CoreConfig, session: Arc<Session>, bridge: Arc<Bridge>, inbound: S)
 where
-    S: Stream<Item = proto::AppMessage> + Send + 'static,
+    S: Stream<Item = Inbound> + Send + 'static,
 {
     let mut inbound = pin!(inbound);
     let period = config.ping_interval;
@@ -488,7 +519,12 @@ where
                 };
                 last_heard = Instant::now();
                 session.touch();
-                handle_app_message(&session, &bridge, message);
+                match message {
+                    Inbound::Message(message) => handle_app_message(&session, &bridge, message),
+                    Inbound::Malformed { request_id, result, problem } => {
+                        fail_malformed(&session, &bridge, request_id, result, problem);
+                    }
+                }
             }
             _ = ticker.tick() => {
                 if last_heard.elapsed() >= silence_limit {
@@ -516,17 +552,19 @@ fn handle_app_message(session: &Session, bridge: &Bridge, message: proto::AppMes
     match message.kind {
         Some(app_message::Kind::Result(result)) => {
             let request_id = result.request_id;
-            let answer = parse_content(&result.content_json).map(|content| ToolOutcome {
+            let content = match parse_content(&result.content_json) {
+                Ok(content) => content,
+                Err(reason) => {
+                    let problem = format!("content_json is not valid JSON: {reason}");
+                    fail_malformed(session, bridge, request_id, true, problem);
+                    return;
+                }
+            };
+            let answer = Ok(ToolOutcome {
                 ok: result.ok,
                 content,
                 error: result.error,
             });
-            if let Err(InvokeError::InvalidContent(reason)) = &answer {
-                bridge.notify(notice(
-                    format!("result.content_json is not valid JSON: {reason}"),
-                    request_id.clone(),
-                ));
-            }
             if !bridge.complete(&request_id, answer) {
                 tracing::warn!(session_id = %session.id, %request_id, "result for no waiting call ignored");
                 bridge.notify(notice(
@@ -562,9 +600,37 @@ fn handle_app_message(session: &Session, bridge: &Bridge, message: proto::AppMes
     }
 }
 
-fn parse_content(json: &str) -> Result<Value, InvokeError> {
+fn parse_content(json: &str) -> Result<Value, serde_json::Error> {
     if json.trim().is_empty() {
         return Ok(Value::Null);
     }
-    serde_json::from_str(json).map_err(|error| InvokeError::InvalidContent(error.to_string()))
+    serde_json::from_str(json)
+}
+
+/// Fails the call a malformed result or progress report names, and tells the
+/// app what was wrong; the bridge stays up.
+fn fail_malformed(
+    session: &Session,
+    bridge: &Bridge,
+    request_id: String,
+    result: bool,
+    problem: String,
+) {
+    let what = if result { "result" } else { "progress report" };
+    let failed = bridge.fail(&request_id, |tool| InvokeError::MalformedAnswer {
+        tool: tool.to_owned(),
+        what,
+        problem: problem.clone(),
+    });
+    tracing::warn!(session_id = %session.id, %request_id, %problem, failed_call = failed, "malformed {what} from the app");
+    let message = if failed {
+        format!(
+            "your {what} for request id {request_id:?} was malformed and the call failed: {problem}"
+        )
+    } else {
+        format!(
+            "your {what} for request id {request_id:?} was malformed, and no call is waiting for that id: {problem}"
+        )
+    };
+    bridge.notify(notice(message, request_id));
 }

@@ -13,10 +13,12 @@
 //!   for its answer within the tool timeout.
 //! - [`bridge`]: one attached bridge, its calls in flight and its liveness.
 //! - [`auth`]: the app bearer token, compared in constant time.
+//! - [`escape`]: outside strings made safe to echo in messages and logs.
 
 pub mod auth;
 pub mod bridge;
 pub mod config;
+pub mod escape;
 pub mod grpc;
 pub mod hub;
 pub mod tools;
@@ -24,6 +26,6 @@ pub mod tools;
 pub use auth::BearerToken;
 pub use bridge::{BridgeEnd, BridgeStream, ProgressSink};
 pub use config::CoreConfig;
-pub use hub::{Hub, HubError, InvokeError, ToolOutcome};
+pub use hub::{Hub, HubError, Inbound, InvokeError, ToolOutcome};
 pub use openclaw_proxy_proto::v1 as proto;
 pub use tools::{Tool, ToolError};

@@ -3,21 +3,38 @@
 //! gRPC (HTTP/2 cleartext) and the HTTP edge (HTTP/1.1 or HTTP/2) share one
 //! port: tonic's routes are merged into the axum router and hyper detects the
 //! protocol per connection.
+//!
+//! Connections are served by hyper-util's server builder rather than
+//! `axum::serve`, because that is where the knobs a server exposed to the
+//! internet needs live (header-read timeout, keep-alive, HTTP/2 limits), and
+//! because the accept loop is the one place that knows both ends of a
+//! connection: every request carries a [`ConnectionInfo`] in its extensions,
+//! so answer URLs can name the address the client really reached.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
-use axum::serve::ListenerExt;
+use axum::body::Body;
+use axum::extract::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::grpc::GrpcService;
 use tokio::net::TcpListener;
+use tower_service::Service;
 
 use crate::config::EdgeConfig;
 use crate::http;
 
 /// How long shutdown waits for connections to finish after the bridges ended.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// A client that has not sent a whole request header by then is dropped.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -28,10 +45,22 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// The whole service as one router: the HTTP edge and the gRPC services.
+/// Both ends of the connection a request arrived on.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionInfo {
+    /// The server's address as the client reached it.
+    pub local: SocketAddr,
+    /// The client's address.
+    pub remote: SocketAddr,
+}
+
+/// The whole service as one router: the HTTP edge and the gRPC services,
+/// with one fallback that answers each protocol in its own terms.
 pub async fn app(hub: Hub, edge: EdgeConfig) -> Result<Router, ServeError> {
     let grpc = GrpcService::new(hub.clone()).routes().await?;
-    Ok(http::router(hub, edge).merge(grpc.prepare().into_axum_router()))
+    Ok(http::router(hub, edge)
+        .merge(grpc.prepare().into_axum_router())
+        .fallback(http::unknown_route))
 }
 
 /// Serves `hub` on `listener` until `shutdown` resolves; then ends every
@@ -44,34 +73,72 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
-    let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
-    let stop_hub = hub.clone();
-    // Small JSON frames and responses: send each at once rather than waiting
-    // for Nagle's algorithm to coalesce them.
-    let listener = listener.tap_io(|stream| {
+    let builder = connection_builder();
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Per-connection failures (the peer reset before accept,
+                    // too many open files) must not stop the server.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // Small JSON frames and responses: send each at once rather than
+        // waiting for Nagle's algorithm to coalesce them.
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-    });
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!("shutting down: ending bridges and draining connections");
-        stop_hub.shutdown();
-        let _ = drained_tx.send(());
-    });
-    let server = async move { server.await };
-    tokio::pin!(server);
-    let result = tokio::select! {
-        result = &mut server => result,
-        () = async {
-            let _ = drained_rx.await;
-            tokio::time::sleep(DRAIN_LIMIT).await;
-        } => {
-            tracing::warn!("connections still open {DRAIN_LIMIT:?} after shutdown; closing them");
-            Ok(())
-        }
-    };
+        let info = ConnectionInfo {
+            local: stream.local_addr().unwrap_or(remote),
+            remote,
+        };
+        let router = router.clone();
+        let service =
+            hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(info);
+                let mut router = router.clone();
+                async move {
+                    let response: Result<_, Infallible> = router.call(request.map(Body::new)).await;
+                    response
+                }
+            });
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("shutting down: ending bridges and draining connections");
     hub.shutdown();
+    if tokio::time::timeout(DRAIN_LIMIT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open {DRAIN_LIMIT:?} after shutdown; closing them");
+    }
     sweeper.abort();
-    result.map_err(ServeError::from)
+    Ok(())
+}
+
+/// hyper's per-connection settings.
+fn connection_builder() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder.http2().timer(TokioTimer::new());
+    builder
 }

@@ -191,7 +191,11 @@ async fn register_rest(http: &reqwest::Client, target: &Target) -> anyhow::Resul
 
 async fn register_grpc(channel: Channel, token: &str) -> anyhow::Result<String> {
     let request = proto::CreateSessionRequest {
-        metadata: None,
+        metadata: Some(proto::SessionMetadata {
+            device_id: "loadgen".into(),
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            ..Default::default()
+        }),
         tools: vec![proto::ToolDefinition {
             name: "echo".into(),
             description: "Echo.".into(),

@@ -39,6 +39,16 @@ pub enum ApiError {
     HostNotAllowed(String),
     #[error("Origin {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_ORIGINS")]
     OriginNotAllowed(String),
+    #[error("no such endpoint: {0}")]
+    NotFound(String),
+    #[error("method {method} is not allowed on {path}")]
+    MethodNotAllowed { method: String, path: String },
+    #[error(
+        "unsupported WebSocket version: this bridge speaks version 13 (RFC 6455); send `Sec-WebSocket-Version: 13`"
+    )]
+    WebSocketVersion,
+    #[error("not a WebSocket handshake: {0}")]
+    NotWebSocket(String),
 }
 
 impl ApiError {
@@ -57,6 +67,10 @@ impl ApiError {
                 StatusCode::BAD_REQUEST
             }
             Self::Hub(HubError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::WebSocketVersion => StatusCode::UPGRADE_REQUIRED,
+            Self::NotWebSocket(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -74,6 +88,10 @@ impl ApiError {
             Self::Hub(HubError::ShuttingDown) => "shutting_down",
             Self::HostNotAllowed(_) => "host_not_allowed",
             Self::OriginNotAllowed(_) => "origin_not_allowed",
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::WebSocketVersion => "unsupported_websocket_version",
+            Self::NotWebSocket(_) => "not_websocket",
         }
     }
 }
@@ -83,10 +101,18 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
         let mut response = (status, Json(body)).into_response();
-        if matches!(self, Self::InvalidOpenClawToken) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        let headers = response.headers_mut();
+        match self {
+            Self::InvalidOpenClawToken => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Self::WebSocketVersion => {
+                headers.insert(
+                    header::SEC_WEBSOCKET_VERSION,
+                    HeaderValue::from_static("13"),
+                );
+            }
+            _ => {}
         }
         response
     }

@@ -34,7 +34,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::{EdgeState, fast_call};
+use super::{EdgeState, fast_call, jsonrpc};
 use crate::config::EdgeConfig;
 
 /// The header that routes `/v1/mcp` to a session.
@@ -84,35 +84,38 @@ pub async fn by_header(State(state): State<EdgeState>, request: Request) -> Resp
     route(state, session_id, request).await
 }
 
-async fn route(state: EdgeState, session_id: Option<String>, mut request: Request) -> Response {
+async fn route(state: EdgeState, session_id: Option<String>, request: Request) -> Response {
     if let Err(error) = admit(&state, session_id.as_deref(), &request) {
         return error.into_response();
     }
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
-    if fast_call::headers_allow(request.headers()) {
-        let (parts, body) = request.into_parts();
-        let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                let too_large = std::error::Error::source(&error)
-                    .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-                let error = if too_large {
-                    ApiError::BodyTooLarge {
-                        limit: state.config.max_body_bytes,
-                    }
-                } else {
-                    ApiError::UnreadableBody(error.to_string())
-                };
-                return error.into_response();
-            }
-        };
-        if let Some(call) = fast_call::parse(&bytes) {
-            return fast_call::answer(&state.hub, &session_id, call).await;
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            let too_large = std::error::Error::source(&error)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            let error = if too_large {
+                ApiError::BodyTooLarge {
+                    limit: state.config.max_body_bytes,
+                }
+            } else {
+                ApiError::UnreadableBody(error.to_string())
+            };
+            return error.into_response();
         }
-        request = Request::from_parts(parts, Body::from(bytes));
+    };
+    if fast_call::headers_allow(&parts.headers)
+        && let Some(call) = fast_call::parse(&bytes)
+    {
+        return fast_call::answer(&state.hub, &session_id, call).await;
     }
+    if let Some(refusal) = jsonrpc::refusal(&bytes) {
+        return refusal;
+    }
+    let mut request = Request::from_parts(parts, Body::from(bytes));
     request.extensions_mut().insert(SessionRoute(session_id));
-    state.mcp.handle(request).await.map(Body::new)
+    jsonrpc::normalize(state.mcp.handle(request).await.map(Body::new)).await
 }
 
 fn admit(state: &EdgeState, session_id: Option<&str>, request: &Request) -> Result<(), ApiError> {

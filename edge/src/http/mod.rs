@@ -8,22 +8,28 @@
 //!   served by rmcp's stateless streamable HTTP transport.
 //! - [`fast_call`]: the direct path of plain `tools/call` requests.
 //! - [`guard`]: `Host` and `Origin` checks against DNS rebinding.
+//! - [`jsonrpc`]: the MCP endpoint's refusals in JSON-RPC's shape.
 //! - [`error`]: the one place where edge errors get their HTTP form.
+//! - [`spelling`]: fields the original implementation spelled differently.
 
 pub mod error;
 pub mod fast_call;
 pub mod guard;
+pub mod jsonrpc;
 pub mod mcp;
 pub mod rest;
+pub mod spelling;
 pub mod ws;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::HeaderMap;
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, Uri, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use openclaw_proxy_core::Hub;
+use openclaw_proxy_core::{Hub, escape};
 
 use crate::config::EdgeConfig;
 use error::ApiError;
@@ -61,8 +67,36 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
         .route("/v1/mcp", post(mcp::by_header))
         .route("/v1/mcp/", post(mcp::by_header))
         .route("/v1/mcp/{session_id}", post(mcp::by_path))
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
+}
+
+/// The answer to a path no route serves: gRPC's `UNIMPLEMENTED` for gRPC
+/// requests (an unknown service or method), the JSON 404 for everything else.
+pub async fn unknown_route(request: Request) -> Response {
+    let grpc = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"));
+    if grpc {
+        let path = request.uri().path();
+        let status = tonic::Status::unimplemented(format!(
+            "no gRPC method {}: this server offers openclaw.proxy.v1, grpc.health.v1 and reflection",
+            escape::truncated(path)
+        ));
+        let (parts, ()) = status.into_http::<()>().into_parts();
+        return Response::from_parts(parts, axum::body::Body::empty());
+    }
+    ApiError::NotFound(escape::truncated(request.uri().path()).into_owned()).into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: escape::truncated(uri.path()).into_owned(),
+    }
 }
 
 async fn health() -> &'static str {

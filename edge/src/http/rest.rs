@@ -1,46 +1,123 @@
 //! Session REST: `POST /v1/chat/sessions` and `DELETE /v1/chat/sessions/{id}`.
 //!
-//! The body is the documented snake_case one; the original implementation's
-//! camelCase spelling (`deviceId`, `inputSchema`, ...) is accepted too. All
-//! four metadata fields and `tools` are required, as documented; unknown
-//! fields are ignored so newer apps keep working.
+//! The body is the documented snake_case one or the original implementation's
+//! camelCase one (`deviceId`, `inputSchema`, ...), or both spellings at once
+//! when they agree ([`super::spelling`]). Only what the original required is
+//! required: the device id and the app version. `device_name`, `chat_id`,
+//! `tools`, and a tool's `description`, `input_schema` and `path` default as
+//! in the original (`""`, none, `[]`, `""`, `{}`, none); `null` counts as
+//! absent. Unknown fields are ignored so newer apps keep working.
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, header};
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, Uri, header};
 use openclaw_proxy_core::proto;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::spelling::pick;
 use super::{EdgeState, check_app_token};
+use crate::server::ConnectionInfo;
 
-/// The documented session registration body.
+/// The session registration body, each two-spelling field under both keys.
 #[derive(Debug, Deserialize)]
 pub struct CreateSessionBody {
-    #[serde(alias = "deviceId")]
-    device_id: String,
-    #[serde(alias = "deviceName")]
-    device_name: String,
-    #[serde(alias = "appVersion")]
-    app_version: String,
-    #[serde(alias = "chatId")]
-    chat_id: String,
-    tools: Vec<ToolBody>,
+    device_id: Option<String>,
+    #[serde(rename = "deviceId")]
+    device_id_camel: Option<String>,
+    device_name: Option<String>,
+    #[serde(rename = "deviceName")]
+    device_name_camel: Option<String>,
+    app_version: Option<String>,
+    #[serde(rename = "appVersion")]
+    app_version_camel: Option<String>,
+    chat_id: Option<String>,
+    #[serde(rename = "chatId")]
+    chat_id_camel: Option<String>,
+    tools: Option<Vec<ToolBody>>,
 }
 
 /// One tool of the registration body.
 #[derive(Debug, Deserialize)]
 pub struct ToolBody {
     name: String,
-    #[serde(default)]
     description: Option<String>,
-    #[serde(default, alias = "inputSchema")]
     input_schema: Option<Value>,
-    #[serde(default)]
+    #[serde(rename = "inputSchema")]
+    input_schema_camel: Option<Value>,
     path: Option<String>,
+}
+
+impl CreateSessionBody {
+    /// The core's request, or the first problem found, naming its field.
+    fn into_request(self) -> Result<proto::CreateSessionRequest, ApiError> {
+        let invalid = ApiError::InvalidBody;
+        let device_id = pick(
+            "device_id",
+            self.device_id,
+            "deviceId",
+            self.device_id_camel,
+        )
+        .map_err(invalid)?
+        .ok_or_else(|| invalid("missing field \"device_id\" (or \"deviceId\")".into()))?;
+        let app_version = pick(
+            "app_version",
+            self.app_version,
+            "appVersion",
+            self.app_version_camel,
+        )
+        .map_err(invalid)?
+        .ok_or_else(|| invalid("missing field \"app_version\" (or \"appVersion\")".into()))?;
+        let device_name = pick(
+            "device_name",
+            self.device_name,
+            "deviceName",
+            self.device_name_camel,
+        )
+        .map_err(invalid)?;
+        let chat_id =
+            pick("chat_id", self.chat_id, "chatId", self.chat_id_camel).map_err(invalid)?;
+        let tools = self
+            .tools
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(index, tool)| tool.into_definition(index))
+            .collect::<Result<_, _>>()?;
+        Ok(proto::CreateSessionRequest {
+            metadata: Some(proto::SessionMetadata {
+                device_id,
+                device_name: device_name.unwrap_or_default(),
+                app_version,
+                chat_id: chat_id.unwrap_or_default(),
+            }),
+            tools,
+        })
+    }
+}
+
+impl ToolBody {
+    fn into_definition(self, index: usize) -> Result<proto::ToolDefinition, ApiError> {
+        let input_schema = pick(
+            "input_schema",
+            self.input_schema,
+            "inputSchema",
+            self.input_schema_camel,
+        )
+        .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
+        Ok(proto::ToolDefinition {
+            name: self.name,
+            description: self.description.unwrap_or_default(),
+            // Absent or null: the core's default object schema.
+            input_schema_json: input_schema
+                .map(|schema| schema.to_string())
+                .unwrap_or_default(),
+            path: self.path.unwrap_or_default(),
+        })
+    }
 }
 
 /// The documented registration answer.
@@ -56,34 +133,20 @@ pub struct CreateSessionReply {
 pub async fn create_session(
     State(state): State<EdgeState>,
     headers: HeaderMap,
+    uri: Uri,
+    connection: Option<Extension<ConnectionInfo>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CreateSessionReply>, ApiError> {
     check_app_token(&state, &headers)?;
     let body = read_body(body, state.config.max_body_bytes)?;
-    let parsed: CreateSessionBody = parse_json(&body)?;
-    let request = proto::CreateSessionRequest {
-        metadata: Some(proto::SessionMetadata {
-            device_id: parsed.device_id,
-            device_name: parsed.device_name,
-            app_version: parsed.app_version,
-            chat_id: parsed.chat_id,
-        }),
-        tools: parsed
-            .tools
-            .into_iter()
-            .map(|tool| proto::ToolDefinition {
-                name: tool.name,
-                description: tool.description.unwrap_or_default(),
-                input_schema_json: tool
-                    .input_schema
-                    .map(|schema| schema.to_string())
-                    .unwrap_or_default(),
-                path: tool.path.unwrap_or_default(),
-            })
-            .collect(),
-    };
+    let request = parse_json::<CreateSessionBody>(&body)?.into_request()?;
     let session_id = state.hub.create_session(request)?.session_id;
-    let base = base_url(state.config.public_url.as_deref(), &headers);
+    let head = RequestHead {
+        headers: &headers,
+        uri: &uri,
+        local: connection.map(|Extension(info)| info.local),
+    };
+    let base = base_url(state.config.public_url.as_deref(), &head);
     let ws_base = match base.split_once("://") {
         Some(("https", rest)) => format!("wss://{rest}"),
         Some((_, rest)) => format!("ws://{rest}"),
@@ -143,22 +206,110 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
     Ok(value)
 }
 
-/// The base URL for `bridge_url` and `mcp_url`: the configured public URL, or
-/// the request's own scheme (`X-Forwarded-Proto` when a proxy set it) and Host.
-fn base_url(public_url: Option<&str>, headers: &HeaderMap) -> String {
+/// The base URL for `bridge_url` and `mcp_url`: the configured public URL;
+/// else the request's own scheme (`X-Forwarded-Proto: https` when a proxy
+/// set it) and authority — the `Host` header (HTTP/1) or `:authority`
+/// (HTTP/2), used only when it is a well-formed `host[:port]`; else the
+/// address the client actually connected to.
+fn base_url(public_url: Option<&str>, request: &RequestHead<'_>) -> String {
     if let Some(public_url) = public_url {
         return public_url.to_owned();
     }
-    let host = headers
+    let authority = request
+        .headers
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
-        .filter(|host| !host.is_empty())
-        .unwrap_or("127.0.0.1:8000");
-    let scheme = headers
+        .or_else(|| request.uri.authority().map(|authority| authority.as_str()))
+        .filter(|authority| is_host_and_port(authority))
+        .map(str::to_owned)
+        .or_else(|| request.local.map(|addr| addr.to_string()))
+        .unwrap_or_else(|| "127.0.0.1:8000".to_owned());
+    let scheme = request
+        .headers
         .get("x-forwarded-proto")
         .and_then(|value| value.to_str().ok())
         .map(|proto| proto.split(',').next().unwrap_or_default().trim())
         .filter(|proto| proto.eq_ignore_ascii_case("https"))
         .map_or("http", |_| "https");
-    format!("{scheme}://{host}")
+    format!("{scheme}://{authority}")
+}
+
+/// What [`base_url`] reads of a request.
+struct RequestHead<'a> {
+    headers: &'a HeaderMap,
+    uri: &'a Uri,
+    local: Option<std::net::SocketAddr>,
+}
+
+/// Whether `value` is `host[:port]`: a DNS name or IPv4 address, or an IPv6
+/// address in brackets, then an optional decimal port. Nothing else may reach
+/// the answer's URLs.
+fn is_host_and_port(value: &str) -> bool {
+    let (host, port) = if let Some(rest) = value.strip_prefix('[') {
+        let Some((address, after)) = rest.split_once(']') else {
+            return false;
+        };
+        if address.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        match after {
+            "" => return true,
+            _ => match after.strip_prefix(':') {
+                Some(port) => (None, Some(port)),
+                None => return false,
+            },
+        }
+    } else {
+        match value.rsplit_once(':') {
+            Some((host, port)) => (Some(host), Some(port)),
+            None => (Some(value), None),
+        }
+    };
+    let host_ok = host.is_none_or(|host| {
+        !host.is_empty()
+            && host.len() <= 253
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            })
+    });
+    let port_ok = port.is_none_or(|port| port.parse::<u16>().is_ok());
+    host_ok && port_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_host_and_port;
+
+    #[test]
+    fn host_and_port_accepts_names_addresses_and_ports() {
+        for good in [
+            "localhost",
+            "proxy.example.com:8443",
+            "10.0.0.1:80",
+            "[::1]:8000",
+            "[::1]",
+        ] {
+            assert!(is_host_and_port(good), "{good}");
+        }
+    }
+
+    #[test]
+    fn host_and_port_refuses_markup_and_junk() {
+        for bad in [
+            "",
+            "evil.com\"><script>",
+            "a b",
+            "host:port",
+            "[zz]:1",
+            "a..b",
+            "h:99999",
+            "x/y",
+        ] {
+            assert!(!is_host_and_port(bad), "{bad}");
+        }
+    }
 }

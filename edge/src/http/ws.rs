@@ -21,18 +21,21 @@
 
 use std::borrow::Cow;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
-use openclaw_proxy_core::{BridgeEnd, BridgeStream};
+use openclaw_proxy_core::{BridgeEnd, BridgeStream, Inbound};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::error::ApiError;
+use super::spelling::pick;
 use super::{EdgeState, check_app_token};
 
 /// Close code: the app token is invalid.
@@ -57,8 +60,15 @@ pub async fn bridge(
     State(state): State<EdgeState>,
     Path(session_id): Path<String>,
     headers: HeaderMap,
-    upgrade: WebSocketUpgrade,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(WebSocketUpgradeRejection::InvalidWebSocketVersionHeader(_)) => {
+            return ApiError::WebSocketVersion.into_response();
+        }
+        Err(rejection) => return ApiError::NotWebSocket(rejection.body_text()).into_response(),
+    };
     let authorized = check_app_token(&state, &headers).is_ok();
     upgrade
         .max_message_size(state.config.max_body_bytes)
@@ -122,7 +132,11 @@ async fn write_frames(
                 Some(Ok(message)) => render(message),
                 Some(Err(end)) => {
                     let (code, reason) = close_code(end);
+                    // When the app closed first, tungstenite has queued the
+                    // echo of its close frame and refuses a second one;
+                    // closing the sink flushes that echo either way.
                     let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))).await;
+                    let _ = sink.close().await;
                     return;
                 }
                 None => return,
@@ -190,25 +204,52 @@ fn error_frame(message: &str, request_id: &str) -> Value {
     frame
 }
 
-/// An app frame, before its type is known.
+/// An app frame, before its type is known. Every field is kept raw and
+/// typed one by one, so that a frame with one bad field still names the call
+/// it answers (and that call fails at once instead of waiting for its
+/// timeout). Both spellings of the request id are read.
 #[derive(Deserialize)]
 struct AppFrame<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, alias = "requestId", borrow)]
-    request_id: Option<Cow<'a, str>>,
-    #[serde(default)]
-    ok: Option<bool>,
-    #[serde(default, borrow)]
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    request_id: Option<&'a RawValue>,
+    #[serde(rename = "requestId", borrow, default)]
+    request_id_camel: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ok: Option<&'a RawValue>,
+    #[serde(borrow, default)]
     content: Option<&'a RawValue>,
-    #[serde(default)]
-    error: Option<Value>,
-    #[serde(default)]
-    progress: Option<f64>,
-    #[serde(default)]
-    total: Option<f64>,
-    #[serde(default, borrow)]
-    message: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    progress: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    total: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+}
+
+/// Types one raw field; the error says what the field must be.
+fn typed<'a, T: Deserialize<'a>>(
+    raw: Option<&'a RawValue>,
+    name: &str,
+    expected: &str,
+) -> Result<Option<T>, String> {
+    raw.map(|raw| {
+        serde_json::from_str(raw.get())
+            .map_err(|_| format!("\"{name}\" must be {expected}, not {}", truncate(raw.get())))
+    })
+    .transpose()
+}
+
+/// A raw JSON value, cut short for an error message.
+fn truncate(raw: &str) -> Cow<'_, str> {
+    const LIMIT: usize = 64;
+    match raw.char_indices().nth(LIMIT) {
+        Some((end, _)) => Cow::Owned(format!("{}…", &raw[..end])),
+        None => Cow::Borrowed(raw),
+    }
 }
 
 /// The app's frames as core messages, until it closes: results, progress
@@ -217,7 +258,7 @@ struct AppFrame<'a> {
 fn app_messages(
     stream: futures_util::stream::SplitStream<WebSocket>,
     to_app: mpsc::Sender<Box<Message>>,
-) -> impl futures_util::Stream<Item = proto::AppMessage> + Send + 'static {
+) -> impl futures_util::Stream<Item = Inbound> + Send + 'static {
     stream
         .take_while(|frame| {
             let open = match frame {
@@ -233,7 +274,7 @@ fn app_messages(
         .filter_map(move |frame| {
             let message = match frame {
                 Ok(Message::Text(text)) => match parse_frame(text.as_str()) {
-                    Ok(Parsed::ToCore(message)) => Some(message),
+                    Ok(Parsed::ToCore(inbound)) => Some(inbound),
                     Ok(Parsed::Ping) => {
                         reply(&to_app, json!({"type": "pong"}));
                         Some(pong())
@@ -269,67 +310,109 @@ fn text_frame(frame: Value) -> Box<Message> {
     Box::new(Message::Text(frame.to_string().into()))
 }
 
-fn pong() -> proto::AppMessage {
-    proto::AppMessage {
+fn pong() -> Inbound {
+    Inbound::Message(proto::AppMessage {
         kind: Some(app_message::Kind::Pong(proto::Pong { nonce: 0 })),
-    }
+    })
 }
 
 enum Parsed {
-    ToCore(proto::AppMessage),
+    ToCore(Inbound),
     Ping,
 }
 
 fn parse_frame(text: &str) -> Result<Parsed, String> {
+    // serde would read a JSON array positionally into the struct's fields.
+    if !text.trim_start().starts_with('{') {
+        return Err(format!(
+            "frame is not a JSON object of the bridge protocol: it starts with {:?}",
+            truncate(text.trim_start())
+        ));
+    }
     let frame: AppFrame<'_> = serde_json::from_str(text)
         .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
-    let kind = frame.kind.ok_or_else(|| {
+    let kind: Cow<'_, str> = typed(frame.kind, "type", "a string")?.ok_or_else(|| {
         "frame has no \"type\": expected \"invoke_result\", \"progress\" or \"pong\"".to_owned()
     })?;
+    let request_id = || -> Result<Option<String>, String> {
+        let snake: Option<Cow<'_, str>> = typed(frame.request_id, "request_id", "a string")?;
+        let camel: Option<Cow<'_, str>> = typed(frame.request_id_camel, "requestId", "a string")?;
+        Ok(pick("request_id", snake, "requestId", camel)?.map(Cow::into_owned))
+    };
     match kind.as_ref() {
         "invoke_result" => {
-            let request_id = frame.request_id.ok_or_else(|| {
+            let request_id = request_id()?.ok_or_else(|| {
                 "invoke_result has no \"request_id\" (or \"requestId\")".to_owned()
             })?;
-            let error = match frame.error {
-                None | Some(Value::Null) => None,
-                Some(Value::String(text)) => Some(text),
-                Some(other) => Some(other.to_string()),
-            };
-            let ok = frame.ok.unwrap_or(error.is_none());
-            let content_json = frame
-                .content
-                .map(|raw| raw.get().to_owned())
-                .unwrap_or_default();
-            Ok(Parsed::ToCore(proto::AppMessage {
-                kind: Some(app_message::Kind::Result(proto::ToolResult {
-                    request_id: request_id.into_owned(),
-                    ok,
-                    content_json,
-                    error: error.unwrap_or_default(),
-                })),
-            }))
+            Ok(Parsed::ToCore(
+                match result_of(&frame, request_id.clone()) {
+                    Ok(result) => Inbound::Message(proto::AppMessage {
+                        kind: Some(app_message::Kind::Result(result)),
+                    }),
+                    Err(problem) => Inbound::Malformed {
+                        request_id,
+                        result: true,
+                        problem,
+                    },
+                },
+            ))
         }
         "progress" => {
-            let request_id = frame
-                .request_id
+            let request_id = request_id()?
                 .ok_or_else(|| "progress has no \"request_id\" (or \"requestId\")".to_owned())?;
-            let progress = frame
-                .progress
-                .ok_or_else(|| "progress has no numeric \"progress\"".to_owned())?;
-            Ok(Parsed::ToCore(proto::AppMessage {
-                kind: Some(app_message::Kind::Progress(proto::ToolProgress {
-                    request_id: request_id.into_owned(),
-                    progress,
-                    total: frame.total,
-                    message: frame.message.map(Cow::into_owned).unwrap_or_default(),
-                })),
-            }))
+            Ok(Parsed::ToCore(
+                match progress_of(&frame, request_id.clone()) {
+                    Ok(report) => Inbound::Message(proto::AppMessage {
+                        kind: Some(app_message::Kind::Progress(report)),
+                    }),
+                    Err(problem) => Inbound::Malformed {
+                        request_id,
+                        result: false,
+                        problem,
+                    },
+                },
+            ))
         }
         "pong" => Ok(Parsed::ToCore(pong())),
         "ping" => Ok(Parsed::Ping),
         other => Err(format!(
-            "unknown frame type {other:?}: expected \"invoke_result\", \"progress\" or \"pong\""
+            "unknown frame type {:?}: expected \"invoke_result\", \"progress\" or \"pong\"",
+            truncate(other)
         )),
     }
+}
+
+/// The result an `invoke_result` frame carries. When `ok` is missing it is
+/// taken as "no `error` given"; a non-string `error` is passed on as its JSON.
+fn result_of(frame: &AppFrame<'_>, request_id: String) -> Result<proto::ToolResult, String> {
+    let error = match frame.error {
+        None => None,
+        Some(raw) => match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
+            Ok(text) => Some(text.into_owned()),
+            Err(_) => Some(raw.get().to_owned()),
+        },
+    };
+    let ok = typed(frame.ok, "ok", "a boolean")?.unwrap_or(error.is_none());
+    Ok(proto::ToolResult {
+        request_id,
+        ok,
+        content_json: frame
+            .content
+            .map(|raw| raw.get().to_owned())
+            .unwrap_or_default(),
+        error: error.unwrap_or_default(),
+    })
+}
+
+/// The report a `progress` frame carries.
+fn progress_of(frame: &AppFrame<'_>, request_id: String) -> Result<proto::ToolProgress, String> {
+    let progress = typed(frame.progress, "progress", "a number")?
+        .ok_or_else(|| "progress has no numeric \"progress\"".to_owned())?;
+    let message: Option<Cow<'_, str>> = typed(frame.message, "message", "a string")?;
+    Ok(proto::ToolProgress {
+        request_id,
+        progress,
+        total: typed(frame.total, "total", "a number")?,
+        message: message.map(Cow::into_owned).unwrap_or_default(),
+    })
 }

@@ -493,11 +493,9 @@ async fn invalid_result_json_fails_the_call_with_a_notice() {
         matches!(app.next().await, Received::Notice(notice) if notice.message.contains("not valid JSON"))
     );
     let error = call.await.expect("join").expect_err("invalid content");
-    assert!(
-        error
-            .to_string()
-            .starts_with("The app answered with content that is not valid JSON")
-    );
+    assert!(error.to_string().starts_with(
+        "The app's result for echo_text was malformed: content_json is not valid JSON"
+    ));
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! One test binary, one module per surface.
 
 mod bench;
+mod compat;
 mod grpc;
 mod interop;
 mod mcp;

@@ -1,0 +1,56 @@
+//! Strings from outside the process (paths, ids, header values), made safe
+//! to put in an error message or a log line: control characters escaped, so
+//! a value cannot forge a line, and long values cut short, so a value cannot
+//! blow up a message (or a `grpc-message` header) it is echoed in.
+
+use std::borrow::Cow;
+
+/// Longest part of an outside string that is echoed back, in characters.
+pub const ECHO_LIMIT: usize = 128;
+
+/// `value` with control characters escaped and cut after [`ECHO_LIMIT`]
+/// characters (an ellipsis marks the cut).
+pub fn truncated(value: &str) -> Cow<'_, str> {
+    truncated_to(value, ECHO_LIMIT)
+}
+
+/// [`truncated`] with a limit of `limit` characters, for longer messages that
+/// quote outside input (a parser's error, an app's error text).
+pub fn truncated_to(value: &str, limit: usize) -> Cow<'_, str> {
+    let clean = value.chars().take(limit + 1).all(|c| !c.is_control());
+    if clean && value.chars().nth(limit).is_none() {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len().min(limit * 2));
+    for (count, c) in value.chars().enumerate() {
+        if count == limit {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_clean_values_pass_unchanged() {
+        assert!(matches!(truncated("abc/def"), Cow::Borrowed("abc/def")));
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_long_values_cut() {
+        assert_eq!(truncated("a\r\nb"), "a\\r\\nb");
+        let long = "x".repeat(1000);
+        let cut = truncated(&long);
+        assert_eq!(cut.chars().count(), ECHO_LIMIT + 1);
+        assert!(cut.ends_with('…'));
+    }
+}
