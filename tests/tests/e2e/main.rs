@@ -1,6 +1,7 @@
 //! End-to-end tests: the real server on `127.0.0.1:0`, driven by real clients.
 //! One test binary, one module per surface.
 
+mod app_sdk;
 mod bench;
 mod compat;
 mod grpc;

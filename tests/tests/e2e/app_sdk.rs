@@ -1,0 +1,737 @@
+//! The app-side crate (`openclaw-proxy-app`) and the example apps in other
+//! languages, each against the real server and called by a real MCP client.
+//!
+//! Network trouble is made with a TCP relay owned by this file: it can cut
+//! the app's connections while leaving the proxy's side half-open (a phone
+//! changing networks), and it can point at a new server (a proxy restarted at
+//! the same address).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openclaw_proxy_app::schemars::JsonSchema;
+use openclaw_proxy_app::{App, CallContext, SessionInfo, Tool, ToolError};
+use openclaw_proxy_core::CoreConfig;
+use openclaw_proxy_tests::*;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "openclaw_proxy_app::schemars")]
+struct EchoArgs {
+    text: String,
+}
+
+#[derive(Serialize)]
+struct Echoed {
+    echoed_text: String,
+}
+
+fn echo_tool() -> Tool {
+    Tool::new(
+        "echo_text",
+        "Echo the text back.",
+        |args: EchoArgs, _call: CallContext| async move {
+            Ok::<_, ToolError>(Echoed {
+                echoed_text: args.text,
+            })
+        },
+    )
+}
+
+/// The sessions the app reported, in order.
+#[derive(Clone, Default)]
+struct Reported(Arc<Mutex<Vec<SessionInfo>>>);
+
+impl Reported {
+    fn all(&self) -> Vec<SessionInfo> {
+        self.0.lock().map(|list| list.clone()).unwrap_or_default()
+    }
+
+    async fn wait_for(&self, count: usize) -> Vec<SessionInfo> {
+        eventually(
+            &format!("{count} session reports"),
+            Duration::from_secs(20),
+            || std::future::ready(self.all().len() >= count),
+        )
+        .await;
+        self.all()
+    }
+}
+
+/// An app on `url` with the test token, quick reconnection, these tools.
+fn app(url: &str, tools: Vec<Tool>, reported: &Reported) -> openclaw_proxy_app::AppBuilder {
+    let sink = reported.0.clone();
+    let mut builder = App::builder(url)
+        .app_token(APP_TOKEN)
+        .device_id("app-sdk-test")
+        .app_version("1.0.0")
+        .reconnect_delays(Duration::from_millis(20), Duration::from_millis(200))
+        .on_session(move |session| {
+            if let Ok(mut list) = sink.lock() {
+                list.push(session.clone());
+            }
+        });
+    for tool in tools {
+        builder = builder.tool(tool);
+    }
+    builder
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object");
+    };
+    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
+}
+
+async fn mcp_call(base: &str, session_id: &str, name: &str, arguments: Value) -> CallToolResult {
+    let client = mcp_connect(base, session_id, Route::Path).await;
+    let result = no_hang(client.call_tool(call(name, arguments)))
+        .await
+        .expect("tools/call answered");
+    let _ = client.cancel().await;
+    result
+}
+
+fn assert_echoed(result: &CallToolResult, text: &str) {
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"echoed_text": text})),
+        "{result:?}"
+    );
+}
+
+/// A TCP relay in front of a server: cuts connections on demand and can be
+/// pointed at another server.
+struct Relay {
+    addr: SocketAddr,
+    upstream: watch::Sender<SocketAddr>,
+    cuts: watch::Sender<u64>,
+    accepted: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+        let addr = listener.local_addr().expect("relay addr");
+        let (upstream, upstream_rx) = watch::channel(upstream);
+        let (cuts, cuts_rx) = watch::channel(0u64);
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        // Upstream sockets of cut connections stay open here: to the proxy
+        // the old connection looks alive, as a half-open one does.
+        let parked: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let target = *upstream_rx.borrow();
+                let mut cut = cuts_rx.clone();
+                cut.mark_unchanged();
+                let parked = parked.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.changed() => {
+                            if let Ok(mut parked) = parked.lock() {
+                                parked.push(outbound);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            upstream,
+            cuts,
+            accepted,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Drops every connection's app side, leaving the proxy side open.
+    fn cut(&self) {
+        self.cuts.send_modify(|generation| *generation += 1);
+    }
+
+    fn point_at(&self, upstream: SocketAddr) {
+        self.upstream.send_replace(upstream);
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn an_app_serves_a_call_reports_its_session_and_shutdown_deletes_it() {
+    let server = TestServer::start().await;
+    let reported = Reported::default();
+    let serving = app(&server.http_url(), vec![echo_tool()], &reported)
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session = serving.session();
+    assert_eq!(reported.all(), vec![session.clone()]);
+    assert_eq!(
+        session.mcp_url,
+        format!("{}/v1/mcp/{}", server.http_url(), session.session_id)
+    );
+
+    let result = mcp_call(
+        &server.http_url(),
+        &session.session_id,
+        "echo_text",
+        json!({"text": "hello"}),
+    )
+    .await;
+    assert_echoed(&result, "hello");
+
+    no_hang(serving.shutdown()).await.expect("shutdown");
+    let request = openclaw_proxy_core::proto::GetSessionRequest {
+        session_id: session.session_id.clone(),
+    };
+    assert!(
+        server.hub.get_session(request).is_err(),
+        "the session outlived shutdown()"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_token_or_bad_tool_is_refused_at_serve_with_a_reason() {
+    let server = TestServer::start().await;
+    let error = serve_error(
+        App::builder(server.http_url())
+            .app_token("wrong")
+            .tool(echo_tool()),
+    )
+    .await;
+    assert!(error.contains("app token"), "{error}");
+
+    let error = App::builder(server.http_url())
+        .tool(Tool::with_schema(
+            "scalar",
+            "",
+            json!({"type": "string"}),
+            |_: Value, _| async { Ok::<_, ToolError>(()) },
+        ))
+        .build()
+        .expect_err("a non-object schema is refused")
+        .to_string();
+    assert!(
+        error.contains("scalar") && error.contains("object"),
+        "{error}"
+    );
+}
+
+async fn serve_error(builder: openclaw_proxy_app::AppBuilder) -> String {
+    match builder.build().expect("valid app").serve().await {
+        Ok(_) => panic!("serve() should have failed"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn after_a_network_drop_the_app_reconnects_and_takes_its_session_back() {
+    let server = TestServer::start().await;
+    let relay = Relay::start(server.addr).await;
+    let reported = Reported::default();
+    let serving = app(&relay.url(), vec![echo_tool()], &reported)
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session_id = serving.session().session_id;
+    assert_echoed(
+        &mcp_call(
+            &server.http_url(),
+            &session_id,
+            "echo_text",
+            json!({"text": "before"}),
+        )
+        .await,
+        "before",
+    );
+
+    let before = relay.accepted();
+    relay.cut();
+    // The proxy still holds the old, half-open bridge; the app's new one
+    // takes it over. Calls routed to the old one fail at the takeover, so
+    // poll until a call comes back answered.
+    eventually(
+        "the app reconnecting through a new connection",
+        Duration::from_secs(20),
+        || std::future::ready(relay.accepted() > before),
+    )
+    .await;
+    let base = server.http_url();
+    let answered = Arc::new(Mutex::new(None));
+    eventually(
+        "a call answered after the takeover",
+        Duration::from_secs(30),
+        || {
+            let (base, session_id, answered) = (base.clone(), session_id.clone(), answered.clone());
+            async move {
+                let result =
+                    mcp_call(&base, &session_id, "echo_text", json!({"text": "after"})).await;
+                let ok = result.is_error != Some(true);
+                if ok && let Ok(mut slot) = answered.lock() {
+                    *slot = Some(result);
+                }
+                ok
+            }
+        },
+    )
+    .await;
+    let result = answered
+        .lock()
+        .ok()
+        .and_then(|slot| slot.clone())
+        .expect("answer");
+    assert_echoed(&result, "after");
+    assert_eq!(serving.session().session_id, session_id, "same session");
+    assert_eq!(reported.all().len(), 1, "no new session was created");
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn after_the_proxy_restarts_the_app_creates_a_new_session_and_reports_it() {
+    let first = TestServer::start().await;
+    let relay = Relay::start(first.addr).await;
+    let reported = Reported::default();
+    let serving = app(&relay.url(), vec![echo_tool()], &reported)
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let old = serving.session();
+
+    no_hang(first.shutdown()).await.expect("first server stops");
+    // The restarted proxy, at the same address (the relay's), knows nothing
+    // of the old session.
+    let second = TestServer::start().await;
+    relay.point_at(second.addr);
+    relay.cut();
+
+    let reports = reported.wait_for(2).await;
+    let new = reports[1].clone();
+    assert_ne!(new.session_id, old.session_id);
+    assert_eq!(serving.session(), new);
+    second
+        .wait_for_session(&new.session_id, "the new session's bridge", |session| {
+            session.bridge_connected
+        })
+        .await;
+    assert_echoed(
+        &mcp_call(
+            &second.http_url(),
+            &new.session_id,
+            "echo_text",
+            json!({"text": "again"}),
+        )
+        .await,
+        "again",
+    );
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "openclaw_proxy_app::schemars")]
+struct Nothing {}
+
+#[tokio::test]
+async fn a_slow_call_does_not_hold_back_a_fast_one() {
+    let server = TestServer::start().await;
+    let started = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+    let (on_start, on_release) = (started.clone(), release.clone());
+    let slow = Tool::new("slow", "Waits until released.", move |_: Nothing, _| {
+        let (on_start, on_release) = (on_start.clone(), on_release.clone());
+        async move {
+            let released = on_release.notified();
+            on_start.notify_one();
+            released.await;
+            Ok::<_, ToolError>("released")
+        }
+    });
+    let serving = app(
+        &server.http_url(),
+        vec![echo_tool(), slow],
+        &Reported::default(),
+    )
+    .build()
+    .expect("valid app")
+    .serve()
+    .await
+    .expect("serving");
+    let session_id = serving.session().session_id;
+
+    let base = server.http_url();
+    let id = session_id.clone();
+    let slow_call = tokio::spawn(async move { mcp_call(&base, &id, "slow", json!({})).await });
+    no_hang(started.notified()).await;
+    assert_echoed(
+        &mcp_call(
+            &server.http_url(),
+            &session_id,
+            "echo_text",
+            json!({"text": "fast"}),
+        )
+        .await,
+        "fast",
+    );
+    assert!(
+        !slow_call.is_finished(),
+        "the slow call ended before it was released"
+    );
+    release.notify_one();
+    let slow_result = no_hang(slow_call).await.expect("join");
+    assert_eq!(texts(&slow_result), vec!["released".to_owned()]);
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn handler_errors_and_panics_become_error_results_and_the_app_keeps_serving() {
+    let server = TestServer::start().await;
+    let fails = Tool::new("fails", "Always fails.", |_: Nothing, _| async {
+        Err::<(), _>(ToolError::new("The room is archived; pick another room."))
+    });
+    let panics = Tool::new("panics", "Always panics.", |_: Nothing, _| async {
+        if true {
+            panic!("index out of bounds");
+        }
+        Ok::<(), ToolError>(())
+    });
+    let serving = app(
+        &server.http_url(),
+        vec![echo_tool(), fails, panics],
+        &Reported::default(),
+    )
+    .build()
+    .expect("valid app")
+    .serve()
+    .await
+    .expect("serving");
+    let base = server.http_url();
+    let session_id = serving.session().session_id;
+
+    let failed = mcp_call(&base, &session_id, "fails", json!({})).await;
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(
+        texts(&failed),
+        vec!["The room is archived; pick another room.".to_owned()]
+    );
+
+    let panicked = mcp_call(&base, &session_id, "panics", json!({})).await;
+    assert_eq!(panicked.is_error, Some(true));
+    let text = texts(&panicked).join(" ");
+    assert!(
+        text.contains("panicked") && text.contains("index out of bounds"),
+        "{text}"
+    );
+
+    let refused = mcp_call(&base, &session_id, "echo_text", json!({"text": 7})).await;
+    assert_eq!(refused.is_error, Some(true));
+    let text = texts(&refused).join(" ");
+    assert!(
+        text.contains("Invalid arguments") && text.contains("text"),
+        "{text}"
+    );
+
+    assert_echoed(
+        &mcp_call(
+            &base,
+            &session_id,
+            "echo_text",
+            json!({"text": "still here"}),
+        )
+        .await,
+        "still here",
+    );
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+/// The `data:` messages of an SSE body, in order.
+fn sse_messages(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            let data = data.join("\n");
+            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).expect("JSON event"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn progress_reported_by_a_handler_reaches_the_mcp_client_before_the_result() {
+    let server = TestServer::start().await;
+    let steps = Tool::new(
+        "steps",
+        "Three steps.",
+        |_: Nothing, call: CallContext| async move {
+            for step in 1..=3 {
+                call.progress(f64::from(step), Some(3.0), format!("step {step}"))
+                    .await;
+            }
+            Ok::<_, ToolError>("done")
+        },
+    );
+    let serving = app(&server.http_url(), vec![steps], &Reported::default())
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session = serving.session();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "steps", "arguments": {}, "_meta": {"progressToken": "t"}
+    }});
+    let response = no_hang(
+        mcp_post(&session.mcp_url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .send(),
+    )
+    .await
+    .expect("response");
+    let messages = sse_messages(&response.text().await.expect("body"));
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    for (index, message) in messages[..3].iter().enumerate() {
+        assert_eq!(message["method"], "notifications/progress", "{message}");
+        assert_eq!(message["params"]["progressToken"], "t");
+        assert_eq!(message["params"]["progress"], json!(index as f64 + 1.0));
+        assert_eq!(message["params"]["total"], json!(3.0));
+        assert_eq!(message["params"]["message"], format!("step {}", index + 1));
+    }
+    assert_eq!(messages[3]["result"]["content"][0]["text"], "done");
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn bridge_loss_cancels_the_calls_it_delivered() {
+    let server = TestServer::start().await;
+    let relay = Relay::start(server.addr).await;
+    let started = Arc::new(Notify::new());
+    let seen = Arc::new(Mutex::new(None));
+    let (on_start, record) = (started.clone(), seen.clone());
+    let waits = Tool::new(
+        "waits",
+        "Waits until cancelled.",
+        move |_: Nothing, call: CallContext| {
+            let (on_start, record) = (on_start.clone(), record.clone());
+            async move {
+                on_start.notify_one();
+                call.cancelled().await;
+                if let Ok(mut slot) = record.lock() {
+                    *slot = call.cancel_reason();
+                }
+                Ok::<_, ToolError>(())
+            }
+        },
+    );
+    let serving = app(&relay.url(), vec![waits], &Reported::default())
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session_id = serving.session().session_id;
+    let call = server.spawn_invoke(&session_id, "waits", json!({}));
+    no_hang(started.notified()).await;
+    relay.cut();
+    eventually(
+        "the handler seeing its cancellation",
+        Duration::from_secs(20),
+        || std::future::ready(seen.lock().map(|slot| slot.is_some()).unwrap_or(false)),
+    )
+    .await;
+    assert_eq!(
+        seen.lock().ok().and_then(|slot| slot.clone()),
+        Some(openclaw_proxy_app::CancelReason::BridgeLost)
+    );
+    drop(call);
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+/// An example app in another language, started as a child process that
+/// prints its session id on its first stdout line.
+struct ExampleApp {
+    child: tokio::process::Child,
+    session_id: String,
+}
+
+impl ExampleApp {
+    async fn start(mut command: tokio::process::Command) -> Self {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("start the example app");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let session_id = tokio::time::timeout(Duration::from_secs(600), lines.next_line())
+            .await
+            .expect("the example printed its session id (building it may take minutes)")
+            .expect("read stdout")
+            .expect("a first line")
+            .trim()
+            .to_owned();
+        // Keep reading so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self { child, session_id }
+    }
+}
+
+/// A server that pings every 100 ms and drops a bridge silent for 300 ms,
+/// so an example that does not answer pings loses its bridge.
+async fn pinging_server() -> TestServer {
+    TestServer::start_with(
+        CoreConfig {
+            ping_interval: Duration::from_millis(100),
+            missed_pings_allowed: 3,
+            ..core_config()
+        },
+        edge_config(),
+    )
+    .await
+}
+
+async fn check_example(server: &TestServer, mut example: ExampleApp) {
+    server
+        .wait_for_session(&example.session_id, "the example's bridge", |session| {
+            session.bridge_connected
+        })
+        .await;
+    for text in ["one", "two"] {
+        assert_echoed(
+            &mcp_call(
+                &server.http_url(),
+                &example.session_id,
+                "echo_text",
+                json!({"text": text}),
+            )
+            .await,
+            text,
+        );
+    }
+    let _ = example.child.start_kill();
+    let _ = example.child.wait().await;
+}
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto/examples")
+}
+
+#[tokio::test]
+async fn the_rust_echo_app_example_answers_an_mcp_call() {
+    let server = pinging_server().await;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = tokio::process::Command::new(cargo);
+    command
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "openclaw-proxy-app",
+            "--example",
+            "echo_app",
+            "--",
+        ])
+        .args(["--proxy-url", &server.http_url(), "--app-token", APP_TOKEN]);
+    check_example(&server, ExampleApp::start(command).await).await;
+}
+
+#[tokio::test]
+async fn the_python_example_answers_an_mcp_call() {
+    let server = pinging_server().await;
+    let mut command = tokio::process::Command::new("sh");
+    command.arg(examples_dir().join("python/run.sh")).args([
+        "--proxy-url",
+        &server.http_url(),
+        "--app-token",
+        APP_TOKEN,
+    ]);
+    check_example(&server, ExampleApp::start(command).await).await;
+}
+
+#[tokio::test]
+async fn the_typescript_example_answers_an_mcp_call() {
+    let node = tokio::task::spawn_blocking(openclaw_proxy_tests::conformance::ensure_node_tools)
+        .await
+        .expect("join")
+        .expect("Node.js 22 installed");
+    let dir = examples_dir().join("typescript");
+    let installed = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || install_npm_packages(&dir)
+    });
+    installed.await.expect("join").expect("npm install");
+    let server = pinging_server().await;
+    let mut command = tokio::process::Command::new(node);
+    command.current_dir(&dir).arg("echo_app.ts").args([
+        "--proxy-url",
+        &server.http_url(),
+        "--app-token",
+        APP_TOKEN,
+    ]);
+    check_example(&server, ExampleApp::start(command).await).await;
+}
+
+/// `npm install` in `dir` unless its dependencies are there already.
+fn install_npm_packages(dir: &Path) -> Result<(), String> {
+    let modules = dir.join("node_modules");
+    if modules.join("@grpc/grpc-js/package.json").exists()
+        && modules.join("@grpc/proto-loader/package.json").exists()
+    {
+        return Ok(());
+    }
+    let status = std::process::Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--no-package-lock",
+            "--loglevel=error",
+        ])
+        .current_dir(dir)
+        .status()
+        .map_err(|error| format!("npm is needed for the TypeScript example: {error}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("npm install in {} failed: {status}", dir.display()))
+    }
+}
