@@ -39,6 +39,8 @@ pub enum ApiError {
     HostNotAllowed(String),
     #[error("Origin {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_ORIGINS")]
     OriginNotAllowed(String),
+    #[error("the request path cannot be read: {0}")]
+    InvalidPath(String),
     #[error("no such endpoint: {0}")]
     NotFound(String),
     #[error("method {method} is not allowed on {path}")]
@@ -67,6 +69,7 @@ impl ApiError {
                 StatusCode::BAD_REQUEST
             }
             Self::Hub(HubError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InvalidPath(_) => StatusCode::BAD_REQUEST,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::WebSocketVersion => StatusCode::UPGRADE_REQUIRED,
@@ -88,6 +91,7 @@ impl ApiError {
             Self::Hub(HubError::ShuttingDown) => "shutting_down",
             Self::HostNotAllowed(_) => "host_not_allowed",
             Self::OriginNotAllowed(_) => "origin_not_allowed",
+            Self::InvalidPath(_) => "invalid_path",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::WebSocketVersion => "unsupported_websocket_version",

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::{Hub, InvokeError, ToolOutcome};
@@ -34,7 +34,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::{EdgeState, fast_call, jsonrpc};
+use super::{EdgeState, SessionIdPath, fast_call, jsonrpc};
 use crate::config::EdgeConfig;
 
 /// The header that routes `/v1/mcp` to a session.
@@ -68,7 +68,7 @@ struct SessionRoute(Arc<str>);
 /// `POST /v1/mcp/{session_id}`.
 pub async fn by_path(
     State(state): State<EdgeState>,
-    Path(session_id): Path<String>,
+    SessionIdPath(session_id): SessionIdPath,
     request: Request,
 ) -> Response {
     route(state, Some(session_id), request).await

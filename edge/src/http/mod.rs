@@ -103,6 +103,26 @@ async fn health() -> &'static str {
     "ok"
 }
 
+/// The `{session_id}` of a route's path. A path that cannot be decoded
+/// (invalid UTF-8 in a percent escape) is refused in the JSON error shape
+/// rather than with axum's plain-text rejection.
+#[derive(Debug)]
+pub struct SessionIdPath(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for SessionIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<String>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(session_id)) => Ok(Self(session_id)),
+            Err(rejection) => Err(ApiError::InvalidPath(rejection.body_text())),
+        }
+    }
+}
+
 /// Checks the app token of a REST or WebSocket request.
 pub(crate) fn check_app_token(state: &EdgeState, headers: &HeaderMap) -> Result<(), ApiError> {
     let header = headers

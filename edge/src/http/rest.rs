@@ -11,7 +11,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, Uri, header};
 use openclaw_proxy_core::proto;
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::spelling::pick;
-use super::{EdgeState, check_app_token};
+use super::{EdgeState, SessionIdPath, check_app_token};
 use crate::server::ConnectionInfo;
 
 /// The session registration body, each two-spelling field under both keys.
@@ -163,7 +163,7 @@ pub async fn create_session(
 pub async fn delete_session(
     State(state): State<EdgeState>,
     headers: HeaderMap,
-    Path(session_id): Path<String>,
+    SessionIdPath(session_id): SessionIdPath,
 ) -> Result<Json<Value>, ApiError> {
     check_app_token(&state, &headers)?;
     state

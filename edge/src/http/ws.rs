@@ -21,9 +21,9 @@
 
 use std::borrow::Cow;
 
+use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 
 use super::error::ApiError;
 use super::spelling::pick;
-use super::{EdgeState, check_app_token};
+use super::{EdgeState, SessionIdPath, check_app_token};
 
 /// Close code: the app token is invalid.
 pub const CLOSE_INVALID_TOKEN: u16 = 4401;
@@ -58,7 +58,7 @@ const LOCAL_CAPACITY: usize = 16;
 /// `GET /v1/chat/sessions/{session_id}/bridge` with a WebSocket upgrade.
 pub async fn bridge(
     State(state): State<EdgeState>,
-    Path(session_id): Path<String>,
+    SessionIdPath(session_id): SessionIdPath,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {

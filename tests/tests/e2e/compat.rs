@@ -380,6 +380,13 @@ async fn unknown_routes_are_json_404_and_wrong_methods_405() {
             "method_not_allowed",
         ),
         (reqwest::Method::POST, "/health", 405, "method_not_allowed"),
+        (
+            reqwest::Method::DELETE,
+            "/v1/chat/sessions/%FF%FE",
+            400,
+            "invalid_path",
+        ),
+        (reqwest::Method::POST, "/v1/mcp/%C3%28", 400, "invalid_path"),
     ] {
         let response = client
             .request(method.clone(), format!("{base}{path}"))
