@@ -20,7 +20,7 @@ use openclaw_proxy_tests::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncBufReadExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 
@@ -584,15 +584,15 @@ async fn bridge_loss_cancels_the_calls_it_delivered() {
     no_hang(serving.shutdown()).await.expect("shutdown");
 }
 
-/// An example app in another language, started as a child process that
-/// prints its session id on its first stdout line.
+/// An example app started as a child process; its stdout carries one
+/// session id per line.
 struct ExampleApp {
     child: tokio::process::Child,
-    session_id: String,
+    lines: tokio::sync::mpsc::Receiver<String>,
 }
 
 impl ExampleApp {
-    async fn start(mut command: tokio::process::Command) -> Self {
+    fn start(mut command: tokio::process::Command) -> Self {
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -600,17 +600,23 @@ impl ExampleApp {
             .kill_on_drop(true);
         let mut child = command.spawn().expect("start the example app");
         let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let session_id = tokio::time::timeout(Duration::from_secs(600), lines.next_line())
+        let (sender, lines) = tokio::sync::mpsc::channel(16);
+        // Reads on, so the child never blocks on a full pipe.
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let _ = sender.send(line.trim().to_owned()).await;
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The next session id the example prints.
+    async fn next_session_id(&mut self) -> String {
+        tokio::time::timeout(Duration::from_secs(600), self.lines.recv())
             .await
-            .expect("the example printed its session id (building it may take minutes)")
-            .expect("read stdout")
-            .expect("a first line")
-            .trim()
-            .to_owned();
-        // Keep reading so the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child, session_id }
+            .expect("the example printed a session id (a first build may take minutes)")
+            .expect("the example exited before printing a session id")
     }
 }
 
@@ -628,24 +634,44 @@ async fn pinging_server() -> TestServer {
     .await
 }
 
-async fn check_example(server: &TestServer, mut example: ExampleApp) {
+/// Waits for the session's bridge, then calls `echo_text` through MCP.
+async fn echo_through(server: &TestServer, session_id: &str, text: &str) {
     server
-        .wait_for_session(&example.session_id, "the example's bridge", |session| {
+        .wait_for_session(session_id, "the example's bridge", |session| {
             session.bridge_connected
         })
         .await;
-    for text in ["one", "two"] {
-        assert_echoed(
-            &mcp_call(
-                &server.http_url(),
-                &example.session_id,
-                "echo_text",
-                json!({"text": text}),
-            )
-            .await,
-            text,
-        );
-    }
+    assert_echoed(
+        &mcp_call(
+            &server.http_url(),
+            session_id,
+            "echo_text",
+            json!({"text": text}),
+        )
+        .await,
+        text,
+    );
+}
+
+/// Runs an example against a proxy behind a relay: it answers an MCP call,
+/// then the proxy restarts at the same address, and the example registers a
+/// new session, prints its id and answers again.
+async fn check_example(mut command: tokio::process::Command) {
+    let first = pinging_server().await;
+    let relay = Relay::start(first.addr).await;
+    command.args(["--proxy-url", &relay.url(), "--app-token", APP_TOKEN]);
+    let mut example = ExampleApp::start(command);
+    let old = example.next_session_id().await;
+    echo_through(&first, &old, "one").await;
+
+    no_hang(first.shutdown()).await.expect("first server stops");
+    let second = pinging_server().await;
+    relay.point_at(second.addr);
+    relay.cut();
+    let new = example.next_session_id().await;
+    assert_ne!(new, old, "a new session after the restart");
+    echo_through(&second, &new, "two").await;
+
     let _ = example.child.start_kill();
     let _ = example.child.wait().await;
 }
@@ -655,8 +681,7 @@ fn examples_dir() -> PathBuf {
 }
 
 #[tokio::test]
-async fn the_rust_echo_app_example_answers_an_mcp_call() {
-    let server = pinging_server().await;
+async fn the_rust_echo_app_example_answers_and_survives_a_proxy_restart() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = tokio::process::Command::new(cargo);
     command
@@ -669,26 +694,19 @@ async fn the_rust_echo_app_example_answers_an_mcp_call() {
             "--example",
             "echo_app",
             "--",
-        ])
-        .args(["--proxy-url", &server.http_url(), "--app-token", APP_TOKEN]);
-    check_example(&server, ExampleApp::start(command).await).await;
+        ]);
+    check_example(command).await;
 }
 
 #[tokio::test]
-async fn the_python_example_answers_an_mcp_call() {
-    let server = pinging_server().await;
+async fn the_python_example_answers_and_survives_a_proxy_restart() {
     let mut command = tokio::process::Command::new("sh");
-    command.arg(examples_dir().join("python/run.sh")).args([
-        "--proxy-url",
-        &server.http_url(),
-        "--app-token",
-        APP_TOKEN,
-    ]);
-    check_example(&server, ExampleApp::start(command).await).await;
+    command.arg(examples_dir().join("python/run.sh"));
+    check_example(command).await;
 }
 
 #[tokio::test]
-async fn the_typescript_example_answers_an_mcp_call() {
+async fn the_typescript_example_answers_and_survives_a_proxy_restart() {
     let node = tokio::task::spawn_blocking(openclaw_proxy_tests::conformance::ensure_node_tools)
         .await
         .expect("join")
@@ -699,15 +717,9 @@ async fn the_typescript_example_answers_an_mcp_call() {
         move || install_npm_packages(&dir)
     });
     installed.await.expect("join").expect("npm install");
-    let server = pinging_server().await;
     let mut command = tokio::process::Command::new(node);
-    command.current_dir(&dir).arg("echo_app.ts").args([
-        "--proxy-url",
-        &server.http_url(),
-        "--app-token",
-        APP_TOKEN,
-    ]);
-    check_example(&server, ExampleApp::start(command).await).await;
+    command.current_dir(&dir).arg("echo_app.ts");
+    check_example(command).await;
 }
 
 /// `npm install` in `dir` unless its dependencies are there already.

@@ -1,0 +1,87 @@
+// An openclaw-proxy app in TypeScript: one tool, echo_text, served over the gRPC bridge.
+//
+// Registers a session, attaches its bridge, answers calls and pings, and
+// reconnects with backoff and jitter; when the proxy no longer knows the session
+// (it restarted) it registers a new one. Prints each session id on its own
+// stdout line. Node 22.18+ runs it as is: node echo_app.ts --proxy-url URL [--app-token T]
+import grpc from "@grpc/grpc-js";
+import protoLoader from "@grpc/proto-loader";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
+const definition = protoLoader.loadSync("openclaw/proxy/v1/proxy.proto", {
+  includeDirs: [root], keepCase: true, longs: String, defaults: true, oneofs: true,
+});
+const v1 = (grpc.loadPackageDefinition(definition) as any).openclaw.proxy.v1;
+
+const { values } = parseArgs({
+  options: { "proxy-url": { type: "string" }, "app-token": { type: "string", default: "" } },
+});
+const url = values["proxy-url"] ?? "http://127.0.0.1:8000";
+const target = url.replace(/^https?:\/\//, "").replace(/\/$/, "");
+const credentials = url.startsWith("https://") ? grpc.credentials.createSsl() : grpc.credentials.createInsecure();
+const options = { "grpc.keepalive_time_ms": 20000, "grpc.keepalive_timeout_ms": 10000, "grpc.max_reconnect_backoff_ms": 5000 };
+const sessions = new v1.SessionService(target, credentials, options);
+const bridge = new v1.BridgeService(target, credentials, options);
+const metadata = new grpc.Metadata();
+if (values["app-token"]) metadata.set("authorization", `Bearer ${values["app-token"]}`);
+
+const schema = { type: "object", properties: { text: { type: "string" } }, required: ["text"] };
+const tools = [{ name: "echo_text", description: "Echo the text back.", input_schema_json: JSON.stringify(schema) }];
+const fatal = [grpc.status.UNAUTHENTICATED, grpc.status.INVALID_ARGUMENT, grpc.status.ABORTED];
+
+async function runTool(name: string, args: any): Promise<unknown> {
+  if (name === "echo_text") return { echoed_text: args.text };
+  throw new Error(`this app has no tool named ${name}`);
+}
+
+function createSession(): Promise<string> {
+  const request = { metadata: { device_id: "typescript-example", app_version: "1.0.0" }, tools };
+  return new Promise((resolve, reject) =>
+    sessions.CreateSession(request, metadata, { deadline: Date.now() + 30_000 },
+      (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response.session_id))));
+}
+
+// Serves one bridge until it ends; resolves with the status code it ended with.
+function serveBridge(sessionId: string, onAttached: () => void): Promise<grpc.status> {
+  return new Promise((resolve) => {
+    const stream = bridge.Attach(metadata);
+    stream.on("error", (error: grpc.ServiceError) => resolve(error.code));
+    stream.on("status", (status: grpc.StatusObject) => resolve(status.code));
+    stream.on("end", () => stream.end());
+    stream.on("data", (message: any) => {
+      if (message.kind === "attached") onAttached();
+      else if (message.kind === "ping") stream.write({ pong: { nonce: message.ping.nonce } });
+      else if (message.kind === "error") console.error(`proxy notice: ${message.error.message}`);
+      else if (message.kind === "invoke") {
+        const call = message.invoke; // each call runs on its own; a failure becomes an isError result
+        runTool(call.tool_name, JSON.parse(call.arguments_json || "{}")).then(
+          (content) => stream.write({ result: { request_id: call.request_id, ok: true, content_json: JSON.stringify(content) } }),
+          (error) => stream.write({ result: { request_id: call.request_id, ok: false, error: String(error?.message ?? error) } }));
+      }
+    });
+    stream.write({ hello: { session_id: sessionId } });
+  });
+}
+
+let sessionId: string | null = null;
+let delay = 250;
+for (;;) {
+  try {
+    if (sessionId === null) {
+      sessionId = await createSession();
+      console.log(sessionId);
+    }
+    const code = await serveBridge(sessionId, () => { delay = 250; });
+    if (code === grpc.status.NOT_FOUND) sessionId = null; // the proxy forgot the session: register anew
+    else if (fatal.includes(code)) throw Object.assign(new Error("the bridge was refused"), { code });
+    console.error(sessionId ? `bridge lost (${grpc.status[code]}); reconnecting` : "session gone; registering a new one");
+  } catch (error: any) {
+    if (fatal.includes(error.code)) { console.error(`stopped: ${error.message}`); process.exit(1); }
+    console.error(`could not reach the proxy (${error.message}); retrying`);
+  }
+  await new Promise((wake) => setTimeout(wake, delay * (0.5 + Math.random()))); // backoff with jitter
+  delay = Math.min(delay * 2, 30_000);
+}
