@@ -243,11 +243,15 @@ impl App {
             .await
             .map_err(|status| AppError::rpc("creating the session", status))?;
         shared.announce(&session);
-        let bridge = shared
-            .proxy
-            .attach(&session)
-            .await
-            .map_err(|status| AppError::rpc("attaching the bridge", status))?;
+        let bridge = match shared.proxy.attach(&session).await {
+            Ok(bridge) => bridge,
+            Err(status) => {
+                // Leave no session behind that nobody serves; the proxy
+                // would list its tools until the idle lifetime ran out.
+                let _ = shared.proxy.delete_session(&session).await;
+                return Err(AppError::rpc("attaching the bridge", status));
+            }
+        };
         let (current, watcher) = watch::channel(session.clone());
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve_loop(
