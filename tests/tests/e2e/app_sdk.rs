@@ -584,6 +584,118 @@ async fn bridge_loss_cancels_the_calls_it_delivered() {
     no_hang(serving.shutdown()).await.expect("shutdown");
 }
 
+/// A TLS front for a server, as a reverse proxy terminating `https://`
+/// would be: a certificate for 127.0.0.1 from a CA made for the test, ALPN
+/// `h2`, and plain TCP to the server behind.
+struct TlsFront {
+    addr: SocketAddr,
+    ca_pem: String,
+    handshakes: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsFront {
+    async fn start(upstream: SocketAddr) -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        use tokio_rustls::rustls;
+
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
+            .expect("CA certificate");
+        let key = KeyPair::generate().expect("server key");
+        let certificate = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .expect("server params")
+            .signed_by(&key, &ca)
+            .expect("server certificate");
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![certificate.der().clone()], key)
+            .expect("TLS server config");
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind TLS front");
+        let addr = listener.local_addr().expect("TLS front addr");
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let counter = handshakes.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let (acceptor, counter) = (acceptor.clone(), counter.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(inbound).await else {
+                        return;
+                    };
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            ca_pem: ca.pem(),
+            handshakes,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn an_app_reaches_an_https_proxy_and_verifies_its_certificate() {
+    let server = TestServer::start().await;
+    let front = TlsFront::start(server.addr).await;
+
+    // Without the CA, the proxy's certificate is refused.
+    let untrusted = app(&front.url(), vec![echo_tool()], &Reported::default())
+        .build()
+        .expect("valid app")
+        .serve()
+        .await;
+    assert!(untrusted.is_err(), "an unknown certificate was accepted");
+
+    let serving = app(&front.url(), vec![echo_tool()], &Reported::default())
+        .tls_ca_certificate(front.ca_pem.clone())
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving over TLS");
+    assert!(front.handshakes.load(Ordering::SeqCst) > 0);
+    let session = serving.session();
+    assert!(session.mcp_url.starts_with(&front.url()), "{session:?}");
+    assert_echoed(
+        &mcp_call(
+            &server.http_url(),
+            &session.session_id,
+            "echo_text",
+            json!({"text": "sealed"}),
+        )
+        .await,
+        "sealed",
+    );
+    no_hang(serving.shutdown())
+        .await
+        .expect("shutdown over TLS");
+}
+
 /// An example app started as a child process; its stdout carries one
 /// session id per line.
 struct ExampleApp {
