@@ -12,7 +12,7 @@
 //! panics becomes an `isError` result; the app keeps serving.
 //! [`Serving::shutdown`] deletes the session.
 //!
-//! ```no_run
+//! ```
 //! use openclaw_proxy_app::{App, CallContext, Tool, ToolError};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
@@ -34,15 +34,25 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let serving = App::builder("http://127.0.0.1:8000")
+//! # // A real proxy on a free port, so that this example runs as a test.
+//! # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! # let proxy_url = format!("http://{}", listener.local_addr()?);
+//! # let hub = openclaw_proxy_core::Hub::new(openclaw_proxy_core::CoreConfig {
+//! #     app_token: openclaw_proxy_core::BearerToken::new("app-secret"),
+//! #     ..Default::default()
+//! # });
+//! # let edge = openclaw_proxy_edge::EdgeConfig::default();
+//! # tokio::spawn(openclaw_proxy_edge::serve(listener, hub, edge, std::future::pending()));
+//! let serving = App::builder(proxy_url) // "http://127.0.0.1:8000", or https://
 //!     .app_token("app-secret")
 //!     .tool(Tool::new("echo_text", "Echo the text back.", echo))
 //!     .on_session(|session| println!("MCP URL: {}", session.mcp_url))
 //!     .build()?
 //!     .serve()
 //!     .await?;
-//! tokio::signal::ctrl_c().await?;
-//! serving.shutdown().await?;
+//! // The tool is reachable at the MCP URL until shutdown; an app would wait
+//! // here, for instance with `tokio::signal::ctrl_c().await?`.
+//! serving.shutdown().await?; // deletes the session
 //! # Ok(())
 //! # }
 //! ```
