@@ -6,6 +6,16 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+/// The outcome of one call.
+#[derive(Debug)]
+pub struct Invoked {
+    /// The MCP result (an error result for every failure).
+    pub result: CallToolResult,
+    /// The Gateway answered 404 `not_found`: it does not serve the tool over
+    /// HTTP (deny list, policy, or a tool that was never built).
+    pub not_found: bool,
+}
+
 /// A client of one Gateway.
 #[derive(Clone, Debug)]
 pub struct GatewayClient {
@@ -30,7 +40,17 @@ impl GatewayClient {
         tool: &str,
         args: Map<String, Value>,
         session_key: Option<String>,
-    ) -> CallToolResult {
+    ) -> Invoked {
+        let (result, not_found) = self.call(tool, args, session_key).await;
+        Invoked { result, not_found }
+    }
+
+    async fn call(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+        session_key: Option<String>,
+    ) -> (CallToolResult, bool) {
         let mut body = json!({"tool": tool, "args": args});
         if let Some(session_key) = session_key {
             body["sessionKey"] = json!(session_key);
@@ -46,11 +66,12 @@ impl GatewayClient {
         {
             Ok(response) => response,
             Err(error) => {
-                return failure(format!(
+                let text = format!(
                     "Cannot reach the OpenClaw Gateway at {}: {}. Check OPENCLAW_GATEWAY_URL and that the Gateway runs.",
                     self.url,
                     crate::root_cause(&error)
-                ));
+                );
+                return (failure(text), false);
             }
         };
         let status = response.status();
@@ -62,37 +83,44 @@ impl GatewayClient {
         let text = response.text().await.unwrap_or_default();
         let parsed: Option<Envelope> = serde_json::from_str(&text).ok();
         if status.is_success() {
-            return match parsed {
-                Some(Envelope {
-                    ok: Some(false),
-                    error,
-                    ..
-                }) => {
-                    failure(error_message(error.as_ref()).unwrap_or_else(|| {
+            let result =
+                match parsed {
+                    Some(Envelope {
+                        ok: Some(false),
+                        error,
+                        ..
+                    }) => failure(error_message(error.as_ref()).unwrap_or_else(|| {
                         "The Gateway reported a failure without a message.".into()
-                    }))
-                }
-                Some(Envelope {
-                    result: Some(result),
-                    ..
-                }) => map_result(result),
-                Some(Envelope { result: None, .. }) => CallToolResult::success(Vec::new()),
-                None => failure(format!(
-                    "The Gateway answered with something that is not JSON: {}",
-                    snippet(&text)
-                )),
-            };
+                    })),
+                    Some(Envelope {
+                        result: Some(result),
+                        ..
+                    }) => map_result(result),
+                    Some(Envelope { result: None, .. }) => CallToolResult::success(Vec::new()),
+                    None => failure(format!(
+                        "The Gateway answered with something that is not JSON: {}",
+                        snippet(&text)
+                    )),
+                };
+            return (result, false);
         }
+        let not_found = status == StatusCode::NOT_FOUND
+            && parsed
+                .as_ref()
+                .and_then(|envelope| envelope.error.as_ref())
+                .and_then(|error| error.get("type"))
+                .is_some_and(|kind| kind == "not_found");
         let message = parsed
             .as_ref()
             .and_then(|envelope| error_message(envelope.error.as_ref()))
             .unwrap_or_else(|| snippet(&text));
-        failure(describe_status(
+        let result = failure(describe_status(
             status,
             tool,
             &message,
             retry_after.as_deref(),
-        ))
+        ));
+        (result, not_found)
     }
 }
 

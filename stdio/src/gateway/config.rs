@@ -1,5 +1,9 @@
 //! Gateway mode settings: flags and environment over the JSON config file
-//! (`OPENCLAW_MCP_CONFIG`), resolved once at start.
+//! (`OPENCLAW_MCP_CONFIG`), resolved once at start. Which tools are served is
+//! settled later, after discovery ([`super::tools::assemble`]); what can be
+//! checked without the Gateway (the token, the custom tool files, and with
+//! discovery off the built-in names) is checked here, so a bad setting stops
+//! the binary at once with status 2.
 
 use std::path::{Path, PathBuf};
 
@@ -19,9 +23,12 @@ pub struct GatewayArgs {
     /// Bearer token of the Gateway (required, here or in the config file).
     #[arg(long, env = "OPENCLAW_GATEWAY_TOKEN", hide_env_values = true)]
     pub gateway_token: Option<String>,
-    /// Built-in tools to expose, comma-separated [default: all].
+    /// Tools to expose, comma-separated [default: all the Gateway serves, or all built-ins].
     #[arg(long, env = "OPENCLAW_MCP_TOOLS", value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
+    /// Ask the Gateway which tools it serves (on), or serve the built-in list (off) [default: on].
+    #[arg(long, env = "OPENCLAW_MCP_DISCOVERY", value_parser = parse_switch)]
+    pub discovery: Option<bool>,
     /// JSON config file: {"gateway": {"url", "token"}, "tools": [...], "customTools": [...]}.
     #[arg(long, env = "OPENCLAW_MCP_CONFIG")]
     pub config: Option<PathBuf>,
@@ -40,8 +47,15 @@ pub struct GatewayConfig {
     pub url: String,
     /// Bearer token of the Gateway.
     pub token: String,
-    /// The tools to expose: the selected built-ins, then the custom ones.
-    pub tools: Vec<ToolDef>,
+    /// The built-in tools: served without discovery, and the schemas of the
+    /// discovered tools we know.
+    pub builtins: Vec<ToolDef>,
+    /// `OPENCLAW_MCP_TOOLS`: the names to serve, in order (`None`: all).
+    pub selection: Option<Vec<String>>,
+    /// The custom tools, added after the others or replacing one of theirs.
+    pub custom: Vec<ToolDef>,
+    /// Whether to ask the Gateway which tools it serves.
+    pub discovery: bool,
     /// Session key used when a call gives none.
     pub default_session_key: Option<String>,
 }
@@ -57,10 +71,12 @@ pub enum ConfigError {
     ConfigFile { path: String, reason: String },
     #[error(transparent)]
     ToolFile(#[from] ToolFileError),
-    #[error("unknown built-in tool {name:?} in OPENCLAW_MCP_TOOLS: choose from {available}")]
+    #[error(
+        "unknown built-in tool {name:?} in OPENCLAW_MCP_TOOLS: choose from {available} (or turn discovery on to serve what the Gateway offers)"
+    )]
     UnknownTool { name: String, available: String },
     #[error(
-        "tool {0:?} is defined twice (a custom tool may not reuse a built-in or another custom tool's name)"
+        "tool {0:?} is defined twice in the custom tool files (a custom tool may replace a built-in or discovered tool, not another custom one)"
     )]
     DuplicateTool(String),
 }
@@ -74,6 +90,8 @@ struct FileConfig {
     tools: Option<Vec<String>>,
     #[serde(default, rename = "customTools")]
     custom_tools: Option<Vec<PathBuf>>,
+    #[serde(default)]
+    discovery: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -90,6 +108,15 @@ fn read_file_config(path: &Path) -> Result<FileConfig, ConfigError> {
     };
     let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read it: {e}")))?;
     serde_json::from_str(&text).map_err(|e| error(e.to_string()))
+}
+
+/// `on`/`off` and the usual spellings of a boolean.
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        other => Err(format!("{other:?} is not on or off")),
+    }
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
@@ -118,6 +145,7 @@ impl GatewayArgs {
             .or(non_empty(file.gateway.token))
             .ok_or(ConfigError::MissingToken)?;
 
+        let discovery = self.discovery.or(file.discovery).unwrap_or(true);
         let builtins = builtin_tools();
         let selection: Option<Vec<String>> = self.tools.or(file.tools).map(|names| {
             names
@@ -126,26 +154,20 @@ impl GatewayArgs {
                 .filter(|n| !n.is_empty())
                 .collect()
         });
-        let mut tools: Vec<ToolDef> = match selection {
-            None => builtins.clone(),
-            Some(names) => names
-                .into_iter()
-                .map(|name| {
-                    builtins
-                        .iter()
-                        .find(|tool| tool.name == name)
-                        .cloned()
-                        .ok_or_else(|| ConfigError::UnknownTool {
-                            name,
-                            available: builtins
-                                .iter()
-                                .map(|t| t.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        })
-                })
-                .collect::<Result<_, _>>()?,
-        };
+        if !discovery && let Some(names) = &selection {
+            for name in names {
+                if !builtins.iter().any(|tool| &tool.name == name) {
+                    return Err(ConfigError::UnknownTool {
+                        name: name.clone(),
+                        available: builtins
+                            .iter()
+                            .map(|t| t.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    });
+                }
+            }
+        }
         let custom_paths: Vec<PathBuf> = match self.custom_tools {
             Some(paths) => paths,
             None => file
@@ -161,18 +183,22 @@ impl GatewayArgs {
                 })
                 .collect(),
         };
+        let mut custom: Vec<ToolDef> = Vec::new();
         for path in custom_paths.iter().filter(|p| !p.as_os_str().is_empty()) {
             for tool in load_tool_file(path)? {
-                if tools.iter().any(|existing| existing.name == tool.name) {
+                if custom.iter().any(|existing| existing.name == tool.name) {
                     return Err(ConfigError::DuplicateTool(tool.name));
                 }
-                tools.push(tool);
+                custom.push(tool);
             }
         }
         Ok(GatewayConfig {
             url,
             token,
-            tools,
+            builtins,
+            selection,
+            custom,
+            discovery,
             default_session_key: non_empty(self.session_key),
         })
     }

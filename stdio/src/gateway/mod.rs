@@ -2,24 +2,35 @@
 //! agents (ACP) that spawn MCP servers as child processes.
 //!
 //! Each `tools/call` becomes `POST {gateway}/tools/invoke` with `{tool, args,
-//! sessionKey?}` and the Gateway's bearer token. Tools are data
-//! ([`tools`]); settings are resolved once ([`config`]); the Gateway's answers
-//! are mapped to MCP results in [`client`].
+//! sessionKey?}` and the Gateway's bearer token. Which tools: at start,
+//! [`discovery`] asks the Gateway what it serves, [`policy`] removes what
+//! `/tools/invoke` would refuse, and [`tools::assemble`] gives each tool a
+//! schema (ours when we know the tool, a permissive one otherwise); when
+//! discovery is off or impossible the built-in list is served and stderr says
+//! why. A tool that still answers 404 `not_found` is dropped at its first call
+//! and the client gets `notifications/tools/list_changed`, so the list heals
+//! itself when the Gateway's rules drift from [`policy`]. Settings are
+//! resolved once ([`config`]); answers are mapped to MCP results in
+//! [`client`].
 //!
 //! `sessionKey`: every tool gets an optional `sessionKey` argument that is
 //! taken out of `args` and sent as the top-level `sessionKey` (falling back to
 //! `--session-key` / `OPENCLAW_MCP_SESSION_KEY`), except tools whose own schema
-//! declares `sessionKey` (`sessions_send`), which keep it as an argument.
+//! declares `sessionKey` (`sessions_send`, `sessions_history`), which keep it
+//! as an argument.
 
 pub mod client;
 pub mod config;
+pub mod discovery;
+pub mod policy;
 pub mod tools;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -27,22 +38,25 @@ use serde_json::Value;
 
 use client::GatewayClient;
 use config::GatewayConfig;
+use discovery::{Discovery, GatewayTool, Inventory};
 use tools::{SESSION_KEY, ToolDef};
 
-/// The MCP server of gateway mode.
-#[derive(Clone)]
-pub struct GatewayTools {
-    tools: Arc<[ToolDef]>,
-    listed: Arc<[rmcp::model::Tool]>,
-    client: GatewayClient,
-    default_session_key: Option<String>,
+/// How long discovery may take before the built-in list is served instead.
+const DISCOVERY_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The session key discovery asks about when none is configured: the one
+/// `/tools/invoke` uses for calls without a `sessionKey`.
+const MAIN_SESSION_KEY: &str = "main";
+
+/// The tools served, with their MCP form; replaced whole when one is dropped.
+struct Served {
+    tools: Vec<ToolDef>,
+    listed: Vec<rmcp::model::Tool>,
 }
 
-impl GatewayTools {
-    /// A server for the resolved settings.
-    pub fn new(config: GatewayConfig) -> Self {
-        let listed = config
-            .tools
+impl Served {
+    fn new(tools: Vec<ToolDef>) -> Self {
+        let listed = tools
             .iter()
             .map(|tool| {
                 rmcp::model::Tool::new(
@@ -52,22 +66,67 @@ impl GatewayTools {
                 )
             })
             .collect();
+        Self { tools, listed }
+    }
+}
+
+/// The MCP server of gateway mode.
+#[derive(Clone)]
+pub struct GatewayTools {
+    served: Arc<RwLock<Arc<Served>>>,
+    client: GatewayClient,
+    default_session_key: Option<String>,
+}
+
+impl GatewayTools {
+    /// A server for `tools` with the resolved settings.
+    pub fn new(config: &GatewayConfig, tools: Vec<ToolDef>) -> Self {
         Self {
-            tools: config.tools.into(),
-            listed,
-            client: GatewayClient::new(config.url, config.token),
-            default_session_key: config.default_session_key,
+            served: Arc::new(RwLock::new(Arc::new(Served::new(tools)))),
+            client: GatewayClient::new(config.url.clone(), config.token.clone()),
+            default_session_key: config.default_session_key.clone(),
         }
+    }
+
+    fn served(&self) -> Arc<Served> {
+        self.served
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Removes `name`; whether it was still there.
+    fn drop_tool(&self, name: &str) -> bool {
+        let mut served = self
+            .served
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !served.tools.iter().any(|tool| tool.name == name) {
+            return false;
+        }
+        let rest = served
+            .tools
+            .iter()
+            .filter(|tool| tool.name != name)
+            .cloned()
+            .collect();
+        *served = Arc::new(Served::new(rest));
+        true
     }
 }
 
 impl ServerHandler for GatewayTools {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "openclaw-proxy-stdio-gateway",
-                env!("CARGO_PKG_VERSION"),
-            ))
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "openclaw-proxy-stdio-gateway",
+            env!("CARGO_PKG_VERSION"),
+        ))
     }
 
     async fn list_tools(
@@ -75,16 +134,19 @@ impl ServerHandler for GatewayTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.listed.to_vec()))
+        Ok(ListToolsResult::with_all_items(
+            self.served().listed.clone(),
+        ))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(tool) = self.tools.iter().find(|tool| tool.name == request.name) else {
-            let available: Vec<&str> = self.tools.iter().map(|tool| tool.name.as_str()).collect();
+        let served = self.served();
+        let Some(tool) = served.tools.iter().find(|tool| tool.name == request.name) else {
+            let available: Vec<&str> = served.tools.iter().map(|tool| tool.name.as_str()).collect();
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {:?}: this server offers {}",
@@ -104,18 +166,88 @@ impl ServerHandler for GatewayTools {
             }
         };
         let session_key = given.or_else(|| self.default_session_key.clone());
-        Ok(self
-            .client
-            .invoke(&tool.name, args, session_key)
-            .await
-            .into())
+        let mut invoked = self.client.invoke(&tool.name, args, session_key).await;
+        if invoked.not_found && self.drop_tool(&tool.name) {
+            tracing::warn!(tool = %tool.name, "the Gateway does not serve this tool over HTTP (404): removed from the list");
+            invoked.result.content.push(ContentBlock::text(format!(
+                "{:?} has been removed from this server's tool list.",
+                tool.name
+            )));
+            if let Err(error) = context.peer.notify_tool_list_changed().await {
+                tracing::debug!(%error, "cannot send notifications/tools/list_changed");
+            }
+        }
+        Ok(invoked.result.into())
     }
+}
+
+/// The tools to serve: discovered when possible, else the built-ins; the
+/// reasons and notes go to stderr, where an MCP client shows a server's log.
+pub async fn resolve_tools(config: &GatewayConfig) -> Vec<ToolDef> {
+    let discovered = if config.discovery {
+        let session_key = config
+            .default_session_key
+            .as_deref()
+            .unwrap_or(MAIN_SESSION_KEY);
+        match discovery::discover(&config.url, &config.token, session_key, DISCOVERY_DEADLINE).await
+        {
+            Ok(found) => Some(servable(found)),
+            Err(error) => {
+                eprintln!(
+                    "openclaw-proxy-stdio gateway: tool discovery is not possible, serving the built-in tool list: {error}"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let (tools, notes) = tools::assemble(
+        &config.builtins,
+        discovered.as_deref(),
+        config.selection.as_deref(),
+        &config.custom,
+    );
+    for note in notes {
+        eprintln!("openclaw-proxy-stdio gateway: {note}");
+    }
+    tools
+}
+
+/// The discovered tools `/tools/invoke` would not refuse; the notes and what
+/// was left out go to stderr.
+fn servable(found: Discovery) -> Vec<GatewayTool> {
+    for note in &found.notes {
+        eprintln!("openclaw-proxy-stdio gateway: {note}");
+    }
+    let settings = found.http_settings.unwrap_or_default();
+    let mut refused = Vec::new();
+    let tools: Vec<GatewayTool> = found
+        .tools
+        .into_iter()
+        .filter(
+            |tool| match policy::refusal(&tool.name, &settings, &found.groups) {
+                Some(reason) => {
+                    refused.push(format!("{} ({reason})", tool.name));
+                    false
+                }
+                None => true,
+            },
+        )
+        .collect();
+    let from = match &found.inventory {
+        Inventory::Effective(key) => format!("tools.effective for session {key:?}"),
+        Inventory::Catalog => "tools.catalog".to_owned(),
+    };
+    tracing::info!(from, served = tools.len(), refused = %refused.join(", "), "discovered the Gateway's tools");
+    tools
 }
 
 /// Serves the Gateway's tools on stdin/stdout until the client disconnects.
 pub async fn run(config: GatewayConfig) -> anyhow::Result<()> {
-    tracing::info!(gateway = %config.url, tools = config.tools.len(), "serving the Gateway's tools over stdio");
-    let service = GatewayTools::new(config)
+    let tools = resolve_tools(&config).await;
+    tracing::info!(gateway = %config.url, tools = tools.len(), "serving the Gateway's tools over stdio");
+    let service = GatewayTools::new(&config, tools)
         .serve(rmcp::transport::stdio())
         .await?;
     service.waiting().await?;

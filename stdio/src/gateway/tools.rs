@@ -3,12 +3,16 @@
 //! Built-in tools and custom tools share one format, the one of OpenClaw's
 //! `registerTool()`: `{name, description, parameters}` with a JSON Schema
 //! `parameters`, one per file or several as `{"tools": [...]}`. The built-ins
-//! live in `builtin_tools.json`, compiled into the binary.
+//! live in `builtin_tools.json`, compiled into the binary: they are the list
+//! served when discovery is off or impossible, and the schemas given to the
+//! discovered tools we know ([`assemble`]).
 
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+
+use super::discovery::GatewayTool;
 
 /// The argument every tool gets for Gateway session routing.
 pub const SESSION_KEY: &str = "sessionKey";
@@ -25,6 +29,19 @@ pub struct ToolDef {
 }
 
 impl ToolDef {
+    /// A tool whose parameters we do not know: any object is accepted and
+    /// forwarded as it is.
+    pub fn permissive(name: String, description: String) -> Self {
+        let mut parameters = Map::new();
+        parameters.insert("type".into(), json!("object"));
+        parameters.insert("additionalProperties".into(), json!(true));
+        Self {
+            name,
+            description,
+            parameters,
+        }
+    }
+
     /// Whether the tool's own schema declares `sessionKey`, so it stays an
     /// argument instead of routing the call.
     pub fn declares_session_key(&self) -> bool {
@@ -52,6 +69,76 @@ impl ToolDef {
         }
         schema
     }
+}
+
+/// The tools to serve, and sentences for stderr about what was left out.
+///
+/// The base is the Gateway's tools when discovery worked (our schema for a
+/// tool we know, with the Gateway's description when it gives one; a
+/// permissive schema otherwise), else the built-ins. `selection`
+/// (`OPENCLAW_MCP_TOOLS`) narrows the base, in its own order; a selected name
+/// missing from a discovered base is left out with a note, one missing from
+/// the built-ins is served with a permissive schema (the Gateway may serve it;
+/// a 404 drops it at its first call). Custom tools come last and replace a
+/// base tool of the same name.
+pub fn assemble(
+    builtins: &[ToolDef],
+    discovered: Option<&[GatewayTool]>,
+    selection: Option<&[String]>,
+    custom: &[ToolDef],
+) -> (Vec<ToolDef>, Vec<String>) {
+    let known = |name: &str| builtins.iter().find(|tool| tool.name == name);
+    let mut notes = Vec::new();
+    let base: Vec<ToolDef> = match discovered {
+        Some(tools) => tools
+            .iter()
+            .filter(|tool| {
+                let valid = is_valid_name(&tool.name);
+                if !valid {
+                    notes.push(format!(
+                        "the Gateway's tool {:?} has no valid MCP tool name: left out",
+                        tool.name
+                    ));
+                }
+                valid
+            })
+            .map(|tool| match known(&tool.name) {
+                Some(ours) => ToolDef {
+                    description: if tool.description.trim().is_empty() {
+                        ours.description.clone()
+                    } else {
+                        tool.description.clone()
+                    },
+                    ..ours.clone()
+                },
+                None => ToolDef::permissive(tool.name.clone(), tool.description.clone()),
+            })
+            .collect(),
+        None => builtins.to_vec(),
+    };
+    let mut tools: Vec<ToolDef> = match selection {
+        None => base,
+        Some(names) => names
+            .iter()
+            .filter_map(|name| match base.iter().find(|tool| &tool.name == name) {
+                Some(tool) => Some(tool.clone()),
+                None if discovered.is_some() => {
+                    notes.push(format!(
+                        "OPENCLAW_MCP_TOOLS names {name:?}, which the Gateway does not serve over HTTP: left out"
+                    ));
+                    None
+                }
+                None => Some(ToolDef::permissive(name.clone(), String::new())),
+            })
+            .collect(),
+    };
+    for tool in custom {
+        match tools.iter_mut().find(|existing| existing.name == tool.name) {
+            Some(existing) => *existing = tool.clone(),
+            None => tools.push(tool.clone()),
+        }
+    }
+    (tools, notes)
 }
 
 /// Why a tool file was refused.
@@ -168,7 +255,7 @@ fn parse_tool(entry: Value) -> Result<ToolDef, String> {
     })
 }
 
-fn is_valid_name(name: &str) -> bool {
+pub(crate) fn is_valid_name(name: &str) -> bool {
     (1..=128).contains(&name.len())
         && name
             .bytes()
@@ -192,7 +279,10 @@ mod tests {
                 "pdf",
                 "message",
                 "canvas",
-                "sessions_send"
+                "sessions_send",
+                "sessions_list",
+                "sessions_history",
+                "session_status"
             ]
         );
         let required = |name: &str| {
@@ -231,6 +321,53 @@ mod tests {
             .expect("tool");
         assert!(send.declares_session_key());
         assert_eq!(send.exposed_schema(), send.parameters);
+    }
+
+    #[test]
+    fn assembly_uses_known_schemas_selection_and_overrides() {
+        let builtins = builtin_tools();
+        let discovered = [
+            GatewayTool {
+                name: "web_fetch".into(),
+                description: "Fetch URL.".into(),
+            },
+            GatewayTool {
+                name: "memory_get".into(),
+                description: "Read memory.".into(),
+            },
+            GatewayTool {
+                name: "bad name".into(),
+                description: String::new(),
+            },
+        ];
+        let (tools, notes) = assemble(&builtins, Some(&discovered), None, &[]);
+        let fetch = &tools[0];
+        assert_eq!(fetch.description, "Fetch URL.");
+        assert_eq!(fetch.parameters["required"], json!(["url"]));
+        assert_eq!(
+            tools[1],
+            ToolDef::permissive("memory_get".into(), "Read memory.".into())
+        );
+        assert_eq!(tools.len(), 2);
+        assert!(notes[0].contains("\"bad name\""), "{notes:?}");
+
+        let selection = ["memory_get".to_owned(), "pdf".to_owned()];
+        let custom = ToolDef::permissive("memory_get".into(), "Mine.".into());
+        let (tools, notes) = assemble(
+            &builtins,
+            Some(&discovered),
+            Some(&selection),
+            std::slice::from_ref(&custom),
+        );
+        assert_eq!(tools, std::slice::from_ref(&custom));
+        assert!(notes[1].contains("\"pdf\""), "{notes:?}");
+
+        // Without discovery a selected name that is not built in is served.
+        let (tools, notes) = assemble(&builtins, None, Some(&selection), &[]);
+        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+        assert_eq!(names, ["memory_get", "pdf"]);
+        assert_eq!(tools[1], builtins[3]);
+        assert!(notes.is_empty());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Gateway mode: the real binary, spoken to by rmcp's client over stdio,
-//! against a Gateway stand-in on loopback that records what it receives.
+//! against a Gateway stand-in on loopback that records what it receives. The
+//! stand-in produces what the real Gateway (`real_gateway.rs`) cannot be made
+//! to: 401, 403 `tool_call_blocked`, 429 with `Retry-After`, odd result shapes.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -106,8 +108,10 @@ impl FakeGateway {
     }
 }
 
+/// The binary with the stand-in: discovery off, since the stand-in does not
+/// speak the Gateway's WebSocket protocol (one test shows the fallback).
 async fn connect(args: &[&str], env: &[(&str, &str)]) -> RunningService<rmcp::RoleClient, ()> {
-    let mut full = vec!["gateway"];
+    let mut full = vec!["gateway", "--discovery", "off"];
     full.extend_from_slice(args);
     ().serve(TokioChildProcess::new(command(&full, env)).expect("spawn"))
         .await
@@ -155,6 +159,7 @@ fn missing_token_is_a_clear_error_with_status_2() {
         .env_clear()
         .env("OPENCLAW_GATEWAY_TOKEN", TOKEN)
         .env("OPENCLAW_MCP_TOOLS", "web_search,teleport")
+        .env("OPENCLAW_MCP_DISCOVERY", "off")
         .output()
         .expect("run");
     assert_eq!(output.status.code(), Some(2));
@@ -163,6 +168,16 @@ fn missing_token_is_a_clear_error_with_status_2() {
         stderr.contains("\"teleport\"") && stderr.contains("web_fetch"),
         "{stderr}"
     );
+
+    let output = std::process::Command::new(BINARY)
+        .args(["gateway", "--discovery", "maybe"])
+        .env_clear()
+        .env("OPENCLAW_GATEWAY_TOKEN", TOKEN)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not on or off"), "{stderr}");
 }
 
 #[tokio::test]
@@ -187,7 +202,10 @@ async fn lists_builtin_tools_with_session_key_rules_and_filter() {
             "pdf",
             "message",
             "canvas",
-            "sessions_send"
+            "sessions_send",
+            "sessions_list",
+            "sessions_history",
+            "session_status"
         ]
     );
     let search = &tools[0];
@@ -459,6 +477,11 @@ async fn config_file_custom_tools_and_environment_precedence() {
     let dir = temp_dir("config");
     write_file(
         &dir,
+        "pdf.json",
+        r#"{"name": "pdf", "description": "Our own pdf.", "parameters": {"type": "object", "properties": {"file": {"type": "string"}}}}"#,
+    );
+    write_file(
+        &dir,
         "single.json",
         r#"{"name": "rooms_join", "description": "Join a room.", "parameters": {"type": "object", "properties": {"room": {"type": "string"}}, "required": ["room"]}}"#,
     );
@@ -468,7 +491,7 @@ async fn config_file_custom_tools_and_environment_precedence() {
         &json!({
             "gateway": {"url": "http://127.0.0.1:9", "token": TOKEN},
             "tools": ["pdf"],
-            "customTools": ["single.json"]
+            "customTools": ["single.json", "pdf.json"]
         })
         .to_string(),
     );
@@ -484,7 +507,10 @@ async fn config_file_custom_tools_and_environment_precedence() {
     .await;
     let tools = client.list_all_tools().await.expect("list");
     let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
+    // A custom tool replaces the built-in of the same name, in its place.
     assert_eq!(names, ["pdf", "rooms_join"]);
+    assert_eq!(tools[0].description.as_deref(), Some("Our own pdf."));
+    assert!(tools[0].input_schema["properties"]["file"].is_object());
     assert_eq!(tools[1].input_schema["required"], json!(["room"]));
     assert!(tools[1].input_schema["properties"]["sessionKey"].is_object());
     let result = client
@@ -513,7 +539,11 @@ fn malformed_custom_tool_files_are_refused_at_start() {
             r#"{"name": "t", "parameters": {"type": "string"}}"#,
             "must be an object schema",
         ),
-        ("dup.json", r#"{"name": "pdf"}"#, "defined twice"),
+        (
+            "dup.json",
+            r#"{"tools": [{"name": "rooms"}, {"name": "rooms"}]}"#,
+            "defined twice",
+        ),
     ];
     for (name, content, needle) in cases {
         let path = write_file(&dir, name, content);
@@ -544,4 +574,143 @@ fn malformed_custom_tool_files_are_refused_at_start() {
         .expect("run");
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains(&missing));
+}
+
+#[tokio::test]
+async fn without_discovery_the_builtin_list_is_served_and_stderr_says_why() {
+    // The stand-in has no WebSocket protocol: discovery fails, the reason is
+    // on stderr, and the built-in list is served.
+    let gateway = FakeGateway::start().await;
+    let output = command(
+        &["gateway"],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .stdin(std::process::Stdio::null())
+    .output()
+    .await
+    .expect("run");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("tool discovery is not possible, serving the built-in tool list")
+            && stderr.contains("instead of a WebSocket"),
+        "{stderr}"
+    );
+
+    // Turned off, discovery is not tried and nothing is said.
+    let output = command(
+        &["gateway", "--discovery", "off"],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .stdin(std::process::Stdio::null())
+    .output()
+    .await
+    .expect("run");
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("discovery"),
+        "{output:?}"
+    );
+}
+
+/// An MCP client that counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+pub struct ListChanges(Arc<tokio::sync::watch::Sender<u32>>);
+
+impl ListChanges {
+    /// How many notifications arrived so far.
+    pub fn count(&self) -> u32 {
+        *self.0.borrow()
+    }
+
+    /// Waits (bounded) until at least `count` notifications arrived.
+    pub async fn wait_for(&self, count: u32) {
+        let mut seen = self.0.subscribe();
+        openclaw_proxy_tests::no_hang(seen.wait_for(|n| *n >= count))
+            .await
+            .expect("notifications/tools/list_changed");
+    }
+}
+
+impl rmcp::ClientHandler for ListChanges {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.send_modify(|n| *n += 1);
+    }
+}
+
+/// Connects a client that counts list changes to `gateway` with `args`.
+pub async fn connect_watching(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (RunningService<rmcp::RoleClient, ListChanges>, ListChanges) {
+    let mut full = vec!["gateway"];
+    full.extend_from_slice(args);
+    let changes = ListChanges::default();
+    let client = changes
+        .clone()
+        .serve(TokioChildProcess::new(command(&full, env)).expect("spawn"))
+        .await
+        .expect("MCP handshake over stdio");
+    (client, changes)
+}
+
+#[tokio::test]
+async fn a_tool_answering_not_found_is_dropped_and_the_list_change_announced() {
+    let gateway = FakeGateway::start().await;
+    let (client, changes) = connect_watching(
+        &["--discovery", "off"],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &gateway.url),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .await;
+    let result = client
+        .call_tool(call("browser", json!({"action": "status"})))
+        .await
+        .expect("call");
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text(&result).contains("removed from this server's tool list"),
+        "{}",
+        text(&result)
+    );
+    changes.wait_for(1).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(!names.iter().any(|n| n == "browser"), "{names:?}");
+    assert!(names.iter().any(|n| n == "web_search"), "{names:?}");
+    let error = client
+        .call_tool(call("browser", json!({"action": "status"})))
+        .await
+        .expect_err("no longer offered");
+    assert!(error.to_string().contains("unknown tool"), "{error}");
+
+    // Other failures keep the tool.
+    let result = client
+        .call_tool(call("message", json!({"action": "send"})))
+        .await
+        .expect("call");
+    assert_eq!(result.is_error, Some(true));
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.iter().any(|n| n == "message"), "{names:?}");
 }
