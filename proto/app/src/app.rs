@@ -242,7 +242,6 @@ impl App {
             .create_session(shared.request.clone())
             .await
             .map_err(|status| AppError::rpc("creating the session", status))?;
-        shared.announce(&session);
         let bridge = match shared.proxy.attach(&session).await {
             Ok(bridge) => bridge,
             Err(status) => {
@@ -252,6 +251,7 @@ impl App {
                 return Err(AppError::rpc("attaching the bridge", status));
             }
         };
+        shared.announce(&session);
         let (current, watcher) = watch::channel(session.clone());
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve_loop(
@@ -288,7 +288,7 @@ struct Shared {
 
 impl Shared {
     fn announce(&self, session: &Session) {
-        tracing::info!(session_id = %session.id(), "session created");
+        tracing::info!(session = %session.short_id(), "session created");
         if let Some(callback) = &self.on_session {
             callback(&session.info);
         }
@@ -320,6 +320,10 @@ impl Shared {
             let Ok(permit) = running.acquire_owned().await else {
                 return;
             };
+            // The bridge went while the call waited: the proxy has failed it.
+            if outbound.is_closed() {
+                return;
+            }
             call::run(tool, invoke, outbound, in_flight, permit).await;
         });
     }
@@ -378,7 +382,9 @@ async fn serve_bridge(
             Ok(Err(status)) => return classify(status, session, "serving the bridge"),
         };
         // Every kind the proxy can send has its arm: a new kind in the
-        // contract fails to compile here until it is handled.
+        // contract fails to compile here until it is handled. The planned
+        // `CancelTool{request_id, reason}` is one arm:
+        // `shared.in_flight.cancel(&request_id, CancelReason::Proxy(reason))`.
         match message.kind {
             Some(proxy_message::Kind::Invoke(invoke)) => shared.start_call(invoke, &bridge),
             Some(proxy_message::Kind::Ping(ping)) => {
@@ -414,7 +420,7 @@ async fn serve_loop(
             Some(attached) => {
                 delays = shared.backoff.build();
                 fresh = false;
-                tracing::info!(session_id = %session.id(), "bridge attached");
+                tracing::info!(session = %session.short_id(), "bridge attached");
                 serve_bridge(&shared, &session, attached, &stop).await
             }
             None => {
@@ -439,12 +445,12 @@ async fn serve_loop(
         match end {
             End::Stopped => return Ok(()),
             End::Fatal(error) => {
-                tracing::error!(session_id = %session.id(), %error, "the app stopped serving");
+                tracing::error!(session = %session.short_id(), %error, "the app stopped serving");
                 return Err(error);
             }
             End::Lost(status) => {
                 tracing::warn!(
-                    session_id = %session.id(),
+                    session = %session.short_id(),
                     code = ?status.code(),
                     message = %status.message(),
                     "bridge lost; reconnecting"
@@ -454,7 +460,7 @@ async fn serve_loop(
                 }
             }
             End::SessionGone => {
-                tracing::warn!(session_id = %session.id(), "the proxy no longer knows the session; creating a new one");
+                tracing::warn!(session = %session.short_id(), "the proxy no longer knows the session; creating a new one");
                 if fresh && !pause(&mut delays, &stop).await {
                     return Ok(());
                 }
@@ -548,7 +554,7 @@ impl Serving {
             .delete_session(&session)
             .await
             .map_err(|status| AppError::rpc("deleting the session", status))?;
-        tracing::info!(session_id = %session.id(), "session deleted");
+        tracing::info!(session = %session.short_id(), "session deleted");
         Ok(())
     }
 }

@@ -81,6 +81,13 @@ impl Session {
     pub(crate) fn id(&self) -> &str {
         &self.info.session_id
     }
+
+    /// The id's first characters, for logs: enough to tell sessions apart,
+    /// not enough to address one.
+    pub(crate) fn short_id(&self) -> &str {
+        let id = self.id();
+        id.char_indices().nth(8).map_or(id, |(end, _)| &id[..end])
+    }
 }
 
 /// The connection settings the builder collected.

@@ -214,3 +214,57 @@ impl Tool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the room could not be read")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn an_error_becomes_its_message_with_its_causes() {
+        let error = ToolError::from(Outer(std::io::Error::other("disk full")));
+        assert_eq!(error.message(), "the room could not be read: disk full");
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code, reason = "only its schema is used")]
+    struct Post {
+        room: String,
+        text: String,
+    }
+
+    fn noop<A>(_: A, _: CallContext) -> std::future::Ready<Result<(), ToolError>> {
+        std::future::ready(Ok(()))
+    }
+
+    #[test]
+    fn a_derived_schema_is_an_object_schema_with_the_fields() {
+        let tool = Tool::new("post", "Post a message.", noop::<Post>);
+        tool.check().expect("a struct gives an object schema");
+        let schema = tool.input_schema();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["properties"]["room"]["type"], "string");
+        assert_eq!(schema["required"], json!(["room", "text"]));
+    }
+
+    #[test]
+    fn a_schema_that_is_not_an_object_schema_is_refused_with_the_tool_name() {
+        let scalar = Tool::with_schema("count", "", json!({"type": "integer"}), noop::<Value>);
+        let message = scalar.check().expect_err("not an object").to_string();
+        assert!(
+            message.contains("count") && message.contains("\"object\""),
+            "{message}"
+        );
+        let derived = Tool::new("plain", "", noop::<String>);
+        assert!(
+            derived.check().is_err(),
+            "a String argument is not an object"
+        );
+    }
+}
