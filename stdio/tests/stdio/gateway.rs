@@ -714,3 +714,223 @@ async fn a_tool_answering_not_found_is_dropped_and_the_list_change_announced() {
         .collect();
     assert!(names.iter().any(|n| n == "message"), "{names:?}");
 }
+
+/// What the WebSocket stand-in answers: the protocol, scopes and methods its
+/// `hello-ok` reports, and its `tools.catalog` and `config.get` payloads.
+#[derive(Clone)]
+struct WsScript {
+    protocol: u64,
+    scopes: Vec<&'static str>,
+    methods: Vec<&'static str>,
+    catalog: Value,
+    config: Value,
+}
+
+/// A Gateway stand-in that speaks the WebSocket protocol as scripted (for
+/// what the real Gateway cannot be made to do: an older method set, another
+/// protocol version), and `/tools/invoke` like [`FakeGateway`].
+async fn start_ws_gateway(script: WsScript) -> (String, tokio::sync::oneshot::Sender<()>) {
+    use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+
+    async fn serve(mut socket: WebSocket, script: WsScript) {
+        let challenge = json!({"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 1}});
+        if socket
+            .send(Message::Text(challenge.to_string().into()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        while let Some(Ok(Message::Text(text))) = socket.recv().await {
+            let Ok(request) = serde_json::from_str::<Value>(text.as_str()) else {
+                return;
+            };
+            let payload = match request["method"].as_str().unwrap_or_default() {
+                "connect" => json!({
+                    "type": "hello-ok",
+                    "protocol": script.protocol,
+                    "auth": {"role": "operator", "scopes": script.scopes},
+                    "features": {"methods": script.methods, "events": []},
+                }),
+                "tools.catalog" => script.catalog.clone(),
+                "config.get" => script.config.clone(),
+                other => panic!("the stand-in offers no {other}"),
+            };
+            let answer =
+                json!({"type": "res", "id": request["id"], "ok": true, "payload": payload});
+            if socket
+                .send(Message::Text(answer.to_string().into()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move |upgrade: WebSocketUpgrade| {
+            let script = script.clone();
+            async move { upgrade.on_upgrade(move |socket| serve(socket, script)) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (format!("http://{addr}"), stop)
+}
+
+fn catalog() -> Value {
+    json!({"agentId": "main", "groups": [
+        {"id": "web", "source": "core", "tools": [
+            {"id": "web_search", "description": "Search the web"},
+            {"id": "web_fetch", "description": "Fetch web content"}]},
+        {"id": "sessions", "source": "core", "tools": [
+            {"id": "sessions_list", "description": "List sessions."},
+            {"id": "sessions_send", "description": "Send to a session."}]},
+        {"id": "fs", "source": "core", "tools": [{"id": "read", "description": "Read files"}]},
+        {"id": "plugin:memory-core", "source": "plugin", "tools": [
+            {"id": "memory_get", "description": "Read memory...", "fullDescription": "Read memory files, whole."}]}
+    ]})
+}
+
+#[tokio::test]
+async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
+    let (url, _stop) = start_ws_gateway(WsScript {
+        protocol: 4,
+        scopes: vec!["operator.read", "operator.admin"],
+        methods: vec!["tools.catalog", "config.get"],
+        catalog: catalog(),
+        config: json!({"config": {"gateway": {"tools": {"deny": ["group:web"]}}}}),
+    })
+    .await;
+    let env = [
+        ("OPENCLAW_GATEWAY_URL", url.as_str()),
+        ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+    ];
+    let output = command(&["gateway"], &env)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("does not offer tools.effective") && !stderr.contains("built-in"),
+        "{stderr}"
+    );
+    let client =
+        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
+            .await
+            .expect("handshake");
+    let tools = client.list_all_tools().await.expect("list");
+    let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
+    // web_* denied through their group, sessions_send by the default HTTP
+    // deny list, read never built for HTTP.
+    assert_eq!(names, ["sessions_list", "memory_get"]);
+    assert_eq!(tools[0].description.as_deref(), Some("List sessions."));
+    assert!(tools[0].input_schema["properties"]["activeMinutes"].is_object());
+    assert_eq!(
+        tools[1].description.as_deref(),
+        Some("Read memory files, whole.")
+    );
+    assert_eq!(tools[1].input_schema["additionalProperties"], json!(true));
+}
+
+#[tokio::test]
+async fn an_unknown_protocol_or_missing_scopes_fall_back_or_assume_defaults() {
+    let script = WsScript {
+        protocol: 5,
+        scopes: vec!["operator.read", "operator.admin"],
+        methods: vec!["tools.catalog", "config.get"],
+        catalog: catalog(),
+        config: json!({}),
+    };
+    let (url, _stop) = start_ws_gateway(script.clone()).await;
+    let output = command(
+        &["gateway"],
+        &[
+            ("OPENCLAW_GATEWAY_URL", url.as_str()),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .stdin(std::process::Stdio::null())
+    .output()
+    .await
+    .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("serving the built-in tool list") && stderr.contains("speaks protocol 5"),
+        "{stderr}"
+    );
+
+    // Without operator.admin, config.get is not asked: the default deny list
+    // is assumed, and stderr says so.
+    let (url, _stop) = start_ws_gateway(WsScript {
+        protocol: 4,
+        scopes: vec!["operator.read"],
+        ..script.clone()
+    })
+    .await;
+    let env = [
+        ("OPENCLAW_GATEWAY_URL", url.as_str()),
+        ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+    ];
+    let output = command(&["gateway"], &env)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no operator.admin scope"), "{stderr}");
+    let client =
+        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
+            .await
+            .expect("handshake");
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        ["web_search", "web_fetch", "sessions_list", "memory_get"]
+    );
+
+    // No scope at all (a remote Gateway without device pairing): fallback.
+    let (url, _stop) = start_ws_gateway(WsScript {
+        protocol: 4,
+        scopes: vec![],
+        ..script
+    })
+    .await;
+    let output = command(
+        &["gateway"],
+        &[
+            ("OPENCLAW_GATEWAY_URL", url.as_str()),
+            ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ],
+    )
+    .stdin(std::process::Stdio::null())
+    .output()
+    .await
+    .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("serving the built-in tool list")
+            && stderr.contains("needs operator.read")
+            && stderr.contains("paired device"),
+        "{stderr}"
+    );
+}
