@@ -92,9 +92,10 @@ impl AppBuilder {
         self
     }
 
-    /// Called with the session's id and MCP URL when the session is first
-    /// created and whenever it is re-created (the proxy restarted or forgot
-    /// it). Runs on the serve loop: keep it short (store, print, send).
+    /// Called with the session's id and MCP URL once the session is created
+    /// and its bridge attached, and again whenever it is re-created (the
+    /// proxy restarted or forgot it). Runs on the serve loop: keep it short
+    /// (store, print, send).
     pub fn on_session(mut self, callback: impl Fn(&SessionInfo) + Send + Sync + 'static) -> Self {
         self.on_session = Some(Arc::new(callback));
         self
@@ -288,7 +289,7 @@ struct Shared {
 
 impl Shared {
     fn announce(&self, session: &Session) {
-        tracing::info!(session = %session.short_id(), "session created");
+        tracing::info!(session = %session.short_id(), "session ready");
         if let Some(callback) = &self.on_session {
             callback(&session.info);
         }
@@ -415,11 +416,17 @@ async fn serve_loop(
     // A session created a moment ago that the proxy already does not know
     // points at trouble on its side: back off before creating another.
     let mut fresh = true;
+    // A re-created session is reported once its bridge is attached, so the
+    // app hands out MCP URLs whose tools answer.
+    let mut unreported = false;
     loop {
         let end = match bridge.take() {
             Some(attached) => {
                 delays = shared.backoff.build();
                 fresh = false;
+                if std::mem::take(&mut unreported) {
+                    shared.announce(&session);
+                }
                 tracing::info!(session = %session.short_id(), "bridge attached");
                 serve_bridge(&shared, &session, attached, &stop).await
             }
@@ -483,8 +490,8 @@ async fn serve_loop(
                     }
                 };
                 fresh = true;
+                unreported = true;
                 current.send_replace(session.clone());
-                shared.announce(&session);
             }
         }
     }
