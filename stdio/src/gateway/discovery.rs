@@ -380,6 +380,8 @@ struct Entry {
     full_description: Option<String>,
     #[serde(default, rename = "rawDescription")]
     raw_description: Option<String>,
+    #[serde(default)]
+    source: Option<String>,
 }
 
 /// Tool groups as `group:<id>` → tool names.
@@ -402,7 +404,10 @@ fn parse_groups(
         let mut members = Vec::new();
         for entry in group.tools {
             members.push(entry.id.clone());
-            if tools.iter().any(|tool| tool.name == entry.id) {
+            // The MCP servers' tools of a session (`server__tool`) are the
+            // agent's; `/tools/invoke` never reaches them.
+            let from_mcp = entry.source.as_deref() == Some("mcp");
+            if from_mcp || tools.iter().any(|tool| tool.name == entry.id) {
                 continue;
             }
             // The catalog truncates `description` and keeps the whole text in
@@ -480,6 +485,9 @@ mod tests {
             {"id": "plugin:memory-core", "tools": [
                 {"id": "c", "description": "trunc...", "fullDescription": "full c"},
                 {"id": "a", "description": "again"}
+            ]},
+            {"id": "mcp", "source": "mcp", "tools": [
+                {"id": "rooms__list", "description": "x", "source": "mcp"}
             ]}
         ]});
         let (tools, groups) = parse_groups("tools.catalog", payload).expect("valid");
