@@ -1,21 +1,27 @@
 //! One attached bridge: the outbound queue to the app, the calls waiting for
-//! the app's answers, and the reason the bridge ended.
+//! the app's answers, the loop that reads the app's messages and keeps the
+//! bridge alive with pings, and the reason the bridge ended.
 //!
 //! A bridge ends exactly once. Ending it fails every call still waiting on it
 //! at once, with a message that says why, so no caller ever waits for the
-//! tool timeout on a bridge that is already gone.
+//! tool timeout on a bridge that is already gone. The bridge knows nothing of
+//! sessions or of the hub: whoever attached it runs [`drive`] and learns from
+//! its return value how the bridge ended.
 
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::hub::{InvokeError, ToolOutcome};
-use crate::proto::{self, ProxyMessage};
+use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
+use crate::proto::{self, ProxyMessage, app_message, proxy_message};
 
 /// How many messages may wait for a slow app before senders wait too.
 pub(crate) const OUTBOUND_CAPACITY: usize = 256;
@@ -24,53 +30,34 @@ pub(crate) const OUTBOUND_CAPACITY: usize = 256;
 /// front, and 32 pointers cost far less per idle bridge than 32 messages.
 pub(crate) type Queued = Box<ProxyMessage>;
 
-/// Why a bridge ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BridgeEnd {
-    /// A newer bridge attached to the same session.
-    Replaced,
-    /// The session was deleted.
-    SessionDeleted,
-    /// The app closed the bridge or the connection broke.
-    Disconnected,
-    /// The app stopped answering pings.
-    Unresponsive,
-    /// The proxy is shutting down.
-    ShuttingDown,
-}
-
-impl BridgeEnd {
-    /// The reason as told to the app whose bridge ends.
-    pub fn reason_for_app(self) -> &'static str {
-        match self {
-            Self::Replaced => "replaced by a newer bridge for the same session",
-            Self::SessionDeleted => "the session was deleted",
-            Self::Disconnected => "the bridge disconnected",
-            Self::Unresponsive => "no message from the app for several ping intervals",
-            Self::ShuttingDown => "the proxy is shutting down",
-        }
-    }
-
-    /// The sentence a caller whose call was cut off by this end receives.
-    pub fn reason_for_caller(self) -> &'static str {
-        match self {
-            Self::Replaced => {
-                "The app's bridge was replaced by a newer connection before the tool answered."
-            }
-            Self::SessionDeleted => "The session was deleted before the tool answered.",
-            Self::Disconnected => "The app's bridge disconnected before the tool answered.",
-            Self::Unresponsive => {
-                "The app's bridge stopped answering pings and was dropped before the tool answered."
-            }
-            Self::ShuttingDown => "The proxy is shutting down; the tool call was abandoned.",
-        }
-    }
-}
-
 type Answer = Result<ToolOutcome, InvokeError>;
 
 /// Where a call's progress reports go, if its caller wants them.
 pub type ProgressSink = mpsc::Sender<proto::ToolProgress>;
+
+/// What the app sent over its bridge, as the core reads it.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A well-formed message.
+    Message(proto::AppMessage),
+    /// A result or progress report that names a call but cannot be used
+    /// (a field of the wrong type, say). The call fails at once with
+    /// `problem`, and the app is told.
+    Malformed {
+        /// The request id the message named.
+        request_id: String,
+        /// Whether it was a result (`true`) or a progress report.
+        result: bool,
+        /// What was wrong, as a sentence for the app developer.
+        problem: String,
+    },
+}
+
+impl From<proto::AppMessage> for Inbound {
+    fn from(message: proto::AppMessage) -> Self {
+        Self::Message(message)
+    }
+}
 
 struct Waiting {
     answer: oneshot::Sender<Answer>,
@@ -87,15 +74,18 @@ struct Calls {
 
 /// The proxy's side of one attached bridge.
 pub(crate) struct Bridge {
+    /// The session it serves, for log lines.
+    session_id: Arc<str>,
     outbound: mpsc::Sender<Queued>,
     closed: CancellationToken,
     calls: Mutex<Calls>,
 }
 
 impl Bridge {
-    pub(crate) fn new() -> (Arc<Self>, mpsc::Receiver<Queued>) {
+    pub(crate) fn new(session_id: Arc<str>) -> (Arc<Self>, mpsc::Receiver<Queued>) {
         let (outbound, receiver) = mpsc::channel(OUTBOUND_CAPACITY);
         let bridge = Arc::new(Self {
+            session_id,
             outbound,
             closed: CancellationToken::new(),
             calls: Mutex::default(),
@@ -223,28 +213,22 @@ impl Bridge {
 /// then, once, the reason the bridge ended.
 ///
 /// Dropping the stream before the bridge ended (the app's connection went
-/// away) counts as a disconnect: the session loses its bridge and the calls
-/// waiting on it fail at once.
+/// away) counts as a disconnect: the bridge ends, the calls waiting on it
+/// fail at once, and [`drive`] returns so its owner detaches it.
 pub struct BridgeStream {
-    pub(crate) receiver: mpsc::Receiver<Queued>,
-    pub(crate) bridge: Arc<Bridge>,
-    pub(crate) closed: Pin<Box<WaitForCancellationFutureOwned>>,
-    pub(crate) on_drop: Option<Box<dyn FnOnce() + Send + Sync>>,
-    pub(crate) finished: bool,
+    receiver: mpsc::Receiver<Queued>,
+    bridge: Arc<Bridge>,
+    closed: Pin<Box<WaitForCancellationFutureOwned>>,
+    finished: bool,
 }
 
 impl BridgeStream {
-    pub(crate) fn new(
-        receiver: mpsc::Receiver<Queued>,
-        bridge: Arc<Bridge>,
-        on_drop: Box<dyn FnOnce() + Send + Sync>,
-    ) -> Self {
+    pub(crate) fn new(receiver: mpsc::Receiver<Queued>, bridge: Arc<Bridge>) -> Self {
         let closed = Box::pin(bridge.closed.clone().cancelled_owned());
         Self {
             receiver,
             bridge,
             closed,
-            on_drop: Some(on_drop),
             finished: false,
         }
     }
@@ -275,8 +259,165 @@ impl Stream for BridgeStream {
 
 impl Drop for BridgeStream {
     fn drop(&mut self) {
-        if let Some(on_drop) = self.on_drop.take() {
-            on_drop();
+        self.bridge.end(BridgeEnd::Disconnected);
+    }
+}
+
+/// Reads the app's messages and keeps the bridge alive with pings until the
+/// bridge ends; returns why it ended. The caller then detaches the bridge and
+/// lets [`drain`] read what the app still sends.
+pub(crate) async fn drive<S>(
+    bridge: &Bridge,
+    mut inbound: Pin<&mut S>,
+    ping_interval: Duration,
+    missed_pings_allowed: u32,
+) -> BridgeEnd
+where
+    S: Stream<Item = Inbound>,
+{
+    let period = ping_interval;
+    let silence_limit = period.saturating_mul(missed_pings_allowed.max(1));
+    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heard = Instant::now();
+    let mut nonce = 0_u64;
+    loop {
+        tokio::select! {
+            biased;
+            () = bridge.closed() => {
+                return bridge.end_reason().unwrap_or(BridgeEnd::Disconnected);
+            }
+            message = inbound.next() => {
+                let Some(message) = message else {
+                    bridge.end(BridgeEnd::Disconnected);
+                    return bridge.end_reason().unwrap_or(BridgeEnd::Disconnected);
+                };
+                last_heard = Instant::now();
+                match message {
+                    Inbound::Message(message) => bridge.handle(message),
+                    Inbound::Malformed { request_id, result, problem } => {
+                        bridge.fail_malformed(request_id, result, &problem);
+                    }
+                }
+            }
+            _ = ticker.tick() => {
+                if last_heard.elapsed() >= silence_limit {
+                    tracing::warn!(session_id = %bridge.session_id, "bridge silent too long; dropping it");
+                    bridge.end(BridgeEnd::Unresponsive);
+                    return bridge.end_reason().unwrap_or(BridgeEnd::Unresponsive);
+                }
+                nonce += 1;
+                bridge.notify(proxy(proxy_message::Kind::Ping(proto::Ping { nonce })));
+            }
         }
     }
+}
+
+/// How long an ended bridge keeps reading (and ignoring) the app's messages,
+/// so the app can complete a closing handshake before the connection drops.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Reads (and ignores) what an ended bridge's app still sends, for a moment,
+/// so it can complete a closing handshake before the connection drops.
+pub(crate) async fn drain<S: Stream>(mut inbound: Pin<&mut S>) {
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        while inbound.next().await.is_some() {}
+    })
+    .await;
+}
+
+/// A proxy message of the given kind.
+pub(crate) fn proxy(kind: proxy_message::Kind) -> ProxyMessage {
+    ProxyMessage { kind: Some(kind) }
+}
+
+fn notice(message: String, request_id: String) -> ProxyMessage {
+    proxy(proxy_message::Kind::Error(proto::ErrorNotice {
+        message,
+        request_id,
+    }))
+}
+
+impl Bridge {
+    /// Dispatches one well-formed message from the app.
+    fn handle(&self, message: proto::AppMessage) {
+        match message.kind {
+            Some(app_message::Kind::Result(result)) => {
+                let request_id = result.request_id;
+                let content = match parse_content(&result.content_json) {
+                    Ok(content) => content,
+                    Err(reason) => {
+                        let problem = format!("content_json is not valid JSON: {reason}");
+                        self.fail_malformed(request_id, true, &problem);
+                        return;
+                    }
+                };
+                let answer = Ok(ToolOutcome {
+                    ok: result.ok,
+                    content,
+                    error: result.error,
+                });
+                if !self.complete(&request_id, answer) {
+                    tracing::warn!(session_id = %self.session_id, %request_id, "result for no waiting call ignored");
+                    self.notify(notice(
+                        format!(
+                            "no call is waiting for request id {request_id:?}: it already timed out, was cancelled, or never existed; the result was ignored"
+                        ),
+                        request_id,
+                    ));
+                }
+            }
+            Some(app_message::Kind::Progress(report)) => {
+                let request_id = report.request_id.clone();
+                if !self.progress(report) {
+                    tracing::debug!(session_id = %self.session_id, %request_id, "progress for no waiting call ignored");
+                    self.notify(notice(
+                        format!("no call is waiting for request id {request_id:?}: progress ignored"),
+                        request_id,
+                    ));
+                }
+            }
+            Some(app_message::Kind::Pong(_)) => {}
+            Some(app_message::Kind::Hello(_)) => self.notify(notice(
+                format!(
+                    "this bridge is already attached to session {}; hello is only valid as the first message",
+                    self.session_id
+                ),
+                String::new(),
+            )),
+            None => self.notify(notice(
+                "empty message: set one of hello, result, progress or pong".into(),
+                String::new(),
+            )),
+        }
+    }
+
+    /// Fails the call a malformed result or progress report names, and tells
+    /// the app what was wrong; the bridge stays up.
+    fn fail_malformed(&self, request_id: String, result: bool, problem: &str) {
+        let what = if result { "result" } else { "progress report" };
+        let failed = self.fail(&request_id, |tool| InvokeError::MalformedAnswer {
+            tool: tool.to_owned(),
+            what,
+            problem: problem.to_owned(),
+        });
+        tracing::warn!(session_id = %self.session_id, %request_id, %problem, failed_call = failed, "malformed {what} from the app");
+        let message = if failed {
+            format!(
+                "your {what} for request id {request_id:?} was malformed and the call failed: {problem}"
+            )
+        } else {
+            format!(
+                "your {what} for request id {request_id:?} was malformed, and no call is waiting for that id: {problem}"
+            )
+        };
+        self.notify(notice(message, request_id));
+    }
+}
+
+fn parse_content(json: &str) -> Result<Value, serde_json::Error> {
+    if json.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_str(json)
 }

@@ -10,8 +10,9 @@ use std::pin::Pin;
 use futures_util::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::bridge::BridgeEnd;
-use crate::hub::{Hub, HubError, Inbound};
+use crate::bridge::Inbound;
+use crate::hub::{Hub, HubError};
+use crate::outcome::BridgeEnd;
 use crate::proto::{
     self, app_message,
     bridge_service_server::{BridgeService, BridgeServiceServer},
@@ -101,7 +102,7 @@ pub fn status_of(error: HubError) -> Status {
     match error {
         HubError::UnknownSession(_) => Status::not_found(message),
         HubError::MissingSessionId | HubError::InvalidTool(_) => Status::invalid_argument(message),
-        HubError::ShuttingDown => Status::unavailable(message),
+        HubError::ShuttingDown | HubError::Unavailable(_) => Status::unavailable(message),
     }
 }
 
@@ -128,6 +129,7 @@ impl SessionService for GrpcService {
         check_required_metadata(&request)?;
         self.hub
             .create_session(request)
+            .await
             .map(Response::new)
             .map_err(status_of)
     }
@@ -137,7 +139,11 @@ impl SessionService for GrpcService {
         request: Request<proto::DeleteSessionRequest>,
     ) -> Result<Response<proto::DeleteSessionResponse>, Status> {
         self.authorize(&request)?;
-        Ok(Response::new(self.hub.delete_session(request.into_inner())))
+        self.hub
+            .delete_session(request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(status_of)
     }
 
     async fn get_session(
@@ -147,6 +153,7 @@ impl SessionService for GrpcService {
         self.authorize(&request)?;
         self.hub
             .get_session(request.into_inner())
+            .await
             .map(Response::new)
             .map_err(status_of)
     }
@@ -183,7 +190,7 @@ impl BridgeService for GrpcService {
         // like a clean close: the hub sees the end of its inbound messages.
         let inbound = inbound.take_while(|item| std::future::ready(item.is_ok()));
         let inbound = inbound.filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
-        let outbound = self.hub.attach(hello, inbound).map_err(status_of)?;
+        let outbound = self.hub.attach(hello, inbound).await.map_err(status_of)?;
         let outbound = outbound.map(|item| item.map_err(status_of_end));
         Ok(Response::new(Box::pin(outbound)))
     }

@@ -1,5 +1,11 @@
-//! The hub: the session registry, bridge attachment, the idle sweep and tool
-//! invocation.
+//! The hub: sessions, the bridges attached to them, the idle sweep and tool
+//! invocation. Every transport operates on one shared [`Hub`].
+//!
+//! What is known about a session lives in a [`SessionDirectory`] (memory on
+//! a single node, a shared store in a cluster); what only this process has
+//! (an attached bridge and the calls waiting on it) lives here, in the local
+//! map. A call for a session whose bridge is elsewhere goes to the
+//! [`RemoteDelivery`].
 //!
 //! Rules (DESIGN.md, "Behaviour where the seeds are silent"):
 //! - A session expires after `session_ttl` without activity (creation, bridge
@@ -9,23 +15,24 @@
 //!   its calls in flight fail at once.
 //! - Losing a bridge, deleting its session and shutting down fail the calls in
 //!   flight at once; nothing waits for the tool timeout.
-//! - Results that arrive late or for an unknown request id are ignored, logged
-//!   and answered with an error notice; the bridge stays up.
+//! - A bridge never stays attached to a session that no longer exists, even
+//!   when it attaches at the moment the session expires, is deleted, or the
+//!   proxy shuts down.
 //! - Request ids are `"{session_id}:{n}"`, `n` counting from 1 per session.
 
 use std::collections::HashMap;
-use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use serde_json::{Map, Value};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::{Bridge, BridgeEnd, BridgeStream, ProgressSink};
+use crate::bridge::{self, Bridge, BridgeStream, Inbound, ProgressSink, proxy};
 use crate::config::CoreConfig;
-use crate::proto::{self, app_message, proxy_message};
+use crate::delivery::{NoRemote, RemoteCall, RemoteDelivery};
+use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
+use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
+use crate::proto::{self, proxy_message};
 use crate::tools::{Tool, ToolError, ToolSetCache, validate_tools};
 
 /// Why a session operation failed.
@@ -39,65 +46,26 @@ pub enum HubError {
     InvalidTool(#[from] ToolError),
     #[error("the proxy is shutting down and accepts no new sessions or bridges")]
     ShuttingDown,
+    #[error(transparent)]
+    Unavailable(#[from] DirectoryError),
 }
 
-/// Why a tool call produced no answer from the app.
-#[derive(Debug, thiserror::Error)]
-pub enum InvokeError {
-    #[error("session {0:?} does not exist: it was never created, it expired, or it was deleted")]
-    UnknownSession(String),
-    #[error("unknown tool {tool:?}: this session offers {available}")]
-    UnknownTool { tool: String, available: String },
-    #[error("Bridge is not connected.")]
-    NotConnected,
-    #[error("The tool did not answer within {} seconds.", .0.as_secs_f64())]
-    Timeout(Duration),
-    #[error("{}", .0.reason_for_caller())]
-    BridgeEnded(BridgeEnd),
-    #[error("The app's {what} for {tool} was malformed: {problem}")]
-    MalformedAnswer {
-        /// The tool that was called.
-        tool: String,
-        /// `"result"` or `"progress report"`.
-        what: &'static str,
-        /// What was wrong with it.
-        problem: String,
-    },
+/// Where a hub keeps its sessions and finds bridges it does not hold.
+pub struct Backend {
+    /// The session directory.
+    pub directory: Arc<dyn SessionDirectory>,
+    /// Delivery to bridges held by other processes.
+    pub remote: Arc<dyn RemoteDelivery>,
 }
 
-/// What the app sent over its bridge, as the hub reads it.
-#[derive(Debug)]
-pub enum Inbound {
-    /// A well-formed message.
-    Message(proto::AppMessage),
-    /// A result or progress report that names a call but cannot be used
-    /// (a field of the wrong type, say). The call fails at once with
-    /// `problem`, and the app is told.
-    Malformed {
-        /// The request id the message named.
-        request_id: String,
-        /// Whether it was a result (`true`) or a progress report.
-        result: bool,
-        /// What was wrong, as a sentence for the app developer.
-        problem: String,
-    },
-}
-
-impl From<proto::AppMessage> for Inbound {
-    fn from(message: proto::AppMessage) -> Self {
-        Self::Message(message)
+impl Backend {
+    /// One node, everything in memory.
+    pub fn single_node() -> Self {
+        Self {
+            directory: Arc::new(MemoryDirectory::default()),
+            remote: Arc::new(NoRemote),
+        }
     }
-}
-
-/// The app's answer to a tool call.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolOutcome {
-    /// Whether the tool succeeded.
-    pub ok: bool,
-    /// The tool's output; `Null` when the app sent none.
-    pub content: Value,
-    /// The app's error text when `ok` is false.
-    pub error: String,
 }
 
 /// The proxy's core: every transport operates on one shared `Hub`.
@@ -108,52 +76,47 @@ pub struct Hub {
 
 struct Inner {
     config: CoreConfig,
-    sessions: RwLock<HashMap<Arc<str>, Arc<Session>>>,
+    directory: Arc<dyn SessionDirectory>,
+    remote: Arc<dyn RemoteDelivery>,
+    /// Sessions with a bridge attached here, or calls still draining from one.
+    local: RwLock<HashMap<Arc<str>, Arc<Local>>>,
     tool_sets: ToolSetCache,
     shutdown: CancellationToken,
 }
 
-struct Session {
-    id: Arc<str>,
-    metadata: proto::SessionMetadata,
-    tools: Arc<[Tool]>,
-    state: Mutex<SessionState>,
+/// This process's share of a session.
+#[derive(Default)]
+struct Local {
+    state: Mutex<LocalState>,
 }
 
-struct SessionState {
+#[derive(Default)]
+struct LocalState {
     bridge: Option<Arc<Bridge>>,
-    last_activity: Instant,
     calls_in_flight: u32,
-    calls_made: u64,
-    deleted: bool,
 }
 
-impl Session {
-    fn state(&self) -> MutexGuard<'_, SessionState> {
+impl Local {
+    fn state(&self) -> MutexGuard<'_, LocalState> {
         // Plain data, never left half-updated by a panic: poison is harmless.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn touch(&self) {
-        self.state().last_activity = Instant::now();
-    }
-
-    fn tool_names(&self) -> String {
-        if self.tools.is_empty() {
-            return "no tools".into();
-        }
-        let names: Vec<&str> = self.tools.iter().map(|tool| &*tool.name).collect();
-        names.join(", ")
     }
 }
 
 impl Hub {
-    /// A hub with no sessions.
+    /// A single-node hub with no sessions.
     pub fn new(config: CoreConfig) -> Self {
+        Self::with_backend(config, Backend::single_node())
+    }
+
+    /// A hub over the given directory and remote delivery.
+    pub fn with_backend(config: CoreConfig, backend: Backend) -> Self {
         Self {
             inner: Arc::new(Inner {
                 config,
-                sessions: RwLock::default(),
+                directory: backend.directory,
+                remote: backend.remote,
+                local: RwLock::default(),
                 tool_sets: ToolSetCache::default(),
                 shutdown: CancellationToken::new(),
             }),
@@ -166,7 +129,7 @@ impl Hub {
     }
 
     /// Registers a session with validated tools.
-    pub fn create_session(
+    pub async fn create_session(
         &self,
         request: proto::CreateSessionRequest,
     ) -> Result<proto::CreateSessionResponse, HubError> {
@@ -175,71 +138,82 @@ impl Hub {
         }
         let tools = validate_tools(request.tools)?;
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
-        let session = Arc::new(Session {
-            id: id.clone(),
-            metadata: request.metadata.unwrap_or_default(),
-            tools: self.inner.tool_sets.intern(tools),
-            state: Mutex::new(SessionState {
-                bridge: None,
-                last_activity: Instant::now(),
-                calls_in_flight: 0,
-                calls_made: 0,
-                deleted: false,
-            }),
-        });
-        self.inner.sessions_mut().insert(id.clone(), session);
-        tracing::info!(session_id = %id, "session created");
+        let record = SessionRecord::new(
+            id.clone(),
+            request.metadata.unwrap_or_default(),
+            self.inner.tool_sets.intern(tools),
+        );
+        self.inner.directory.create(Arc::new(record)).await?;
+        tracing::info!(session = short(&id), "session created");
         Ok(proto::CreateSessionResponse {
             session_id: id.to_string(),
         })
     }
 
     /// Removes a session, ending its bridge and failing its calls. Idempotent.
-    pub fn delete_session(
+    pub async fn delete_session(
         &self,
         request: proto::DeleteSessionRequest,
-    ) -> proto::DeleteSessionResponse {
-        let removed = self
-            .inner
-            .sessions_mut()
-            .remove(request.session_id.as_str());
-        let existed = removed.is_some();
-        if let Some(session) = removed {
-            retire(&session, BridgeEnd::SessionDeleted);
-            tracing::info!(session_id = %session.id, "session deleted");
+    ) -> Result<proto::DeleteSessionResponse, HubError> {
+        let existed = self.inner.directory.remove(&request.session_id).await?;
+        self.end_local_bridge(&request.session_id, BridgeEnd::SessionDeleted);
+        if existed {
+            tracing::info!(session = short(&request.session_id), "session deleted");
         }
-        proto::DeleteSessionResponse { existed }
+        Ok(proto::DeleteSessionResponse { existed })
     }
 
-    /// Describes a live session.
-    pub fn get_session(
+    /// Describes a live session. `calls_in_flight` counts the calls on
+    /// bridges attached to this process.
+    pub async fn get_session(
         &self,
         request: proto::GetSessionRequest,
     ) -> Result<proto::GetSessionResponse, HubError> {
-        let session = self.inner.session(&request.session_id)?;
-        let state = session.state();
+        let record = self.record(&request.session_id).await?;
+        let (bridge_connected, calls_in_flight) = match self.inner.local(&record.id) {
+            Some(local) => {
+                let state = local.state();
+                (state.bridge.is_some(), state.calls_in_flight)
+            }
+            None => (false, 0),
+        };
         Ok(proto::GetSessionResponse {
-            session_id: session.id.to_string(),
-            metadata: Some(session.metadata.clone()),
-            tools: session.tools.iter().map(Tool::to_proto).collect(),
-            bridge_connected: state.bridge.is_some(),
-            calls_in_flight: state.calls_in_flight,
+            session_id: record.id.to_string(),
+            metadata: Some(record.metadata.clone()),
+            tools: record.tools.iter().map(Tool::to_proto).collect(),
+            bridge_connected,
+            calls_in_flight,
         })
     }
 
     /// The tools of a live session, for MCP `tools/list`.
-    pub fn tools(&self, session_id: &str) -> Result<Arc<[Tool]>, HubError> {
-        Ok(self.inner.session(session_id)?.tools.clone())
+    pub async fn tools(&self, session_id: &str) -> Result<Arc<[Tool]>, HubError> {
+        Ok(self.record(session_id).await?.tools.clone())
     }
 
     /// Whether a live session has this id.
-    pub fn session_exists(&self, session_id: &str) -> bool {
-        self.inner.session(session_id).is_ok()
+    pub async fn session_exists(&self, session_id: &str) -> Result<bool, HubError> {
+        match self.record(session_id).await {
+            Ok(_) => Ok(true),
+            Err(HubError::UnknownSession(_)) => Ok(false),
+            Err(error) => Err(error),
+        }
     }
 
-    /// Number of live sessions.
+    /// Number of live sessions this process knows of.
     pub fn session_count(&self) -> usize {
-        self.inner.sessions().len()
+        self.inner.directory.len()
+    }
+
+    async fn record(&self, session_id: &str) -> Result<Arc<SessionRecord>, HubError> {
+        if let Some(record) = self.inner.directory.cached(session_id) {
+            return Ok(record);
+        }
+        self.inner
+            .directory
+            .get(session_id)
+            .await?
+            .ok_or_else(|| HubError::UnknownSession(session_id.to_owned()))
     }
 
     /// Attaches a bridge to a session, replacing any bridge it had.
@@ -247,7 +221,7 @@ impl Hub {
     /// `inbound` carries the app's messages after its `hello`; the returned
     /// stream carries the proxy's messages, starting with `attached`, and ends
     /// with the reason the bridge ended.
-    pub fn attach<S>(&self, hello: proto::Hello, inbound: S) -> Result<BridgeStream, HubError>
+    pub async fn attach<S>(&self, hello: proto::Hello, inbound: S) -> Result<BridgeStream, HubError>
     where
         S: Stream<Item = Inbound> + Send + 'static,
     {
@@ -257,37 +231,57 @@ impl Hub {
         if hello.session_id.is_empty() {
             return Err(HubError::MissingSessionId);
         }
-        let session = self.inner.session(&hello.session_id)?;
-        let (bridge, receiver) = Bridge::new();
+        let record = self.record(&hello.session_id).await?;
+        let id = record.id.clone();
+        let (bridge, receiver) = Bridge::new(id.clone());
         let replaced = {
-            let mut state = session.state();
-            if state.deleted {
-                return Err(HubError::UnknownSession(hello.session_id));
-            }
-            state.last_activity = Instant::now();
+            let local = self.inner.local_or_insert(&id);
+            let mut state = local.state();
             state.bridge.replace(bridge.clone())
         };
+        let was_replaced = replaced.is_some();
         if let Some(old) = replaced {
             old.end(BridgeEnd::Replaced);
-            tracing::info!(session_id = %session.id, "bridge replaced by a newer one");
+            tracing::info!(session = short(&id), "bridge replaced by a newer one");
+        }
+        // Installed first, checked second: a sweep, delete or shutdown that
+        // ran in between either sees this bridge and ends it, or is seen here.
+        let gone = if self.inner.shutdown.is_cancelled() {
+            Some(HubError::ShuttingDown)
+        } else if self.inner.directory.get(&id).await?.is_none() {
+            Some(HubError::UnknownSession(hello.session_id))
         } else {
-            tracing::info!(session_id = %session.id, "bridge attached");
+            None
+        };
+        if let Some(error) = gone {
+            bridge.end(BridgeEnd::SessionDeleted);
+            self.detach(&id, &bridge, BridgeEnd::SessionDeleted);
+            return Err(error);
+        }
+        self.inner.directory.touch(&id);
+        self.inner.remote.bridge_attached(&id);
+        if !was_replaced {
+            tracing::info!(session = short(&id), "bridge attached");
         }
         bridge.notify(proxy(proxy_message::Kind::Attached(proto::Attached {
-            session_id: session.id.to_string(),
+            session_id: id.to_string(),
         })));
-        let on_drop = {
-            let session = session.clone();
-            let bridge = bridge.clone();
-            Box::new(move || lose_bridge(&session, &bridge, BridgeEnd::Disconnected))
-        };
-        tokio::spawn(drive_bridge(
-            self.inner.config.clone(),
-            session,
-            bridge.clone(),
-            inbound,
-        ));
-        Ok(BridgeStream::new(receiver, bridge, on_drop))
+        let hub = self.clone();
+        let driven = bridge.clone();
+        tokio::spawn(async move {
+            let mut inbound = std::pin::pin!(inbound);
+            let config = &hub.inner.config;
+            let end = bridge::drive(
+                &driven,
+                inbound.as_mut(),
+                config.ping_interval,
+                config.missed_pings_allowed,
+            )
+            .await;
+            hub.detach(&id, &driven, end);
+            bridge::drain(inbound).await;
+        });
+        Ok(BridgeStream::new(receiver, bridge))
     }
 
     /// Sends a tool call to the session's app and waits for its answer.
@@ -310,44 +304,44 @@ impl Hub {
         arguments: &Map<String, Value>,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, InvokeError> {
-        let session = self
-            .inner
-            .session(session_id)
-            .map_err(|_| InvokeError::UnknownSession(session_id.to_owned()))?;
-        if !session.tools.iter().any(|tool| &*tool.name == tool_name) {
+        let record = match self.record(session_id).await {
+            Ok(record) => record,
+            Err(HubError::Unavailable(error)) => return Err(InvokeError::Unavailable(error.0)),
+            Err(_) => return Err(InvokeError::UnknownSession(session_id.to_owned())),
+        };
+        if !record.has_tool(tool_name) {
             return Err(InvokeError::UnknownTool {
                 tool: tool_name.to_owned(),
-                available: session.tool_names(),
+                available: record.tool_names(),
             });
         }
-        let (bridge, request_id) = {
-            let mut state = session.state();
-            if state.deleted {
-                return Err(InvokeError::UnknownSession(session_id.to_owned()));
-            }
-            let bridge = state.bridge.clone().ok_or(InvokeError::NotConnected)?;
-            state.calls_made += 1;
-            state.calls_in_flight += 1;
-            state.last_activity = Instant::now();
-            (bridge, format!("{}:{}", session.id, state.calls_made))
+        let arguments_json = Value::Object(arguments.clone()).to_string();
+        let timeout = self.inner.config.tool_timeout;
+        let Some((local, bridge)) = self.inner.local_bridge(&record.id) else {
+            self.inner.directory.touch(&record.id);
+            let call = RemoteCall {
+                session_id: &record.id,
+                tool: tool_name,
+                arguments_json,
+                progress,
+                timeout,
+            };
+            return self.inner.remote.invoke(call).await;
         };
+        let request_id = record.next_request_id();
+        self.inner.directory.touch(&record.id);
         // From here on the guard undoes the bookkeeping however the call ends,
         // including when the caller stops waiting.
-        let call = CallInFlight {
-            session: &session,
-            bridge: &bridge,
-            request_id: &request_id,
-        };
+        let call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id);
         let answer = bridge
             .register(&request_id, tool_name, progress)
             .map_err(InvokeError::BridgeEnded)?;
         let message = proxy(proxy_message::Kind::Invoke(proto::InvokeTool {
-            session_id: session.id.to_string(),
+            session_id: record.id.to_string(),
             request_id: request_id.clone(),
             tool_name: tool_name.to_owned(),
-            arguments_json: Value::Object(arguments.clone()).to_string(),
+            arguments_json,
         }));
-        let timeout = self.inner.config.tool_timeout;
         let outcome = tokio::time::timeout(timeout, async {
             bridge
                 .send(message)
@@ -360,42 +354,59 @@ impl Hub {
         .await
         .unwrap_or(Err(InvokeError::Timeout(timeout)));
         if let Err(InvokeError::Timeout(_)) = &outcome {
-            tracing::warn!(%request_id, tool = tool_name, "tool call timed out");
+            tracing::warn!(session = short(&record.id), %request_id, tool = tool_name, "tool call timed out");
         }
         drop(call);
         outcome
     }
 
     /// Removes sessions idle for longer than the TTL that have neither a
-    /// bridge nor a call in flight. Returns how many were removed.
-    pub fn sweep_expired(&self) -> usize {
-        let ttl = self.inner.config.session_ttl;
-        let now = Instant::now();
-        let mut sessions = self.inner.sessions_mut();
-        let before = sessions.len();
-        sessions.retain(|id, session| {
-            let state = session.state();
-            let expired = state.bridge.is_none()
-                && state.calls_in_flight == 0
-                && now.saturating_duration_since(state.last_activity) >= ttl;
-            if expired {
-                tracing::info!(session_id = %id, "session expired");
+    /// bridge nor a call in flight here; sessions this process is using are
+    /// kept alive in the directory. Returns how many were removed.
+    pub async fn sweep_expired(&self) -> usize {
+        let busy: Vec<Arc<str>> = self.inner.local_ids();
+        for id in &busy {
+            self.inner.directory.touch(id);
+        }
+        let mut removed = 0;
+        for id in self.inner.directory.expired(self.inner.config.session_ttl) {
+            if self.inner.local(&id).is_some() {
+                continue;
             }
-            !expired
-        });
-        before - sessions.len()
+            match self.inner.directory.remove(&id).await {
+                Ok(true) => {
+                    removed += 1;
+                    // A bridge that attached since the check above must not
+                    // outlive its session.
+                    self.end_local_bridge(&id, BridgeEnd::SessionDeleted);
+                    tracing::info!(session = short(&id), "session expired");
+                }
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error, "the idle sweep cannot remove sessions"),
+            }
+        }
+        removed
     }
 
     /// Runs the idle sweep every `sweep_interval` until shutdown.
     pub async fn run_sweeper(self) {
         let period = self.inner.config.sweep_interval;
-        let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = self.inner.shutdown.cancelled() => return,
-                _ = ticker.tick() => { self.sweep_expired(); }
+                _ = ticker.tick() => { self.sweep_expired().await; }
             }
+        }
+    }
+
+    /// Ends the bridge attached here to `session_id`, if any, failing its
+    /// calls. For a session deleted or taken over elsewhere.
+    pub fn end_local_bridge(&self, session_id: &str, reason: BridgeEnd) {
+        // Ended, not removed: the task driving the bridge detaches it.
+        if let Some((_, bridge)) = self.inner.local_bridge(session_id) {
+            bridge.end(reason);
         }
     }
 
@@ -403,12 +414,8 @@ impl Hub {
     /// and refuses new sessions and bridges from now on.
     pub fn shutdown(&self) {
         self.inner.shutdown.cancel();
-        let sessions: Vec<Arc<Session>> = self.inner.sessions().values().cloned().collect();
-        for session in sessions {
-            let bridge = session.state().bridge.take();
-            if let Some(bridge) = bridge {
-                bridge.end(BridgeEnd::ShuttingDown);
-            }
+        for id in self.inner.local_ids() {
+            self.end_local_bridge(&id, BridgeEnd::ShuttingDown);
         }
     }
 
@@ -416,221 +423,427 @@ impl Hub {
     pub fn is_shutting_down(&self) -> bool {
         self.inner.shutdown.is_cancelled()
     }
+
+    /// Forgets an ended bridge if it is still the session's current one, and
+    /// the session's local state once nothing uses it.
+    fn detach(&self, session_id: &Arc<str>, bridge: &Arc<Bridge>, end: BridgeEnd) {
+        let Some(local) = self.inner.local(session_id) else {
+            return;
+        };
+        let current = {
+            let mut state = local.state();
+            let current = state
+                .bridge
+                .as_ref()
+                .is_some_and(|attached| Arc::ptr_eq(attached, bridge));
+            if current {
+                state.bridge = None;
+            }
+            current
+        };
+        if current {
+            self.inner.remote.bridge_detached(session_id);
+            tracing::info!(
+                session = short(session_id),
+                reason = end.reason_for_app(),
+                "bridge ended"
+            );
+        }
+        self.inner.directory.touch(session_id);
+        self.inner.forget_if_unused(session_id);
+    }
 }
 
 impl Inner {
-    fn sessions(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Session>>> {
-        self.sessions.read().unwrap_or_else(PoisonError::into_inner)
+    fn local_map(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Local>>> {
+        self.local.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn sessions_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Session>>> {
-        self.sessions
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn local_map_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Local>>> {
+        self.local.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn session(&self, id: &str) -> Result<Arc<Session>, HubError> {
-        self.sessions()
-            .get(id)
-            .cloned()
-            .ok_or_else(|| HubError::UnknownSession(id.to_owned()))
+    fn local(&self, id: &str) -> Option<Arc<Local>> {
+        self.local_map().get(id).cloned()
+    }
+
+    fn local_or_insert(&self, id: &Arc<str>) -> Arc<Local> {
+        if let Some(local) = self.local(id) {
+            return local;
+        }
+        self.local_map_mut().entry(id.clone()).or_default().clone()
+    }
+
+    /// The session's bridge here, if one is attached.
+    fn local_bridge(&self, id: &str) -> Option<(Arc<Local>, Arc<Bridge>)> {
+        let local = self.local(id)?;
+        let bridge = local.state().bridge.clone()?;
+        Some((local, bridge))
+    }
+
+    fn local_ids(&self) -> Vec<Arc<str>> {
+        let map = self.local_map();
+        let mut ids = Vec::with_capacity(map.len());
+        ids.extend(map.keys().cloned());
+        ids
+    }
+
+    /// Drops the session's local state when it has no bridge and no call.
+    fn forget_if_unused(&self, id: &str) {
+        let mut map = self.local_map_mut();
+        let unused = map.get(id).is_some_and(|local| {
+            let state = local.state();
+            state.bridge.is_none() && state.calls_in_flight == 0
+        });
+        if unused {
+            map.remove(id);
+        }
     }
 }
 
 /// Undoes a call's bookkeeping when the call ends, however it ends.
 struct CallInFlight<'a> {
-    session: &'a Session,
+    hub: &'a Hub,
+    session_id: &'a str,
+    local: &'a Local,
     bridge: &'a Bridge,
     request_id: &'a str,
+}
+
+impl<'a> CallInFlight<'a> {
+    fn start(
+        hub: &'a Hub,
+        session_id: &'a str,
+        local: &'a Local,
+        bridge: &'a Bridge,
+        request_id: &'a str,
+    ) -> Self {
+        local.state().calls_in_flight += 1;
+        Self {
+            hub,
+            session_id,
+            local,
+            bridge,
+            request_id,
+        }
+    }
 }
 
 impl Drop for CallInFlight<'_> {
     fn drop(&mut self) {
         self.bridge.forget(self.request_id);
-        let mut state = self.session.state();
-        state.calls_in_flight = state.calls_in_flight.saturating_sub(1);
-        state.last_activity = Instant::now();
+        let idle = {
+            let mut state = self.local.state();
+            state.calls_in_flight = state.calls_in_flight.saturating_sub(1);
+            state.bridge.is_none() && state.calls_in_flight == 0
+        };
+        self.hub.inner.directory.touch(self.session_id);
+        if idle {
+            self.hub.inner.forget_if_unused(self.session_id);
+        }
     }
 }
 
-fn proxy(kind: proxy_message::Kind) -> proto::ProxyMessage {
-    proto::ProxyMessage { kind: Some(kind) }
+/// The short form of a session id used in log lines at INFO and above: enough
+/// to correlate, not enough to use.
+pub fn short(session_id: &str) -> &str {
+    session_id.get(..8).unwrap_or(session_id)
 }
 
-fn notice(message: String, request_id: String) -> proto::ProxyMessage {
-    proxy(proxy_message::Kind::Error(proto::ErrorNotice {
-        message,
-        request_id,
-    }))
-}
+#[cfg(test)]
+mod tests {
+    //! The hub's rules, with tokio's clock paused: time moves only when the
+    //! test advances it, so expiry and timeouts are exact and instant.
 
-/// Marks a removed session deleted and ends its bridge.
-fn retire(session: &Session, reason: BridgeEnd) {
-    let bridge = {
-        let mut state = session.state();
-        state.deleted = true;
-        state.bridge.take()
-    };
-    if let Some(bridge) = bridge {
-        bridge.end(reason);
+    use std::time::Duration;
+
+    use futures_util::StreamExt;
+    use serde_json::json;
+    use tokio::sync::mpsc;
+    use tokio_stream::wrappers::ReceiverStream;
+
+    use super::*;
+    use crate::proto::app_message;
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    fn hub() -> Hub {
+        Hub::new(CoreConfig {
+            session_ttl: TTL,
+            sweep_interval: Duration::from_secs(1),
+            tool_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(3600),
+            ..CoreConfig::default()
+        })
     }
-}
 
-/// Ends a bridge and detaches it from its session if it is still the current one.
-fn lose_bridge(session: &Session, bridge: &Arc<Bridge>, reason: BridgeEnd) {
-    if bridge.end(reason) {
-        tracing::info!(session_id = %session.id, reason = reason.reason_for_app(), "bridge ended");
+    async fn session(hub: &Hub) -> String {
+        let request = proto::CreateSessionRequest {
+            metadata: None,
+            tools: vec![proto::ToolDefinition {
+                name: "echo".into(),
+                ..Default::default()
+            }],
+        };
+        hub.create_session(request)
+            .await
+            .expect("create")
+            .session_id
     }
-    let mut state = session.state();
-    if state
-        .bridge
-        .as_ref()
-        .is_some_and(|current| Arc::ptr_eq(current, bridge))
-    {
-        state.bridge = None;
-        state.last_activity = Instant::now();
-    }
-}
 
-/// Reads the app's messages and keeps the bridge alive with pings until the
-/// bridge ends.
-async fn drive_bridge<S>(config: CoreConfig, session: Arc<Session>, bridge: Arc<Bridge>, inbound: S)
-where
-    S: Stream<Item = Inbound> + Send + 'static,
-{
-    let mut inbound = pin!(inbound);
-    let period = config.ping_interval;
-    let silence_limit = period * config.missed_pings_allowed.max(1);
-    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_heard = Instant::now();
-    let mut nonce = 0_u64;
-    loop {
-        tokio::select! {
-            biased;
-            () = bridge.closed() => {
-                drain(inbound, CLOSE_GRACE).await;
+    /// The app's end of a bridge attached in-process.
+    struct App {
+        to_hub: mpsc::Sender<Inbound>,
+        from_hub: BridgeStream,
+    }
+
+    impl App {
+        async fn attach(hub: &Hub, session_id: &str) -> Self {
+            let (to_hub, inbound) = mpsc::channel(16);
+            let hello = proto::Hello {
+                session_id: session_id.to_owned(),
+            };
+            let from_hub = hub
+                .attach(hello, ReceiverStream::new(inbound))
+                .await
+                .expect("attach");
+            Self { to_hub, from_hub }
+        }
+
+        /// The next message that is not `attached` or a ping; `Err` with the
+        /// end reason when the bridge ended instead.
+        async fn next(&mut self) -> Result<proxy_message::Kind, BridgeEnd> {
+            loop {
+                match self.from_hub.next().await {
+                    Some(Ok(message)) => match message.kind {
+                        Some(proxy_message::Kind::Attached(_) | proxy_message::Kind::Ping(_))
+                        | None => {}
+                        Some(kind) => return Ok(kind),
+                    },
+                    Some(Err(end)) => return Err(end),
+                    None => return Err(BridgeEnd::Disconnected),
+                }
+            }
+        }
+
+        async fn next_invoke(&mut self) -> proto::InvokeTool {
+            match self.next().await {
+                Ok(proxy_message::Kind::Invoke(invoke)) => invoke,
+                other => panic!("expected an invocation, got {other:?}"),
+            }
+        }
+
+        async fn answer(&self, request_id: &str, content: serde_json::Value) {
+            let result = proto::ToolResult {
+                request_id: request_id.to_owned(),
+                ok: true,
+                content_json: content.to_string(),
+                error: String::new(),
+            };
+            let message = proto::AppMessage {
+                kind: Some(app_message::Kind::Result(result)),
+            };
+            self.to_hub
+                .send(Inbound::Message(message))
+                .await
+                .expect("bridge reads");
+        }
+    }
+
+    fn spawn_call(
+        hub: &Hub,
+        session_id: &str,
+    ) -> tokio::task::JoinHandle<Result<ToolOutcome, InvokeError>> {
+        let (hub, session_id) = (hub.clone(), session_id.to_owned());
+        tokio::spawn(async move { hub.invoke(&session_id, "echo", &Map::new()).await })
+    }
+
+    /// Lets the bridge's task run until it has detached the bridge.
+    async fn detached(hub: &Hub, session_id: &str) {
+        for _ in 0..100 {
+            if hub.inner.local(session_id).is_none() {
                 return;
             }
-            message = inbound.next() => {
-                let Some(message) = message else {
-                    lose_bridge(&session, &bridge, BridgeEnd::Disconnected);
-                    return;
-                };
-                last_heard = Instant::now();
-                session.touch();
-                match message {
-                    Inbound::Message(message) => handle_app_message(&session, &bridge, message),
-                    Inbound::Malformed { request_id, result, problem } => {
-                        fail_malformed(&session, &bridge, request_id, result, problem);
-                    }
-                }
+            tokio::task::yield_now().await;
+        }
+        panic!("the ended bridge was never detached");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_bridge_replaces_the_old_one_and_fails_its_calls_at_once() {
+        let hub = hub();
+        let id = session(&hub).await;
+        let mut old = App::attach(&hub, &id).await;
+        let call = spawn_call(&hub, &id);
+        let invoke = old.next_invoke().await;
+        assert_eq!(invoke.request_id, format!("{id}:1"));
+
+        let mut new = App::attach(&hub, &id).await;
+        assert_eq!(old.next().await.err(), Some(BridgeEnd::Replaced));
+        let error = call.await.expect("join").expect_err("cut off");
+        assert!(
+            matches!(error, InvokeError::BridgeEnded(BridgeEnd::Replaced)),
+            "{error}"
+        );
+
+        // The new bridge serves the next call, with the next request id.
+        let call = spawn_call(&hub, &id);
+        let invoke = new.next_invoke().await;
+        assert_eq!(invoke.request_id, format!("{id}:2"));
+        new.answer(&invoke.request_id, json!("fresh")).await;
+        let outcome = call.await.expect("join").expect("answered");
+        assert_eq!(outcome.content, json!("fresh"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_result_is_ignored_and_the_app_told() {
+        let hub = hub();
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let call = spawn_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+        tokio::time::advance(hub.config().tool_timeout).await;
+        let error = call.await.expect("join").expect_err("timed out");
+        assert!(matches!(error, InvokeError::Timeout(_)), "{error}");
+
+        app.answer(&invoke.request_id, json!("too late")).await;
+        match app.next().await {
+            Ok(proxy_message::Kind::Error(notice)) => {
+                assert_eq!(notice.request_id, invoke.request_id);
+                assert!(
+                    notice.message.contains("no call is waiting"),
+                    "{}",
+                    notice.message
+                );
             }
-            _ = ticker.tick() => {
-                if last_heard.elapsed() >= silence_limit {
-                    tracing::warn!(session_id = %session.id, "bridge silent too long; dropping it");
-                    lose_bridge(&session, &bridge, BridgeEnd::Unresponsive);
-                    drain(inbound, CLOSE_GRACE).await;
-                    return;
-                }
-                nonce += 1;
-                bridge.notify(proxy(proxy_message::Kind::Ping(proto::Ping { nonce })));
-            }
+            other => panic!("expected a notice, got {other:?}"),
+        }
+        // The bridge is still up.
+        let call = spawn_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+        app.answer(&invoke.request_id, json!(1)).await;
+        assert_eq!(
+            call.await.expect("join").expect("answered").content,
+            json!(1)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sweep_removes_idle_sessions_only() {
+        let hub = hub();
+        let idle = session(&hub).await;
+        let bridged = session(&hub).await;
+        let _app = App::attach(&hub, &bridged).await;
+
+        tokio::time::advance(TTL - Duration::from_secs(1)).await;
+        assert_eq!(hub.sweep_expired().await, 0, "not idle long enough yet");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(hub.sweep_expired().await, 1);
+        assert!(!hub.session_exists(&idle).await.expect("lookup"));
+        assert!(hub.session_exists(&bridged).await.expect("lookup"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_in_flight_keeps_its_session_after_the_bridge_is_gone() {
+        let hub = Hub::new(CoreConfig {
+            session_ttl: TTL,
+            tool_timeout: TTL * 3,
+            ping_interval: Duration::from_secs(3600),
+            ..CoreConfig::default()
+        });
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let call = spawn_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+
+        // Long past the TTL, the call still runs: the session stays.
+        tokio::time::advance(TTL * 2).await;
+        assert_eq!(hub.sweep_expired().await, 0);
+        app.answer(&invoke.request_id, json!("done")).await;
+        assert_eq!(
+            call.await.expect("join").expect("answered").content,
+            json!("done")
+        );
+
+        // Once the bridge is gone and the TTL has passed since, it expires.
+        drop(app);
+        detached(&hub, &id).await;
+        tokio::time::advance(TTL).await;
+        assert_eq!(hub.sweep_expired().await, 1);
+    }
+
+    /// A directory in which the session disappears between attach's lookup
+    /// and its check: the interleaving of an attach with a concurrent expiry
+    /// or delete, forced.
+    #[derive(Default)]
+    struct VanishingDirectory(MemoryDirectory);
+
+    impl SessionDirectory for VanishingDirectory {
+        fn create(
+            &self,
+            record: Arc<SessionRecord>,
+        ) -> futures_util::future::BoxFuture<'_, Result<(), DirectoryError>> {
+            self.0.create(record)
+        }
+        fn cached(&self, id: &str) -> Option<Arc<SessionRecord>> {
+            self.0.cached(id)
+        }
+        fn get<'a>(
+            &'a self,
+            id: &'a str,
+        ) -> futures_util::future::BoxFuture<'a, Result<Option<Arc<SessionRecord>>, DirectoryError>>
+        {
+            Box::pin(async move {
+                self.0.remove(id).await?;
+                Ok(None)
+            })
+        }
+        fn touch(&self, id: &str) {
+            self.0.touch(id);
+        }
+        fn remove<'a>(
+            &'a self,
+            id: &'a str,
+        ) -> futures_util::future::BoxFuture<'a, Result<bool, DirectoryError>> {
+            self.0.remove(id)
+        }
+        fn expired(&self, ttl: Duration) -> Vec<Arc<str>> {
+            self.0.expired(ttl)
+        }
+        fn len(&self) -> usize {
+            self.0.len()
         }
     }
-}
 
-/// How long an ended bridge keeps reading (and ignoring) the app's messages,
-/// so the app can complete a closing handshake before the connection drops.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-async fn drain<S: Stream + Unpin>(mut inbound: S, grace: Duration) {
-    let _ = tokio::time::timeout(grace, async { while inbound.next().await.is_some() {} }).await;
-}
-
-fn handle_app_message(session: &Session, bridge: &Bridge, message: proto::AppMessage) {
-    match message.kind {
-        Some(app_message::Kind::Result(result)) => {
-            let request_id = result.request_id;
-            let content = match parse_content(&result.content_json) {
-                Ok(content) => content,
-                Err(reason) => {
-                    let problem = format!("content_json is not valid JSON: {reason}");
-                    fail_malformed(session, bridge, request_id, true, problem);
-                    return;
-                }
-            };
-            let answer = Ok(ToolOutcome {
-                ok: result.ok,
-                content,
-                error: result.error,
-            });
-            if !bridge.complete(&request_id, answer) {
-                tracing::warn!(session_id = %session.id, %request_id, "result for no waiting call ignored");
-                bridge.notify(notice(
-                    format!(
-                        "no call is waiting for request id {request_id:?}: it already timed out, was cancelled, or never existed; the result was ignored"
-                    ),
-                    request_id,
-                ));
-            }
-        }
-        Some(app_message::Kind::Progress(report)) => {
-            let request_id = report.request_id.clone();
-            if !bridge.progress(report) {
-                tracing::debug!(session_id = %session.id, %request_id, "progress for no waiting call ignored");
-                bridge.notify(notice(
-                    format!("no call is waiting for request id {request_id:?}: progress ignored"),
-                    request_id,
-                ));
-            }
-        }
-        Some(app_message::Kind::Pong(_)) => {}
-        Some(app_message::Kind::Hello(_)) => bridge.notify(notice(
-            format!(
-                "this bridge is already attached to session {}; hello is only valid as the first message",
-                session.id
-            ),
-            String::new(),
-        )),
-        None => bridge.notify(notice(
-            "empty message: set one of hello, result, progress or pong".into(),
-            String::new(),
-        )),
+    #[tokio::test(start_paused = true)]
+    async fn a_bridge_cannot_stay_on_a_session_removed_while_it_attaches() {
+        let hub = Hub::with_backend(
+            CoreConfig::default(),
+            Backend {
+                directory: Arc::new(VanishingDirectory::default()),
+                remote: Arc::new(NoRemote),
+            },
+        );
+        let id = session(&hub).await;
+        let hello = proto::Hello {
+            session_id: id.clone(),
+        };
+        let (_to_hub, inbound) = mpsc::channel(1);
+        let refused = hub.attach(hello, ReceiverStream::new(inbound)).await;
+        assert!(matches!(refused, Err(HubError::UnknownSession(_))));
+        assert!(hub.inner.local(&id).is_none(), "no bridge is left behind");
     }
-}
 
-fn parse_content(json: &str) -> Result<Value, serde_json::Error> {
-    if json.trim().is_empty() {
-        return Ok(Value::Null);
+    #[tokio::test(start_paused = true)]
+    async fn a_bridge_cannot_attach_during_shutdown() {
+        let hub = hub();
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        hub.shutdown();
+        assert_eq!(app.next().await.err(), Some(BridgeEnd::ShuttingDown));
+        let hello = proto::Hello { session_id: id };
+        let (_to_hub, inbound) = mpsc::channel(1);
+        let refused = hub.attach(hello, ReceiverStream::new(inbound)).await;
+        assert!(matches!(refused, Err(HubError::ShuttingDown)));
     }
-    serde_json::from_str(json)
-}
-
-/// Fails the call a malformed result or progress report names, and tells the
-/// app what was wrong; the bridge stays up.
-fn fail_malformed(
-    session: &Session,
-    bridge: &Bridge,
-    request_id: String,
-    result: bool,
-    problem: String,
-) {
-    let what = if result { "result" } else { "progress report" };
-    let failed = bridge.fail(&request_id, |tool| InvokeError::MalformedAnswer {
-        tool: tool.to_owned(),
-        what,
-        problem: problem.clone(),
-    });
-    tracing::warn!(session_id = %session.id, %request_id, %problem, failed_call = failed, "malformed {what} from the app");
-    let message = if failed {
-        format!(
-            "your {what} for request id {request_id:?} was malformed and the call failed: {problem}"
-        )
-    } else {
-        format!(
-            "your {what} for request id {request_id:?} was malformed, and no call is waiting for that id: {problem}"
-        )
-    };
-    bridge.notify(notice(message, request_id));
 }

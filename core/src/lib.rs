@@ -7,25 +7,37 @@
 //! WebSocket and MCP. The hub's operations take and return the generated
 //! `openclaw.proxy.v1` messages, so every transport speaks one model.
 //!
+//! Modules depend on each other in one direction, from the bottom up:
+//!
+//! - [`outcome`]: how calls and bridges end (answers, errors, end reasons).
 //! - [`tools`]: validation of tool definitions at registration.
-//! - [`hub`]: the session registry, bridge attachment and takeover, the idle
-//!   sweep, and [`Hub::invoke`], which sends a call over the bridge and waits
-//!   for its answer within the tool timeout.
-//! - [`bridge`]: one attached bridge, its calls in flight and its liveness.
+//! - [`bridge`]: one attached bridge: its outbound queue, the calls waiting
+//!   on it, and the loop that reads the app's messages and pings the app.
+//! - [`directory`]: where sessions are recorded (the seam for a second
+//!   backend), and the in-memory directory of a single node.
+//! - [`delivery`]: reaching bridges held by another process (the other seam).
+//! - [`hub`]: sessions and their bridges, the idle sweep, and [`Hub::invoke`],
+//!   which sends a call over the bridge and waits for its answer within the
+//!   tool timeout.
+//! - [`grpc`]: the tonic service over the hub.
 //! - [`auth`]: the app bearer token, compared in constant time.
 //! - [`escape`]: outside strings made safe to echo in messages and logs.
 
 pub mod auth;
 pub mod bridge;
 pub mod config;
+pub mod delivery;
+pub mod directory;
 pub mod escape;
 pub mod grpc;
 pub mod hub;
+pub mod outcome;
 pub mod tools;
 
 pub use auth::BearerToken;
-pub use bridge::{BridgeEnd, BridgeStream, ProgressSink};
+pub use bridge::{BridgeStream, Inbound, ProgressSink};
 pub use config::CoreConfig;
-pub use hub::{Hub, HubError, Inbound, InvokeError, ToolOutcome};
+pub use hub::{Backend, Hub, HubError};
 pub use openclaw_proxy_proto::v1 as proto;
+pub use outcome::{BridgeEnd, InvokeError, ToolOutcome};
 pub use tools::{Tool, ToolError};

@@ -111,12 +111,11 @@ impl TestServer {
         let request = GetSessionRequest {
             session_id: session_id.to_owned(),
         };
-        eventually(what, Duration::from_secs(10), || {
-            let ready = self
-                .hub
+        eventually(what, Duration::from_secs(10), || async {
+            self.hub
                 .get_session(request.clone())
-                .is_ok_and(|session| condition(&session));
-            std::future::ready(ready)
+                .await
+                .is_ok_and(|session| condition(&session))
         })
         .await;
     }

@@ -68,7 +68,9 @@ impl ApiError {
             Self::Hub(HubError::MissingSessionId | HubError::InvalidTool(_)) => {
                 StatusCode::BAD_REQUEST
             }
-            Self::Hub(HubError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Hub(HubError::ShuttingDown | HubError::Unavailable(_)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::InvalidPath(_) => StatusCode::BAD_REQUEST,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -89,6 +91,7 @@ impl ApiError {
             Self::Hub(HubError::MissingSessionId) => "missing_session_id",
             Self::Hub(HubError::InvalidTool(_)) => "invalid_tool",
             Self::Hub(HubError::ShuttingDown) => "shutting_down",
+            Self::Hub(HubError::Unavailable(_)) => "unavailable",
             Self::HostNotAllowed(_) => "host_not_allowed",
             Self::OriginNotAllowed(_) => "origin_not_allowed",
             Self::InvalidPath(_) => "invalid_path",

@@ -85,7 +85,14 @@ pub async fn by_header(State(state): State<EdgeState>, request: Request) -> Resp
 }
 
 async fn route(state: EdgeState, session_id: Option<String>, request: Request) -> Response {
-    if let Err(error) = admit(&state, session_id.as_deref(), &request) {
+    let admitted = admit(
+        &state,
+        session_id.as_deref(),
+        request.headers(),
+        request.uri(),
+    )
+    .await;
+    if let Err(error) = admitted {
         return error.into_response();
     }
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
@@ -118,10 +125,14 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
     jsonrpc::normalize(state.mcp.handle(request).await.map(Body::new)).await
 }
 
-fn admit(state: &EdgeState, session_id: Option<&str>, request: &Request) -> Result<(), ApiError> {
-    state.guard.check(request.headers(), request.uri())?;
-    let header = request
-        .headers()
+async fn admit(
+    state: &EdgeState,
+    session_id: Option<&str>,
+    headers: &axum::http::HeaderMap,
+    uri: &axum::http::Uri,
+) -> Result<(), ApiError> {
+    state.guard.check(headers, uri)?;
+    let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok());
     if !state.config.openclaw_token.accepts_header(header) {
@@ -130,7 +141,7 @@ fn admit(state: &EdgeState, session_id: Option<&str>, request: &Request) -> Resu
     let session_id = session_id
         .filter(|id| !id.is_empty())
         .ok_or(ApiError::MissingSessionId)?;
-    if !state.hub.session_exists(session_id) {
+    if !state.hub.session_exists(session_id).await? {
         return Err(ApiError::UnknownSession(session_id.to_owned()));
     }
     Ok(())
@@ -171,6 +182,7 @@ impl ServerHandler for SessionTools {
         let tools = self
             .hub
             .tools(&session)
+            .await
             .map_err(|error| McpError::invalid_request(error.to_string(), None))?;
         Ok(ListToolsResult::with_all_items(
             tools

@@ -140,7 +140,7 @@ pub async fn create_session(
     check_app_token(&state, &headers)?;
     let body = read_body(body, state.config.max_body_bytes)?;
     let request = parse_json::<CreateSessionBody>(&body)?.into_request()?;
-    let session_id = state.hub.create_session(request)?.session_id;
+    let session_id = state.hub.create_session(request).await?.session_id;
     let head = RequestHead {
         headers: &headers,
         uri: &uri,
@@ -168,7 +168,8 @@ pub async fn delete_session(
     check_app_token(&state, &headers)?;
     state
         .hub
-        .delete_session(proto::DeleteSessionRequest { session_id });
+        .delete_session(proto::DeleteSessionRequest { session_id })
+        .await?;
     Ok(Json(serde_json::json!({"ok": true})))
 }
 

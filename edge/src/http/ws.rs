@@ -103,11 +103,12 @@ async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
     };
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.
-    match state.hub.attach(hello, app_messages(stream, to_app)) {
+    match state.hub.attach(hello, app_messages(stream, to_app)).await {
         Ok(outbound) => write_frames(sink, outbound, local).await,
         Err(error) => {
             let code = match error {
-                openclaw_proxy_core::HubError::ShuttingDown => CLOSE_GOING_AWAY,
+                openclaw_proxy_core::HubError::ShuttingDown
+                | openclaw_proxy_core::HubError::Unavailable(_) => CLOSE_GOING_AWAY,
                 _ => CLOSE_UNKNOWN_SESSION,
             };
             let frame = CloseFrame {

@@ -232,7 +232,9 @@ async fn session_gone_later_is_a_404_error() {
         .hub
         .delete_session(openclaw_proxy_core::proto::DeleteSessionRequest {
             session_id: id.clone(),
-        });
+        })
+        .await
+        .expect("delete");
     relay.send(request(2, "tools/list", json!({}))).await;
     let reply = relay.recv().await;
     let message = reply["error"]["message"].as_str().expect("message");

@@ -218,7 +218,7 @@ async fn an_app_serves_a_call_reports_its_session_and_shutdown_deletes_it() {
         session_id: session.session_id.clone(),
     };
     assert!(
-        server.hub.get_session(request).is_err(),
+        server.hub.get_session(request).await.is_err(),
         "the session outlived shutdown()"
     );
 }

@@ -57,7 +57,7 @@ async fn the_original_session_bodies_are_accepted() {
         let (status, reply) = post_json(&server, body).await;
         assert_eq!(status, 200, "{body} -> {reply}");
         let id = reply["mcpSessionId"].as_str().expect("mcpSessionId");
-        assert!(server.hub.session_exists(id));
+        assert!(server.hub.session_exists(id).await.expect("session lookup"));
     }
     // The defaults of the original: empty name, no chat, no tools, `{}`-less tools.
     let (_, reply) = post_json(&server, bodies[1]).await;
@@ -66,6 +66,7 @@ async fn the_original_session_bodies_are_accepted() {
         .get_session(openclaw_proxy_core::proto::GetSessionRequest {
             session_id: reply["mcpSessionId"].as_str().expect("id").into(),
         })
+        .await
         .expect("session");
     let metadata = described.metadata.expect("metadata");
     assert_eq!(
@@ -333,7 +334,13 @@ async fn grpc_create_session_requires_only_device_id_and_app_version() {
         .await
         .expect("only the required fields")
         .into_inner();
-    assert!(server.hub.session_exists(&created.session_id));
+    assert!(
+        server
+            .hub
+            .session_exists(&created.session_id)
+            .await
+            .expect("session lookup")
+    );
     for (device_id, app_version, field) in [("", "1", "device_id"), ("d", "", "app_version")] {
         let status = sessions
             .create_session(request(device_id, app_version))

@@ -52,7 +52,7 @@ async fn create_with_documented_body_answers_urls_from_host() {
         reply["mcp_url"],
         format!("http://{}/v1/mcp/{session_id}", server.addr)
     );
-    let tools = server.hub.tools(session_id).expect("session exists");
+    let tools = server.hub.tools(session_id).await.expect("session exists");
     assert_eq!(&*tools[0].name, "echo_text");
     assert_eq!(&*tools[0].description, "Echo text.");
     assert_eq!(&*tools[0].path, "/tools/echo_text");
@@ -79,9 +79,10 @@ async fn create_accepts_the_original_camel_case_body() {
         .get_session(openclaw_proxy_core::proto::GetSessionRequest {
             session_id: session_id.into(),
         })
+        .await
         .expect("session");
     assert_eq!(described.metadata.expect("metadata").chat_id, "chat-9");
-    let tools = server.hub.tools(session_id).expect("tools");
+    let tools = server.hub.tools(session_id).await.expect("tools");
     assert_eq!(tools[0].input_schema["required"], json!(["limit"]));
 }
 
@@ -143,7 +144,7 @@ async fn delete_is_idempotent_and_needs_the_token() {
         .await
         .expect("DELETE");
     assert_eq!(response.status(), 401);
-    assert!(server.hub.session_exists(id));
+    assert!(server.hub.session_exists(id).await.expect("session lookup"));
 
     for _ in 0..2 {
         let response = client
@@ -158,7 +159,7 @@ async fn delete_is_idempotent_and_needs_the_token() {
             json!({"ok": true})
         );
     }
-    assert!(!server.hub.session_exists(id));
+    assert!(!server.hub.session_exists(id).await.expect("session lookup"));
 }
 
 #[tokio::test]

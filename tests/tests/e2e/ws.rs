@@ -179,6 +179,7 @@ async fn json_pings_and_websocket_ping_frames_are_sent() {
     let session = server
         .hub
         .get_session(openclaw_proxy_core::proto::GetSessionRequest { session_id: id })
+        .await
         .expect("session");
     assert!(session.bridge_connected);
 }

@@ -1,0 +1,64 @@
+//! Delivering a call to a bridge this process does not hold.
+//!
+//! The hub delivers a call itself when the session's bridge is attached
+//! here. Otherwise it asks its [`RemoteDelivery`]: the single-node server has
+//! no other place a bridge could be ([`NoRemote`] answers "not connected" at
+//! once); cluster mode sends the call to the node that holds the bridge and
+//! relays its progress and answer. The hub tells the delivery when bridges
+//! come and go here, so that calls from elsewhere can find them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::bridge::ProgressSink;
+use crate::outcome::{InvokeError, ToolOutcome};
+
+/// A call for a session whose bridge is not attached to this process.
+#[derive(Debug)]
+pub struct RemoteCall<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The tool, known to exist in the session.
+    pub tool: &'a str,
+    /// The arguments, a JSON object.
+    pub arguments_json: String,
+    /// Where progress reports go, if the caller wants them.
+    pub progress: Option<ProgressSink>,
+    /// How long the caller waits for the answer.
+    pub timeout: Duration,
+}
+
+/// Reaches bridges held elsewhere.
+pub trait RemoteDelivery: Send + Sync + 'static {
+    /// Delivers `call` to wherever the session's bridge is, and waits for the
+    /// answer within `call.timeout`.
+    fn invoke<'a>(
+        &'a self,
+        call: RemoteCall<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutcome, InvokeError>>;
+
+    /// A bridge for `session_id` was attached here: calls for it may come.
+    fn bridge_attached(&self, session_id: &Arc<str>);
+
+    /// The bridge for `session_id` here ended.
+    fn bridge_detached(&self, session_id: &str);
+}
+
+/// A single node: no bridge exists anywhere but here.
+#[derive(Debug, Default)]
+pub struct NoRemote;
+
+impl RemoteDelivery for NoRemote {
+    fn invoke<'a>(
+        &'a self,
+        _call: RemoteCall<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutcome, InvokeError>> {
+        Box::pin(std::future::ready(Err(InvokeError::NotConnected)))
+    }
+
+    fn bridge_attached(&self, _session_id: &Arc<str>) {}
+
+    fn bridge_detached(&self, _session_id: &str) {}
+}

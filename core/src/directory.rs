@@ -1,0 +1,202 @@
+//! The session directory: what is known about a session wherever its bridge
+//! is (its metadata, its tools, when it was last used), as opposed to what
+//! only the process holding its bridge has (the bridge itself and the calls
+//! waiting on it, which live in [`crate::hub`]).
+//!
+//! [`SessionDirectory`] is the seam for a second backend: the single-node
+//! server keeps the directory in memory ([`MemoryDirectory`]); cluster mode
+//! keeps it in a store every node reads. The hub never assumes which.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::proto;
+use crate::tools::Tool;
+
+/// A session as the directory knows it.
+#[derive(Debug)]
+pub struct SessionRecord {
+    /// The session id.
+    pub id: Arc<str>,
+    /// What the app said about itself at registration.
+    pub metadata: proto::SessionMetadata,
+    /// The validated tools, shared between sessions that registered the same set.
+    pub tools: Arc<[Tool]>,
+    /// Counts the calls made in this session, for request ids.
+    calls_made: AtomicU64,
+}
+
+impl SessionRecord {
+    /// A record of a new session.
+    pub fn new(id: Arc<str>, metadata: proto::SessionMetadata, tools: Arc<[Tool]>) -> Self {
+        Self::resumed(id, metadata, tools, 0)
+    }
+
+    /// A record whose request ids continue after `calls_made` calls.
+    pub fn resumed(
+        id: Arc<str>,
+        metadata: proto::SessionMetadata,
+        tools: Arc<[Tool]>,
+        calls_made: u64,
+    ) -> Self {
+        Self {
+            id,
+            metadata,
+            tools,
+            calls_made: AtomicU64::new(calls_made),
+        }
+    }
+
+    /// The next request id: `"{session_id}:{n}"`, `n` counting from 1.
+    pub fn next_request_id(&self) -> String {
+        let n = self.calls_made.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}:{n}", self.id)
+    }
+
+    /// Whether the session offers a tool of this name.
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.tools.iter().any(|tool| &*tool.name == name)
+    }
+
+    /// The tool names, for an error message.
+    pub fn tool_names(&self) -> String {
+        if self.tools.is_empty() {
+            return "no tools".into();
+        }
+        let names: Vec<&str> = self.tools.iter().map(|tool| &*tool.name).collect();
+        names.join(", ")
+    }
+}
+
+/// Why the directory could not answer.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("the session directory is unavailable: {0}")]
+pub struct DirectoryError(pub String);
+
+/// Where sessions are recorded. Every method may be called concurrently.
+pub trait SessionDirectory: Send + Sync + 'static {
+    /// Records a new session.
+    fn create(&self, record: Arc<SessionRecord>) -> BoxFuture<'_, Result<(), DirectoryError>>;
+
+    /// The session with this id, answered from memory without waiting; `None`
+    /// means "not known here", and [`SessionDirectory::get`] decides.
+    fn cached(&self, id: &str) -> Option<Arc<SessionRecord>>;
+
+    /// The session with this id, or `None` when no such session exists.
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<SessionRecord>>, DirectoryError>>;
+
+    /// Notes activity in a session, pushing its expiry back. Cheap to call on
+    /// every call: implementations throttle writes to slow storage.
+    fn touch(&self, id: &str);
+
+    /// Removes a session; whether it existed.
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, DirectoryError>>;
+
+    /// Sessions without activity for `ttl`, for the hub to remove unless
+    /// this node is still using them. A store that expires entries by itself
+    /// returns none.
+    fn expired(&self, ttl: Duration) -> Vec<Arc<str>>;
+
+    /// How many sessions this node knows of.
+    fn len(&self) -> usize;
+
+    /// Whether this node knows of no session.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+struct Entry {
+    record: Arc<SessionRecord>,
+    last_activity: Mutex<Instant>,
+}
+
+/// The directory of a single node: a map in memory.
+#[derive(Default)]
+pub struct MemoryDirectory {
+    sessions: RwLock<HashMap<Arc<str>, Entry>>,
+}
+
+impl MemoryDirectory {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Entry>> {
+        // Plain data, never left half-updated by a panic: poison is harmless.
+        self.sessions.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Entry>> {
+        self.sessions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl SessionDirectory for MemoryDirectory {
+    fn create(&self, record: Arc<SessionRecord>) -> BoxFuture<'_, Result<(), DirectoryError>> {
+        let entry = Entry {
+            record: record.clone(),
+            last_activity: Mutex::new(Instant::now()),
+        };
+        self.write().insert(record.id.clone(), entry);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn cached(&self, id: &str) -> Option<Arc<SessionRecord>> {
+        self.read().get(id).map(|entry| entry.record.clone())
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<SessionRecord>>, DirectoryError>> {
+        Box::pin(std::future::ready(Ok(self.cached(id))))
+    }
+
+    fn touch(&self, id: &str) {
+        if let Some(entry) = self.read().get(id) {
+            *entry
+                .last_activity
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        }
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, DirectoryError>> {
+        let removed = self.write().remove(id);
+        // The record is dropped outside the lock.
+        Box::pin(std::future::ready(Ok(removed.is_some())))
+    }
+
+    fn expired(&self, ttl: Duration) -> Vec<Arc<str>> {
+        let now = Instant::now();
+        // Reserved before the lock is taken: nothing allocates while every
+        // request waits for it. Sessions created meanwhile that do not fit
+        // are found by the next sweep.
+        let mut expired = Vec::with_capacity(self.len() + 16);
+        let sessions = self.read();
+        for (id, entry) in sessions.iter() {
+            if expired.len() == expired.capacity() {
+                break;
+            }
+            let last = *entry
+                .last_activity
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if now.saturating_duration_since(last) >= ttl {
+                expired.push(id.clone());
+            }
+        }
+        expired
+    }
+
+    fn len(&self) -> usize {
+        self.read().len()
+    }
+}

@@ -1,0 +1,90 @@
+//! How things end: a tool call's answer, the ways a call fails without one,
+//! and the reasons a bridge ends.
+//!
+//! These are plain values shared by every other module of the core (and by
+//! every transport), so they sit at the bottom of the dependency order: this
+//! module imports nothing of the core.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The app's answer to a tool call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutcome {
+    /// Whether the tool succeeded.
+    pub ok: bool,
+    /// The tool's output; `Null` when the app sent none.
+    pub content: Value,
+    /// The app's error text when `ok` is false.
+    pub error: String,
+}
+
+/// Why a tool call produced no answer from the app.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    #[error("session {0:?} does not exist: it was never created, it expired, or it was deleted")]
+    UnknownSession(String),
+    #[error("unknown tool {tool:?}: this session offers {available}")]
+    UnknownTool { tool: String, available: String },
+    #[error("Bridge is not connected.")]
+    NotConnected,
+    #[error("The tool did not answer within {} seconds.", .0.as_secs_f64())]
+    Timeout(Duration),
+    #[error("{}", .0.reason_for_caller())]
+    BridgeEnded(BridgeEnd),
+    #[error("The app's {what} for {tool} was malformed: {problem}")]
+    MalformedAnswer {
+        /// The tool that was called.
+        tool: String,
+        /// `"result"` or `"progress report"`.
+        what: &'static str,
+        /// What was wrong with it.
+        problem: String,
+    },
+    #[error("The session directory is unreachable, so the call could not be routed: {0}")]
+    Unavailable(String),
+}
+
+/// Why a bridge ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BridgeEnd {
+    /// A newer bridge attached to the same session.
+    Replaced,
+    /// The session was deleted, or it expired.
+    SessionDeleted,
+    /// The app closed the bridge or the connection broke.
+    Disconnected,
+    /// The app stopped answering pings.
+    Unresponsive,
+    /// The proxy is shutting down.
+    ShuttingDown,
+}
+
+impl BridgeEnd {
+    /// The reason as told to the app whose bridge ends.
+    pub fn reason_for_app(self) -> &'static str {
+        match self {
+            Self::Replaced => "replaced by a newer bridge for the same session",
+            Self::SessionDeleted => "the session was deleted",
+            Self::Disconnected => "the bridge disconnected",
+            Self::Unresponsive => "no message from the app for several ping intervals",
+            Self::ShuttingDown => "the proxy is shutting down",
+        }
+    }
+
+    /// The sentence a caller whose call was cut off by this end receives.
+    pub fn reason_for_caller(self) -> &'static str {
+        match self {
+            Self::Replaced => {
+                "The app's bridge was replaced by a newer connection before the tool answered."
+            }
+            Self::SessionDeleted => "The session was deleted before the tool answered.",
+            Self::Disconnected => "The app's bridge disconnected before the tool answered.",
+            Self::Unresponsive => {
+                "The app's bridge stopped answering pings and was dropped before the tool answered."
+            }
+            Self::ShuttingDown => "The proxy is shutting down; the tool call was abandoned.",
+        }
+    }
+}
