@@ -282,7 +282,11 @@ mod tests {
                 "sessions_send",
                 "sessions_list",
                 "sessions_history",
-                "session_status"
+                "session_status",
+                "sessions_search",
+                "agents_list",
+                "memory_search",
+                "memory_get"
             ]
         );
         let required = |name: &str| {
@@ -332,8 +336,8 @@ mod tests {
                 description: "Fetch URL.".into(),
             },
             GatewayTool {
-                name: "memory_get".into(),
-                description: "Read memory.".into(),
+                name: "talk_voice".into(),
+                description: "Change the voice.".into(),
             },
             GatewayTool {
                 name: "bad name".into(),
@@ -346,13 +350,13 @@ mod tests {
         assert_eq!(fetch.parameters["required"], json!(["url"]));
         assert_eq!(
             tools[1],
-            ToolDef::permissive("memory_get".into(), "Read memory.".into())
+            ToolDef::permissive("talk_voice".into(), "Change the voice.".into())
         );
         assert_eq!(tools.len(), 2);
         assert!(notes[0].contains("\"bad name\""), "{notes:?}");
 
-        let selection = ["memory_get".to_owned(), "pdf".to_owned()];
-        let custom = ToolDef::permissive("memory_get".into(), "Mine.".into());
+        let selection = ["talk_voice".to_owned(), "pdf".to_owned()];
+        let custom = ToolDef::permissive("talk_voice".into(), "Mine.".into());
         let (tools, notes) = assemble(
             &builtins,
             Some(&discovered),
@@ -365,7 +369,7 @@ mod tests {
         // Without discovery a selected name that is not built in is served.
         let (tools, notes) = assemble(&builtins, None, Some(&selection), &[]);
         let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
-        assert_eq!(names, ["memory_get", "pdf"]);
+        assert_eq!(names, ["talk_voice", "pdf"]);
         assert_eq!(tools[1], builtins[3]);
         assert!(notes.is_empty());
     }

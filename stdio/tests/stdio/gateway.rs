@@ -205,7 +205,11 @@ async fn lists_builtin_tools_with_session_key_rules_and_filter() {
             "sessions_send",
             "sessions_list",
             "sessions_history",
-            "session_status"
+            "session_status",
+            "sessions_search",
+            "agents_list",
+            "memory_search",
+            "memory_get"
         ]
     );
     let search = &tools[0];
@@ -843,7 +847,7 @@ async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
         tools[1].description.as_deref(),
         Some("Read memory files, whole.")
     );
-    assert_eq!(tools[1].input_schema["additionalProperties"], json!(true));
+    assert_eq!(tools[1].input_schema["required"], json!(["path"]));
 }
 
 #[tokio::test]

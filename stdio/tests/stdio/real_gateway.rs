@@ -410,17 +410,28 @@ async fn default_configuration_is_pinned(gateway: &RealGateway) {
         .find(|t| t.name == "sessions_history")
         .expect("sessions_history");
     assert_eq!(history.input_schema["required"], json!(["sessionKey"]));
-    // A permissive schema for the others, plus the routing sessionKey.
     let memory = tools
         .iter()
         .find(|t| t.name == "memory_get")
         .expect("memory_get");
-    assert_eq!(memory.input_schema["additionalProperties"], json!(true));
-    assert_eq!(
-        memory.input_schema["properties"]["sessionKey"]["type"],
-        "string"
+    assert_eq!(memory.input_schema["required"], json!(["path"]));
+    assert!(
+        memory
+            .description
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("Safe exact excerpt"),
+        "{memory:?}"
     );
-    assert!(!memory.description.as_deref().unwrap_or_default().is_empty());
+    // A permissive schema for the others, plus the routing sessionKey.
+    let theme = tools.iter().find(|t| t.name == "theme").expect("theme");
+    assert_eq!(
+        Value::Object((*theme.input_schema).clone()),
+        json!({"type": "object", "additionalProperties": true, "properties": {
+            "sessionKey": {"type": "string", "description": "OpenClaw session key the call runs in (optional)."}
+        }})
+    );
+    assert!(!theme.description.as_deref().unwrap_or_default().is_empty());
 
     // Every listed tool is reachable over /tools/invoke: called without
     // arguments, none answers 404 (they refuse the arguments, or answer).
