@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
 
-use crate::call::{self, CancelReason, InFlight};
+use crate::call::{self, CancelReason, InFlight, Scope};
 use crate::error::{AppError, is_permanent};
 use crate::proxy::{Bridge, Proxy, ProxySettings, Session, SessionInfo};
 use crate::tool::Tool;
@@ -297,7 +297,7 @@ impl Shared {
 
     /// Starts one call on its own task, or answers at once when the app
     /// already holds as many calls as it accepts.
-    fn start_call(&self, invoke: InvokeTool, bridge: &Bridge) {
+    fn start_call(&self, invoke: InvokeTool, bridge: &Bridge, scope: &Scope) {
         let Ok(admitted) = self.admitted.clone().try_acquire_owned() else {
             let busy = ToolResult {
                 request_id: invoke.request_id,
@@ -315,17 +315,14 @@ impl Shared {
         let running = self.running.clone();
         let outbound = bridge.outbound.clone();
         let in_flight = self.in_flight.clone();
+        let scope = scope.clone();
         tokio::spawn(async move {
             let _admitted = admitted;
             // The semaphore is never closed, so this cannot fail.
             let Ok(permit) = running.acquire_owned().await else {
                 return;
             };
-            // The bridge went while the call waited: the proxy has failed it.
-            if outbound.is_closed() {
-                return;
-            }
-            call::run(tool, invoke, outbound, in_flight, permit).await;
+            call::run(tool, invoke, outbound, in_flight, scope, permit).await;
         });
     }
 }
@@ -364,6 +361,7 @@ async fn serve_bridge(
     shared: &Shared,
     session: &Session,
     mut bridge: Bridge,
+    scope: &Scope,
     stop: &CancellationToken,
 ) -> End {
     loop {
@@ -387,7 +385,9 @@ async fn serve_bridge(
         // `CancelTool{request_id, reason}` is one arm:
         // `shared.in_flight.cancel(&request_id, CancelReason::Proxy(reason))`.
         match message.kind {
-            Some(proxy_message::Kind::Invoke(invoke)) => shared.start_call(invoke, &bridge),
+            Some(proxy_message::Kind::Invoke(invoke)) => {
+                shared.start_call(invoke, &bridge, scope);
+            }
             Some(proxy_message::Kind::Ping(ping)) => {
                 send_now(&bridge, app_message::Kind::Pong(Pong { nonce: ping.nonce }));
             }
@@ -428,7 +428,13 @@ async fn serve_loop(
                     shared.announce(&session);
                 }
                 tracing::info!(session = %session.short_id(), "bridge attached");
-                serve_bridge(&shared, &session, attached, &stop).await
+                let scope = Scope::default();
+                let end = serve_bridge(&shared, &session, attached, &scope, &stop).await;
+                scope.end(match &end {
+                    End::Stopped => CancelReason::Shutdown,
+                    _ => CancelReason::BridgeLost,
+                });
+                end
             }
             None => {
                 let attaching = tokio::select! {
@@ -444,11 +450,6 @@ async fn serve_loop(
                 }
             }
         };
-        let reason = match &end {
-            End::Stopped => CancelReason::Shutdown,
-            _ => CancelReason::BridgeLost,
-        };
-        shared.in_flight.cancel_all(&reason);
         match end {
             End::Stopped => return Ok(()),
             End::Fatal(error) => {
@@ -554,7 +555,6 @@ impl Serving {
                 tracing::debug!(%error, "the serve loop had stopped");
             }
         }
-        self.shared.in_flight.cancel_all(&CancelReason::Shutdown);
         let session = self.session.borrow().clone();
         self.shared
             .proxy

@@ -38,7 +38,8 @@ pub struct CallContext {
     tool_name: String,
     outbound: mpsc::Sender<AppMessage>,
     cancel: CancellationToken,
-    reason: Arc<Mutex<Option<CancelReason>>>,
+    reason: Reason,
+    scope: Reason,
 }
 
 impl CallContext {
@@ -90,10 +91,10 @@ impl CallContext {
 
     /// Why the call was cancelled, once it has been.
     pub fn cancel_reason(&self) -> Option<CancelReason> {
-        self.reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        if !self.cancel.is_cancelled() {
+            return None;
+        }
+        self.reason.get().or_else(|| self.scope.get())
     }
 
     /// The cancellation token itself, for APIs that take one.
@@ -102,22 +103,58 @@ impl CallContext {
     }
 }
 
-struct Entry {
-    cancel: CancellationToken,
-    reason: Arc<Mutex<Option<CancelReason>>>,
+/// Why something was cancelled, set once before its token fires.
+#[derive(Clone, Debug, Default)]
+struct Reason(Arc<Mutex<Option<CancelReason>>>);
+
+impl Reason {
+    fn get(&self) -> Option<CancelReason> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, reason: CancelReason) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason);
+    }
 }
 
-/// The calls running right now, by request id, so that one message (a
-/// proxy's cancel, a lost bridge, shutdown) can reach their handlers.
+/// The calls delivered by one bridge, cancelled together when it ends. Each
+/// call's token is a child of the scope's, so a call that starts after the
+/// bridge ended is born cancelled: no call escapes the signal.
+#[derive(Clone, Default)]
+pub(crate) struct Scope {
+    token: CancellationToken,
+    reason: Reason,
+}
+
+impl Scope {
+    pub(crate) fn end(&self, reason: CancelReason) {
+        self.reason.set(reason);
+        self.token.cancel();
+    }
+}
+
+struct Entry {
+    cancel: CancellationToken,
+    reason: Reason,
+}
+
+/// The calls running right now, by request id, so that the proxy can cancel
+/// one of them.
 #[derive(Clone, Default)]
 pub(crate) struct InFlight {
     calls: Arc<Mutex<HashMap<String, Entry>>>,
 }
 
 impl InFlight {
-    fn register(&self, request_id: &str) -> (CancellationToken, Arc<Mutex<Option<CancelReason>>>) {
-        let cancel = CancellationToken::new();
-        let reason = Arc::new(Mutex::new(None));
+    fn register(&self, request_id: &str, scope: &Scope) -> (CancellationToken, Reason) {
+        let cancel = scope.token.child_token();
+        let reason = Reason::default();
         let entry = Entry {
             cancel: cancel.clone(),
             reason: reason.clone(),
@@ -138,28 +175,17 @@ impl InFlight {
     pub(crate) fn cancel(&self, request_id: &str, reason: CancelReason) -> bool {
         match self.lock().remove(request_id) {
             Some(entry) => {
-                fire(&entry, reason);
+                entry.reason.set(reason);
+                entry.cancel.cancel();
                 true
             }
             None => false,
         }
     }
 
-    /// Cancels every call (bridge lost, shutdown).
-    pub(crate) fn cancel_all(&self, reason: &CancelReason) {
-        for (_, entry) in self.lock().drain() {
-            fire(&entry, reason.clone());
-        }
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-fn fire(entry: &Entry, reason: CancelReason) {
-    *entry.reason.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
-    entry.cancel.cancel();
 }
 
 /// Runs one call to completion and sends its result on `outbound`. Every
@@ -170,9 +196,16 @@ pub(crate) async fn run(
     invoke: InvokeTool,
     outbound: mpsc::Sender<AppMessage>,
     in_flight: InFlight,
+    scope: Scope,
     _permit: OwnedSemaphorePermit,
 ) {
-    let (cancel, reason) = in_flight.register(&invoke.request_id);
+    let (cancel, reason) = in_flight.register(&invoke.request_id, &scope);
+    if cancel.is_cancelled() {
+        // The bridge ended while the call waited for its turn; the proxy has
+        // failed it already.
+        in_flight.finish(&invoke.request_id);
+        return;
+    }
     let context = CallContext {
         session_id: invoke.session_id,
         request_id: invoke.request_id.clone(),
@@ -180,6 +213,7 @@ pub(crate) async fn run(
         outbound: outbound.clone(),
         cancel,
         reason,
+        scope: scope.reason,
     };
     let outcome = match tool {
         None => Err(format!(

@@ -538,14 +538,15 @@ async fn progress_reported_by_a_handler_reaches_the_mcp_client_before_the_result
     no_hang(serving.shutdown()).await.expect("shutdown");
 }
 
-#[tokio::test]
-async fn bridge_loss_cancels_the_calls_it_delivered() {
-    let server = TestServer::start().await;
-    let relay = Relay::start(server.addr).await;
+type Seen = Arc<Mutex<Option<openclaw_proxy_app::CancelReason>>>;
+
+/// A tool that signals when it starts, waits until cancelled, and records
+/// why.
+fn waits_until_cancelled() -> (Tool, Arc<Notify>, Seen) {
     let started = Arc::new(Notify::new());
-    let seen = Arc::new(Mutex::new(None));
+    let seen: Seen = Arc::default();
     let (on_start, record) = (started.clone(), seen.clone());
-    let waits = Tool::new(
+    let tool = Tool::new(
         "waits",
         "Waits until cancelled.",
         move |_: Nothing, call: CallContext| {
@@ -560,6 +561,24 @@ async fn bridge_loss_cancels_the_calls_it_delivered() {
             }
         },
     );
+    (tool, started, seen)
+}
+
+async fn cancellation_seen(seen: &Seen) -> Option<openclaw_proxy_app::CancelReason> {
+    eventually(
+        "the handler seeing its cancellation",
+        Duration::from_secs(20),
+        || std::future::ready(seen.lock().map(|slot| slot.is_some()).unwrap_or(false)),
+    )
+    .await;
+    seen.lock().ok().and_then(|slot| slot.clone())
+}
+
+#[tokio::test]
+async fn bridge_loss_cancels_the_calls_it_delivered() {
+    let server = TestServer::start().await;
+    let relay = Relay::start(server.addr).await;
+    let (waits, started, seen) = waits_until_cancelled();
     let serving = app(&relay.url(), vec![waits], &Reported::default())
         .build()
         .expect("valid app")
@@ -570,18 +589,36 @@ async fn bridge_loss_cancels_the_calls_it_delivered() {
     let call = server.spawn_invoke(&session_id, "waits", json!({}));
     no_hang(started.notified()).await;
     relay.cut();
-    eventually(
-        "the handler seeing its cancellation",
-        Duration::from_secs(20),
-        || std::future::ready(seen.lock().map(|slot| slot.is_some()).unwrap_or(false)),
-    )
-    .await;
     assert_eq!(
-        seen.lock().ok().and_then(|slot| slot.clone()),
+        cancellation_seen(&seen).await,
         Some(openclaw_proxy_app::CancelReason::BridgeLost)
     );
     drop(call);
     no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn shutdown_cancels_the_running_calls() {
+    let server = TestServer::start().await;
+    let (waits, started, seen) = waits_until_cancelled();
+    let serving = app(&server.http_url(), vec![waits], &Reported::default())
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let call = server.spawn_invoke(&serving.session().session_id, "waits", json!({}));
+    no_hang(started.notified()).await;
+    no_hang(serving.shutdown()).await.expect("shutdown");
+    assert_eq!(
+        cancellation_seen(&seen).await,
+        Some(openclaw_proxy_app::CancelReason::Shutdown)
+    );
+    let outcome = no_hang(call).await.expect("join");
+    assert!(
+        !outcome.is_ok_and(|outcome| outcome.ok),
+        "a call cut short by shutdown did not fail"
+    );
 }
 
 /// A TLS front for a server, as a reverse proxy terminating `https://`
