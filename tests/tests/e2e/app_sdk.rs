@@ -419,6 +419,58 @@ async fn a_slow_call_does_not_hold_back_a_fast_one() {
 }
 
 #[tokio::test]
+async fn calls_beyond_the_limit_wait_their_turn_and_past_the_queue_are_answered_busy() {
+    let server = TestServer::start().await;
+    let started = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (count, opened) = (started.clone(), gate.clone());
+    let gated = Tool::new("gated", "Waits for the gate.", move |_: Nothing, _| {
+        let (count, opened) = (count.clone(), opened.clone());
+        async move {
+            count.fetch_add(1, Ordering::SeqCst);
+            let _pass = opened.acquire().await;
+            Ok::<_, ToolError>("through")
+        }
+    });
+    // One call runs, one waits, a third is turned away.
+    let serving = app(&server.http_url(), vec![gated], &Reported::default())
+        .max_concurrent_calls(1)
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session_id = serving.session().session_id;
+    let first = server.spawn_invoke(&session_id, "gated", json!({}));
+    eventually("the first call running", Duration::from_secs(10), || {
+        std::future::ready(started.load(Ordering::SeqCst) == 1)
+    })
+    .await;
+    let second = server.spawn_invoke(&session_id, "gated", json!({}));
+    server
+        .wait_for_session(&session_id, "the second call reaching the app", |session| {
+            session.calls_in_flight == 2
+        })
+        .await;
+    let third = mcp_call(&server.http_url(), &session_id, "gated", json!({})).await;
+    assert_eq!(third.is_error, Some(true));
+    assert!(texts(&third).join(" ").contains("busy"), "{third:?}");
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "the waiting call started early"
+    );
+
+    gate.add_permits(2);
+    for call in [first, second] {
+        let outcome = no_hang(call).await.expect("join").expect("answered");
+        assert!(outcome.ok, "{outcome:?}");
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+#[tokio::test]
 async fn handler_errors_and_panics_become_error_results_and_the_app_keeps_serving() {
     let server = TestServer::start().await;
     let fails = Tool::new("fails", "Always fails.", |_: Nothing, _| async {
