@@ -15,7 +15,6 @@
 //! [`DiscoveryError`] whose message says why, and gateway mode then serves its
 //! built-in list.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -60,9 +59,6 @@ pub struct Discovery {
     pub tools: Vec<GatewayTool>,
     /// `gateway.tools`, or `None` when `config.get` could not be read.
     pub http_settings: Option<HttpToolSettings>,
-    /// `group:<id>` → tool names, from `tools.catalog` (only read when a
-    /// deny entry names a group).
-    pub groups: ToolGroups,
     /// Sentences for stderr about what discovery had to assume.
     pub notes: Vec<String>,
 }
@@ -148,17 +144,14 @@ async fn discover_at(
             })?;
         (
             Inventory::Effective(session_key.to_owned()),
-            parse_groups("tools.effective", payload)?.0,
+            parse_tools("tools.effective", payload)?,
         )
     } else if offers("tools.catalog") {
         notes.push(
             "the Gateway does not offer tools.effective: listing its whole catalog, without its tool policy".to_owned(),
         );
         let payload = rpc.request("tools.catalog", json!({})).await?;
-        (
-            Inventory::Catalog,
-            parse_groups("tools.catalog", payload)?.0,
-        )
+        (Inventory::Catalog, parse_tools("tools.catalog", payload)?)
     } else {
         return Err(DiscoveryError::NoToolMethods);
     };
@@ -178,24 +171,11 @@ async fn discover_at(
         None
     };
 
-    let mut groups = BTreeMap::new();
-    let names_group = http_settings
-        .as_ref()
-        .is_some_and(|settings| settings.deny.iter().any(|entry| entry.contains("group:")));
-    if names_group && offers("tools.catalog") {
-        match rpc.request("tools.catalog", json!({})).await {
-            Ok(payload) => groups = parse_groups("tools.catalog", payload)?.1,
-            Err(error) => notes.push(format!(
-                "cannot read the tool groups gateway.tools.deny names ({error}): they deny nothing here"
-            )),
-        }
-    }
     rpc.close().await;
     Ok(Discovery {
         inventory,
         tools,
         http_settings,
-        groups,
         notes,
     })
 }
@@ -366,8 +346,6 @@ struct Groups {
 #[derive(Deserialize)]
 struct Group {
     #[serde(default)]
-    id: String,
-    #[serde(default)]
     tools: Vec<Entry>,
 }
 
@@ -384,26 +362,17 @@ struct Entry {
     source: Option<String>,
 }
 
-/// Tool groups as `group:<id>` → tool names.
-pub type ToolGroups = BTreeMap<String, Vec<String>>;
-
-/// The tools of a `tools.effective` / `tools.catalog` payload (in order, each
-/// once) and its groups.
-fn parse_groups(
-    method: &str,
-    payload: Value,
-) -> Result<(Vec<GatewayTool>, ToolGroups), DiscoveryError> {
+/// The tools of a `tools.effective` / `tools.catalog` payload, in order, each
+/// once.
+fn parse_tools(method: &str, payload: Value) -> Result<Vec<GatewayTool>, DiscoveryError> {
     let parsed: Groups =
         serde_json::from_value(payload).map_err(|error| DiscoveryError::Malformed {
             method: method.to_owned(),
             reason: error.to_string(),
         })?;
     let mut tools: Vec<GatewayTool> = Vec::new();
-    let mut groups = BTreeMap::new();
     for group in parsed.groups {
-        let mut members = Vec::new();
         for entry in group.tools {
-            members.push(entry.id.clone());
             // The MCP servers' tools of a session (`server__tool`) are the
             // agent's; `/tools/invoke` never reaches them.
             let from_mcp = entry.source.as_deref() == Some("mcp");
@@ -427,11 +396,8 @@ fn parse_groups(
                 description,
             });
         }
-        if !group.id.is_empty() {
-            groups.insert(format!("group:{}", group.id), members);
-        }
     }
-    Ok((tools, groups))
+    Ok(tools)
 }
 
 /// `gateway.tools.allow` / `deny` of a `config.get` payload (the resolved
@@ -476,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn groups_keep_order_and_prefer_full_descriptions() {
+    fn tools_keep_order_prefer_full_descriptions_and_skip_mcp() {
         let payload = json!({"groups": [
             {"id": "core", "tools": [
                 {"id": "a", "description": "short a", "rawDescription": "long a"},
@@ -490,7 +456,7 @@ mod tests {
                 {"id": "rooms__list", "description": "x", "source": "mcp"}
             ]}
         ]});
-        let (tools, groups) = parse_groups("tools.catalog", payload).expect("valid");
+        let tools = parse_tools("tools.catalog", payload).expect("valid");
         assert_eq!(
             tools,
             [
@@ -508,8 +474,7 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(groups["group:plugin:memory-core"], ["c", "a"]);
-        assert!(parse_groups("tools.effective", json!({"groups": 3})).is_err());
+        assert!(parse_tools("tools.effective", json!({"groups": 3})).is_err());
     }
 
     #[test]

@@ -225,15 +225,13 @@ fn servable(found: Discovery) -> Vec<GatewayTool> {
     let tools: Vec<GatewayTool> = found
         .tools
         .into_iter()
-        .filter(
-            |tool| match policy::refusal(&tool.name, &settings, &found.groups) {
-                Some(reason) => {
-                    refused.push(format!("{} ({reason})", tool.name));
-                    false
-                }
-                None => true,
-            },
-        )
+        .filter(|tool| match policy::refusal(&tool.name, &settings) {
+            Some(reason) => {
+                refused.push(format!("{} ({reason})", tool.name));
+                false
+            }
+            None => true,
+        })
         .collect();
     let from = match &found.inventory {
         Inventory::Effective(key) => format!("tools.effective for session {key:?}"),

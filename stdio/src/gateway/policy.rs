@@ -10,8 +10,6 @@
 //! answers 404 is dropped at its first call ([`super`]), so a drift costs one
 //! failed call, not a broken list.
 
-use std::collections::BTreeMap;
-
 /// Tools `/tools/invoke` refuses unless `gateway.tools.allow` names them.
 pub const DEFAULT_HTTP_DENY: &[&str] = &[
     "exec",
@@ -61,7 +59,10 @@ const ALIASES: &[(&str, &str)] = &[
 pub struct HttpToolSettings {
     /// Removes names from [`DEFAULT_HTTP_DENY`] (exact names, after aliases).
     pub allow: Vec<String>,
-    /// Adds to the deny list: names, `*` globs, `group:<id>` tool groups.
+    /// Adds to the deny list, compared by name (after case and aliases), as
+    /// the Gateway's HTTP filter does for its core tools: it expands no
+    /// `group:` entry there (the real-gateway test shows it). A glob that
+    /// does deny a plugin tool is caught by the 404 at its first call.
     pub deny: Vec<String>,
 }
 
@@ -98,52 +99,17 @@ pub fn policy_name(name: &str) -> String {
         .unwrap_or(lower)
 }
 
-/// Whether `/tools/invoke` refuses `tool`. `groups` maps a `group:<id>` deny
-/// entry to its tools (from `tools.catalog`); unknown groups match nothing.
-pub fn refusal(
-    tool: &str,
-    settings: &HttpToolSettings,
-    groups: &BTreeMap<String, Vec<String>>,
-) -> Option<Refusal> {
+/// Whether `/tools/invoke` refuses `tool`.
+pub fn refusal(tool: &str, settings: &HttpToolSettings) -> Option<Refusal> {
     let name = policy_name(tool);
     if NEVER_BUILT_FOR_HTTP.contains(&name.as_str()) {
         return Some(Refusal::NotBuilt);
     }
-    let allowed = settings
-        .allow
-        .iter()
-        .any(|allowed| policy_name(allowed) == name);
-    if DEFAULT_HTTP_DENY.contains(&name.as_str()) && !allowed {
+    let listed = |entries: &[String]| entries.iter().any(|entry| policy_name(entry) == name);
+    if DEFAULT_HTTP_DENY.contains(&name.as_str()) && !listed(&settings.allow) {
         return Some(Refusal::DefaultDeny);
     }
-    let denied = settings.deny.iter().any(|entry| {
-        let pattern = policy_name(entry);
-        match groups.get(&pattern) {
-            Some(members) => members.iter().any(|member| policy_name(member) == name),
-            None => glob_matches(&pattern, &name),
-        }
-    });
-    denied.then_some(Refusal::OperatorDeny)
-}
-
-/// `*` matches any run of characters; everything else matches itself.
-fn glob_matches(pattern: &str, name: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = name.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        return rest.is_empty();
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
+    listed(&settings.deny).then_some(Refusal::OperatorDeny)
 }
 
 #[cfg(test)]
@@ -159,64 +125,31 @@ mod tests {
 
     #[test]
     fn defaults_refuse_the_deny_list_and_the_coding_tools() {
-        let none = BTreeMap::new();
         let defaults = HttpToolSettings::default();
         assert_eq!(
-            refusal("sessions_send", &defaults, &none),
+            refusal("sessions_send", &defaults),
             Some(Refusal::DefaultDeny)
         );
-        assert_eq!(refusal("read", &defaults, &none), Some(Refusal::NotBuilt));
-        assert_eq!(refusal("Bash", &defaults, &none), Some(Refusal::NotBuilt));
-        assert_eq!(
-            refusal("cron", &defaults, &none),
-            Some(Refusal::DefaultDeny)
-        );
-        assert_eq!(refusal("sessions_list", &defaults, &none), None);
+        assert_eq!(refusal("read", &defaults), Some(Refusal::NotBuilt));
+        assert_eq!(refusal("Bash", &defaults), Some(Refusal::NotBuilt));
+        assert_eq!(refusal("cron", &defaults), Some(Refusal::DefaultDeny));
+        assert_eq!(refusal("sessions_list", &defaults), None);
     }
 
     #[test]
     fn allow_lifts_the_default_list_but_never_builds_coding_tools() {
-        let none = BTreeMap::new();
         let allowed = settings(&["Sessions_Send", "cron", "exec"], &[]);
-        assert_eq!(refusal("sessions_send", &allowed, &none), None);
-        assert_eq!(refusal("automations", &allowed, &none), None);
-        assert_eq!(refusal("exec", &allowed, &none), Some(Refusal::NotBuilt));
+        assert_eq!(refusal("sessions_send", &allowed), None);
+        assert_eq!(refusal("automations", &allowed), None);
+        assert_eq!(refusal("exec", &allowed), Some(Refusal::NotBuilt));
     }
 
     #[test]
-    fn deny_takes_names_globs_and_groups() {
-        let groups = BTreeMap::from([(
-            "group:memory".to_owned(),
-            vec!["memory_get".to_owned(), "memory_search".to_owned()],
-        )]);
-        let denied = settings(
-            &["sessions_send"],
-            &["browser", "web_*", "group:memory", "*_status"],
-        );
-        for tool in ["browser", "web_fetch", "memory_get", "session_status"] {
-            assert_eq!(
-                refusal(tool, &denied, &groups),
-                Some(Refusal::OperatorDeny),
-                "{tool}"
-            );
+    fn deny_takes_exact_names_only() {
+        let denied = settings(&["sessions_send"], &["Browser", "web_*", "group:memory"]);
+        assert_eq!(refusal("browser", &denied), Some(Refusal::OperatorDeny));
+        for tool in ["web_fetch", "memory_get", "sessions_send"] {
+            assert_eq!(refusal(tool, &denied), None, "{tool}");
         }
-        assert_eq!(refusal("sessions_send", &denied, &groups), None);
-        assert_eq!(refusal("canvas", &denied, &groups), None);
-        let everything = settings(&[], &["*"]);
-        assert_eq!(
-            refusal("canvas", &everything, &groups),
-            Some(Refusal::OperatorDeny)
-        );
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob_matches("a*c", "abc"));
-        assert!(glob_matches("a*c", "ac"));
-        assert!(!glob_matches("a*c", "acb"));
-        assert!(glob_matches("*a*b*", "xaxbx"));
-        assert!(!glob_matches("ab*ba", "aba"));
-        assert!(glob_matches("exact", "exact"));
-        assert!(!glob_matches("exact", "exactly"));
     }
 }

@@ -732,7 +732,7 @@ struct WsScript {
 
 /// A Gateway stand-in that speaks the WebSocket protocol as scripted (for
 /// what the real Gateway cannot be made to do: an older method set, another
-/// protocol version), and `/tools/invoke` like [`FakeGateway`].
+/// protocol version, fewer scopes).
 async fn start_ws_gateway(script: WsScript) -> (String, tokio::sync::oneshot::Sender<()>) {
     use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 
@@ -815,7 +815,7 @@ async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
         scopes: vec!["operator.read", "operator.admin"],
         methods: vec!["tools.catalog", "config.get"],
         catalog: catalog(),
-        config: json!({"config": {"gateway": {"tools": {"deny": ["group:web"]}}}}),
+        config: json!({"config": {"gateway": {"tools": {"deny": ["Web_Search", "web_fetch"]}}}}),
     })
     .await;
     let env = [
@@ -838,7 +838,7 @@ async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
             .expect("handshake");
     let tools = client.list_all_tools().await.expect("list");
     let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
-    // web_* denied through their group, sessions_send by the default HTTP
+    // web_* denied by gateway.tools.deny, sessions_send by the default HTTP
     // deny list, read never built for HTTP.
     assert_eq!(names, ["sessions_list", "memory_get"]);
     assert_eq!(tools[0].description.as_deref(), Some("List sessions."));

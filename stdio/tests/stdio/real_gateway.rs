@@ -607,7 +607,7 @@ async fn operator_settings_change_the_list(gateway: &RealGateway) {
     gateway
         .configure(json!({
             "tools": {"deny": ["memory_get"]},
-            "gateway": {"tools": {"deny": ["browser"]}}
+            "gateway": {"tools": {"deny": ["Browser", "group:messaging"]}}
         }))
         .await;
     let (client, _) = connect_watching(&[], &gateway.env(&[])).await;
@@ -619,4 +619,16 @@ async fn operator_settings_change_the_list(gateway: &RealGateway) {
         .collect();
     assert_eq!(listed, expected);
     client.cancel().await.expect("close");
+    // The Gateway agrees: a name in gateway.tools.deny (any case) is a 404;
+    // a group there is not expanded, so `message` is still served.
+    for (tool, status) in [("browser", 404), ("message", 400)] {
+        let response = reqwest::Client::new()
+            .post(format!("{}/tools/invoke", gateway.url))
+            .bearer_auth(TOKEN)
+            .json(&json!({"tool": tool, "args": {}}))
+            .send()
+            .await
+            .expect("POST /tools/invoke");
+        assert_eq!(response.status(), status, "{tool}");
+    }
 }
