@@ -6,14 +6,7 @@ session (it restarted) it registers a new one. Prints each session id on its own
 stdout line. Run it with ./run.sh --proxy-url http://127.0.0.1:8000 [--app-token T].
 """
 
-import argparse
-import json
-import os
-import queue
-import random
-import sys
-import tempfile
-import time
+import argparse, contextlib, json, os, queue, random, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -24,14 +17,15 @@ SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "require
 
 
 def load_stubs():
-    """Compiles proxy.proto into a temporary directory and imports it."""
-    out = tempfile.mkdtemp(prefix="openclaw-proxy-stubs-")
+    """Compiles proxy.proto into a temporary directory and imports it from there."""
     well_known = os.path.join(os.path.dirname(protoc.__file__), "_proto")
-    if protoc.main(["protoc", f"-I{PROTO_ROOT}", f"-I{well_known}", f"--python_out={out}",
-                    f"--grpc_python_out={out}", "openclaw/proxy/v1/proxy.proto"]) != 0:
-        sys.exit("could not compile proxy.proto")
-    sys.path.insert(0, out)
-    from openclaw.proxy.v1 import proxy_pb2, proxy_pb2_grpc
+    with tempfile.TemporaryDirectory(prefix="openclaw-proxy-stubs-") as out:
+        if protoc.main(["protoc", f"-I{PROTO_ROOT}", f"-I{well_known}", f"--python_out={out}",
+                        f"--grpc_python_out={out}", "openclaw/proxy/v1/proxy.proto"]) != 0:
+            sys.exit("could not compile proxy.proto")
+        sys.path.insert(0, out)
+        from openclaw.proxy.v1 import proxy_pb2, proxy_pb2_grpc
+        sys.path.remove(out)
     return proxy_pb2, proxy_pb2_grpc
 
 
@@ -105,7 +99,5 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         main()
-    except KeyboardInterrupt:
-        pass
