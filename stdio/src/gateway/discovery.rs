@@ -90,6 +90,9 @@ pub enum DiscoveryError {
     NoSession(String),
     #[error("the Gateway answered {method} with an error: {message}")]
     Rpc { method: String, message: String },
+    /// The Gateway is still starting; retried after the delay it asks for.
+    #[error("the Gateway is still starting")]
+    Starting(Duration),
     #[error("the Gateway offers neither tools.effective nor tools.catalog")]
     NoToolMethods,
     #[error("the Gateway's answer to {method} is malformed: {reason}")]
@@ -122,8 +125,19 @@ async fn discover_at(
     token: &str,
     session_key: &str,
 ) -> Result<Discovery, DiscoveryError> {
-    let mut rpc = Rpc::connect(url).await?;
-    let hello = rpc.handshake(token).await?;
+    // A Gateway still starting its sidecars refuses connections for a
+    // moment and says when to retry; the caller's deadline bounds the loop.
+    let (mut rpc, hello) = loop {
+        let mut rpc = Rpc::connect(url).await?;
+        match rpc.handshake(token).await {
+            Ok(hello) => break (rpc, hello),
+            Err(DiscoveryError::Starting(wait)) => {
+                rpc.close().await;
+                tokio::time::sleep(wait).await;
+            }
+            Err(other) => return Err(other),
+        }
+    };
     let mut notes = Vec::new();
 
     let offers = |method: &str| {
@@ -298,6 +312,9 @@ impl Rpc {
                 return Ok(frame.get("payload").cloned().unwrap_or(Value::Null));
             }
             let error = &frame["error"];
+            if let Some(wait) = startup_retry(error) {
+                return Err(DiscoveryError::Starting(wait));
+            }
             let message = error["message"]
                 .as_str()
                 .or_else(|| error["code"].as_str())
@@ -319,6 +336,9 @@ impl Rpc {
                         return Ok(frame);
                     }
                 }
+                Some(Ok(Message::Close(Some(close)))) if u16::from(close.code) == 1013 => {
+                    return Err(DiscoveryError::Starting(Duration::from_millis(500)));
+                }
                 Some(Ok(Message::Close(close))) => {
                     return Err(DiscoveryError::Closed(
                         close
@@ -336,6 +356,20 @@ impl Rpc {
     async fn close(mut self) {
         let _ = self.socket.close(None).await;
     }
+}
+
+/// The delay a "still starting" error asks for (`UNAVAILABLE`, retryable,
+/// `details.reason: startup-sidecars`), kept between 100 ms and 2 s as the
+/// Gateway's own client does.
+fn startup_retry(error: &Value) -> Option<Duration> {
+    let starting = error["code"] == "UNAVAILABLE"
+        && error["retryable"] == true
+        && error.pointer("/details/reason") == Some(&json!("startup-sidecars"));
+    let wait = error["retryAfterMs"]
+        .as_u64()
+        .unwrap_or(500)
+        .clamp(100, 2000);
+    starting.then(|| Duration::from_millis(wait))
 }
 
 #[derive(Deserialize)]
@@ -475,6 +509,15 @@ mod tests {
             ]
         );
         assert!(parse_tools("tools.effective", json!({"groups": 3})).is_err());
+    }
+
+    #[test]
+    fn startup_errors_ask_for_a_bounded_retry() {
+        let starting = json!({"code": "UNAVAILABLE", "message": "starting", "retryable": true,
+            "retryAfterMs": 60000, "details": {"reason": "startup-sidecars"}});
+        assert_eq!(startup_retry(&starting), Some(Duration::from_secs(2)));
+        let other = json!({"code": "UNAVAILABLE", "message": "no", "retryable": false});
+        assert_eq!(startup_retry(&other), None);
     }
 
     #[test]

@@ -723,6 +723,8 @@ async fn a_tool_answering_not_found_is_dropped_and_the_list_change_announced() {
 /// `hello-ok` reports, and its `tools.catalog` and `config.get` payloads.
 #[derive(Clone)]
 struct WsScript {
+    /// How many connects to refuse first as "still starting".
+    starting: Arc<std::sync::atomic::AtomicUsize>,
     protocol: u64,
     scopes: Vec<&'static str>,
     methods: Vec<&'static str>,
@@ -749,7 +751,24 @@ async fn start_ws_gateway(script: WsScript) -> (String, tokio::sync::oneshot::Se
             let Ok(request) = serde_json::from_str::<Value>(text.as_str()) else {
                 return;
             };
-            let payload = match request["method"].as_str().unwrap_or_default() {
+            let method = request["method"].as_str().unwrap_or_default();
+            let still_starting = method == "connect"
+                && script
+                    .starting
+                    .fetch_update(
+                        std::sync::atomic::Ordering::SeqCst,
+                        std::sync::atomic::Ordering::SeqCst,
+                        |n| n.checked_sub(1),
+                    )
+                    .is_ok();
+            if still_starting {
+                let refusal = json!({"type": "res", "id": request["id"], "ok": false, "error": {
+                    "code": "UNAVAILABLE", "message": "gateway starting", "retryable": true,
+                    "retryAfterMs": 100, "details": {"reason": "startup-sidecars"}}});
+                let _ = socket.send(Message::Text(refusal.to_string().into())).await;
+                return;
+            }
+            let payload = match method {
                 "connect" => json!({
                     "type": "hello-ok",
                     "protocol": script.protocol,
@@ -808,9 +827,11 @@ fn catalog() -> Value {
     ]})
 }
 
+/// Also: a Gateway still starting (twice "UNAVAILABLE, retry") is retried.
 #[tokio::test]
 async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
     let (url, _stop) = start_ws_gateway(WsScript {
+        starting: Arc::new(2.into()),
         protocol: 4,
         scopes: vec!["operator.read", "operator.admin"],
         methods: vec!["tools.catalog", "config.get"],
@@ -853,6 +874,7 @@ async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
 #[tokio::test]
 async fn an_unknown_protocol_or_missing_scopes_fall_back_or_assume_defaults() {
     let script = WsScript {
+        starting: Arc::default(),
         protocol: 5,
         scopes: vec!["operator.read", "operator.admin"],
         methods: vec!["tools.catalog", "config.get"],
