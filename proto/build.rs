@@ -7,6 +7,10 @@ use prost::Message;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "proto/openclaw/proxy/v1/proxy.proto";
     println!("cargo:rerun-if-changed={proto}");
+    // Users of the shared rules alone (the stdio binary) need no gRPC code.
+    if std::env::var_os("CARGO_FEATURE_GRPC").is_none() {
+        return Ok(());
+    }
     let descriptors = protox::compile([proto], ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     // Server reflection serves this encoded set.

@@ -1,18 +1,31 @@
-//! The gRPC contract of openclaw-proxy: package `openclaw.proxy.v1`.
+//! The contract of openclaw-proxy, shared by the proxy and the apps and
+//! clients on either side of it.
 //!
-//! The `.proto` file under `proto/` is the source of truth and documents every
-//! message; this crate only compiles it (with protox, so no `protoc` is needed)
-//! and exposes the generated types, clients and servers, plus the encoded file
-//! descriptor set that server reflection serves.
+//! - [`v1`] (feature `grpc`, on by default): package `openclaw.proxy.v1`. The
+//!   `.proto` file under `proto/` is the source of truth and documents every
+//!   message; this crate compiles it (with protox, so no `protoc` is needed)
+//!   and exposes the generated types, clients and servers, plus the encoded
+//!   file descriptor set that server reflection serves.
+//! - [`tools`]: what a valid tool definition is, for every surface that
+//!   accepts one (gRPC, REST, the stdio binary's tool files).
+//! - [`mcp`] (feature `mcp`): how a tool's result becomes MCP content.
 
+pub mod tools;
+
+#[cfg(feature = "mcp")]
+pub mod mcp;
+
+#[cfg(feature = "grpc")]
 pub mod codec;
 
 /// Generated code for `openclaw.proxy.v1`.
+#[cfg(feature = "grpc")]
 pub mod v1 {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
     tonic::include_proto!("openclaw.proxy.v1");
 }
 
 /// The encoded `FileDescriptorSet` of the contract, for gRPC server reflection.
+#[cfg(feature = "grpc")]
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     tonic::include_file_descriptor_set!("openclaw_proxy_descriptor");

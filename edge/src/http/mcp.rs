@@ -20,21 +20,20 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::{Hub, InvokeError, ToolOutcome};
+use openclaw_proxy_core::Hub;
+use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde::Deserialize;
-use serde_json::Value;
 
+use super::call::{self, ProgressTo};
 use super::error::ApiError;
-use super::{EdgeState, SessionIdPath, fast_call, jsonrpc};
+use super::{EdgeState, SessionIdPath, direct, jsonrpc};
 use crate::config::EdgeConfig;
 
 /// The header that routes `/v1/mcp` to a session.
@@ -112,10 +111,10 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
             return error.into_response();
         }
     };
-    if fast_call::headers_allow(&parts.headers)
-        && let Some(call) = fast_call::parse(&bytes)
+    if direct::headers_allow(&parts.headers)
+        && let Some(call) = direct::parse(&bytes)
     {
-        return fast_call::answer(&state.hub, &session_id, call).await;
+        return direct::answer(&state.hub, &session_id, call).await;
     }
     if let Some(refusal) = jsonrpc::refusal(&bytes) {
         return refusal;
@@ -185,18 +184,7 @@ impl ServerHandler for SessionTools {
             .await
             .map_err(|error| McpError::invalid_request(error.to_string(), None))?;
         Ok(ListToolsResult::with_all_items(
-            tools
-                .iter()
-                .map(|tool| {
-                    let description =
-                        (!tool.description.is_empty()).then(|| tool.description.to_string().into());
-                    rmcp::model::Tool::new_with_raw(
-                        tool.name.to_string(),
-                        description,
-                        tool.input_schema.clone(),
-                    )
-                })
-                .collect(),
+            tools.iter().map(mcp_rules::list_entry).collect(),
         ))
     }
 
@@ -206,123 +194,19 @@ impl ServerHandler for SessionTools {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let session = session_of(&context)?;
-        let arguments = request.arguments.unwrap_or_default();
-        let invoke = async {
-            match context.meta.get_progress_token() {
-                None => self.hub.invoke(&session, &request.name, &arguments).await,
-                Some(token) => {
-                    self.invoke_reporting_progress(
-                        &context,
-                        token,
-                        &session,
-                        &request.name,
-                        &arguments,
-                    )
-                    .await
-                }
-            }
-        };
-        // rmcp cancels `context.ct` when the client disconnects or cancels;
-        // dropping the call then releases it on the bridge at once.
-        let outcome = tokio::select! {
-            outcome = invoke => outcome,
-            () = context.ct.cancelled() => {
-                tracing::debug!(tool = %request.name, "call cancelled by the client");
-                return Err(McpError::internal_error("the request was cancelled", None));
-            }
-        };
-        call_result(outcome).map(Into::into)
-    }
-}
-
-/// The MCP answer to a call's outcome, for both the rmcp path and the
-/// direct path ([`super::fast_call`]): an unknown tool is invalid params;
-/// every other proxy-side failure is an error result with its sentence.
-pub fn call_result(outcome: Result<ToolOutcome, InvokeError>) -> Result<CallToolResult, McpError> {
-    match outcome {
-        Ok(outcome) => Ok(tool_result(outcome)),
-        Err(error @ InvokeError::UnknownTool { .. }) => {
-            Err(McpError::invalid_params(error.to_string(), None))
-        }
-        Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(
-            error.to_string(),
-        )])),
-    }
-}
-
-impl SessionTools {
-    /// Invokes a tool and turns the app's progress reports into
-    /// `notifications/progress`, all sent before the result.
-    async fn invoke_reporting_progress(
-        &self,
-        context: &RequestContext<RoleServer>,
-        token: ProgressToken,
-        session: &str,
-        tool: &str,
-        arguments: &serde_json::Map<String, Value>,
-    ) -> Result<ToolOutcome, InvokeError> {
-        let (sink, mut reports) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
-        let invoke = self
-            .hub
-            .invoke_with_progress(session, tool, arguments, Some(sink));
-        tokio::pin!(invoke);
-        let notify = |report: openclaw_proxy_core::proto::ToolProgress| {
-            let mut param = ProgressNotificationParam::new(token.clone(), report.progress);
-            param.total = report.total;
-            param.message = (!report.message.is_empty()).then_some(report.message);
-            let peer = context.peer.clone();
-            async move {
-                if let Err(error) = peer.notify_progress(param).await {
-                    tracing::debug!(%error, "progress notification not delivered");
-                }
-            }
-        };
-        let outcome = loop {
-            tokio::select! {
-                biased;
-                Some(report) = reports.recv() => notify(report).await,
-                outcome = &mut invoke => break outcome,
-            }
-        };
-        // Reports queued just before the answer still go first.
-        while let Ok(report) = reports.try_recv() {
-            notify(report).await;
-        }
-        outcome
-    }
-}
-
-/// Progress reports buffered per call before older ones are dropped.
-const PROGRESS_BUFFER: usize = 64;
-
-/// Maps the app's answer to an MCP result:
-/// an object becomes `structuredContent` plus one text block with its JSON;
-/// a string becomes one text block; an array of MCP content blocks passes
-/// through; `null` is no content; anything else is one text block with its
-/// JSON. `ok: false` is an error result carrying the app's error text.
-pub fn tool_result(outcome: ToolOutcome) -> CallToolResult {
-    if !outcome.ok {
-        let text = if outcome.error.is_empty() {
-            "The tool failed without saying why.".to_owned()
-        } else {
-            outcome.error
-        };
-        return CallToolResult::error(vec![ContentBlock::text(text)]);
-    }
-    match outcome.content {
-        Value::Object(object) => {
-            let structured = Value::Object(object);
-            let mut result =
-                CallToolResult::success(vec![ContentBlock::text(structured.to_string())]);
-            result.structured_content = Some(structured);
-            result
-        }
-        Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
-        Value::Null => CallToolResult::success(Vec::new()),
-        array @ Value::Array(_) => match Vec::<ContentBlock>::deserialize(&array) {
-            Ok(blocks) => CallToolResult::success(blocks),
-            Err(_) => CallToolResult::success(vec![ContentBlock::text(array.to_string())]),
-        },
-        other => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
+        let progress = context.meta.get_progress_token().map(|token| ProgressTo {
+            token,
+            peer: context.peer.clone(),
+        });
+        // rmcp cancels `context.ct` when the client disconnects or cancels.
+        call::call_tool(
+            &self.hub,
+            &session,
+            request,
+            progress,
+            context.ct.cancelled(),
+        )
+        .await
+        .map(Into::into)
     }
 }

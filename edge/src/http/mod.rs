@@ -6,14 +6,16 @@
 //!   gRPC bridge stream.
 //! - [`mcp`]: `POST /v1/mcp/{id}` and `POST /v1/mcp` routed by `MCP-Session-Id`,
 //!   served by rmcp's stateless streamable HTTP transport.
-//! - [`fast_call`]: the direct path of plain `tools/call` requests.
+//! - [`call`]: one `tools/call`, the same for every path that serves it.
+//! - [`direct`]: the direct path of plain `tools/call` requests.
 //! - [`guard`]: `Host` and `Origin` checks against DNS rebinding.
 //! - [`jsonrpc`]: the MCP endpoint's refusals in JSON-RPC's shape.
 //! - [`error`]: the one place where edge errors get their HTTP form.
 //! - [`spelling`]: fields the original implementation spelled differently.
 
+pub mod call;
+pub mod direct;
 pub mod error;
-pub mod fast_call;
 pub mod guard;
 pub mod jsonrpc;
 pub mod mcp;

@@ -793,6 +793,7 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
         for (tool, arguments) in &cases {
             let mut bodies = Vec::new();
             for meta in [None, Some(json!({"trace": "x"}))] {
+                let direct = meta.is_none();
                 let mut params = json!({"name": tool, "arguments": arguments});
                 if let Some(meta) = meta {
                     params["_meta"] = meta;
@@ -811,6 +812,18 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
                         .get("content-type")
                         .and_then(|v| v.to_str().ok()),
                     Some("application/json")
+                );
+                // The plain call really took the direct path, and the other
+                // really went through rmcp.
+                let served_by = response
+                    .headers()
+                    .get("openclaw-proxy-served-by")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                assert_eq!(
+                    served_by.as_deref(),
+                    direct.then_some("direct"),
+                    "{tool} at {version:?}"
                 );
                 bodies.push(response.json::<Value>().await.expect("JSON"));
             }

@@ -1,40 +1,49 @@
-//! The fast path of `tools/call`: the one request that carries the load.
+//! The direct path of `tools/call`: the one request that carries the load.
 //!
 //! rmcp's stateless transport builds a service per request, spawns it, and
 //! passes the call through a one-shot transport: several task hand-offs that
 //! together cost more than the whole bridge round trip. For the common shape
 //! of `tools/call` (one JSON-RPC request, no progress token, no per-request
-//! protocol metadata, a protocol revision before 2026-07-28), this module
-//! answers directly: it parses the request with rmcp's own model types, runs
-//! the same [`SessionTools`](super::mcp::SessionTools) logic, applies the
-//! same legacy-peer adjustments rmcp applies, and serializes rmcp's response
-//! type. Everything else (`initialize`, `tools/list`, notifications, progress,
-//! 2026-07-28 requests, anything unusual) goes to rmcp unchanged, so the
-//! protocol stays rmcp's.
+//! protocol metadata, a protocol revision with an `initialize` handshake, as
+//! rmcp defines them), this module answers directly: it parses the request
+//! with rmcp's own model types, runs the one [`call_tool`] every MCP path
+//! runs, applies the same legacy-peer adjustments rmcp applies, and
+//! serializes rmcp's response type. Everything else (`initialize`,
+//! `tools/list`, notifications, progress, 2026-07-28 requests, anything
+//! unusual) goes to rmcp unchanged, so the protocol stays rmcp's.
 //!
-//! The end-to-end tests compare the two paths' answers byte for byte.
+//! Answers of this path carry the header [`SERVED_BY_HEADER`]` : direct`, so
+//! the end-to-end tests can tell which path served a request; they compare
+//! the two paths' answers byte for byte.
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::Hub;
-use rmcp::model::{JsonObject, RequestId, ServerJsonRpcMessage, ServerResult};
+use rmcp::model::{
+    CallToolRequestParams, JsonObject, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ServerResult,
+};
+use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde::Deserialize;
 
-use super::mcp::call_result;
+use super::call::call_tool;
 
-/// Protocol revisions the fast path answers for (all before 2026-07-28);
-/// an absent header means 2025-03-26 to rmcp as well.
-const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The response header that names the path which served a `tools/call`.
+pub const SERVED_BY_HEADER: HeaderName = HeaderName::from_static("openclaw-proxy-served-by");
 
-/// Whether the headers allow the fast path: JSON body, a client that accepts
-/// JSON and SSE, and a legacy protocol revision.
+/// Whether the headers allow the direct path: JSON body, a client that
+/// accepts JSON and SSE, and a protocol revision that rmcp serves with an
+/// `initialize` handshake (no per-request metadata to validate). An absent
+/// version header means 2025-03-26 to rmcp, which qualifies.
 pub fn headers_allow(headers: &HeaderMap) -> bool {
-    let version_ok = match headers.get("mcp-protocol-version") {
+    let version_ok = match headers.get(HEADER_MCP_PROTOCOL_VERSION) {
         None => true,
-        Some(value) => value
-            .to_str()
-            .is_ok_and(|version| LEGACY_VERSIONS.contains(&version)),
+        Some(value) => value.to_str().is_ok_and(|version| {
+            ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
+                .iter()
+                .any(|known| known.as_str() == version)
+        }),
     };
     let content_type_ok = headers
         .get(header::CONTENT_TYPE)
@@ -65,22 +74,22 @@ pub fn headers_allow(headers: &HeaderMap) -> bool {
     version_ok && content_type_ok && json && sse
 }
 
-/// A `tools/call` the fast path can answer.
+/// A `tools/call` the direct path can answer.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FastCall {
+pub struct DirectCall {
     // Checked by deserializing: only "2.0" and "tools/call" are accepted.
     #[serde(rename = "jsonrpc")]
     _jsonrpc: JsonRpcVersion,
     id: RequestId,
     #[serde(rename = "method")]
     _method: ToolsCall,
-    params: FastParams,
+    params: DirectParams,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FastParams {
+struct DirectParams {
     name: String,
     #[serde(default)]
     arguments: Option<JsonObject>,
@@ -101,15 +110,17 @@ enum ToolsCall {
 /// Parses `body` when it is exactly a plain `tools/call` request; anything
 /// else (other methods, `_meta`, batches, unknown fields) returns `None` and
 /// is left to rmcp.
-pub fn parse(body: &Bytes) -> Option<FastCall> {
+pub fn parse(body: &Bytes) -> Option<DirectCall> {
     serde_json::from_slice(body).ok()
 }
 
-/// Answers a parsed call.
-pub async fn answer(hub: &Hub, session_id: &str, call: FastCall) -> Response {
-    let arguments = call.params.arguments.unwrap_or_default();
-    let outcome = hub.invoke(session_id, &call.params.name, &arguments).await;
-    let message = match call_result(outcome) {
+/// Answers a parsed call. A client that goes away drops this future, which
+/// releases the call on the bridge.
+pub async fn answer(hub: &Hub, session_id: &str, call: DirectCall) -> Response {
+    let mut request = CallToolRequestParams::new(call.params.name);
+    request.arguments = call.params.arguments;
+    let answer = call_tool(hub, session_id, request, None, std::future::pending()).await;
+    let message = match answer {
         Err(error) => ServerJsonRpcMessage::error(error, Some(call.id)),
         Ok(result) => {
             let mut result = ServerResult::CallToolResult(result);
@@ -121,7 +132,13 @@ pub async fn answer(hub: &Hub, session_id: &str, call: FastCall) -> Response {
     match serde_json::to_vec(&message) {
         Ok(body) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                ),
+                (SERVED_BY_HEADER, HeaderValue::from_static("direct")),
+            ],
             Body::from(body),
         )
             .into_response(),

@@ -1,0 +1,259 @@
+//! Tool definitions and their validation.
+//!
+//! A session's tools are checked once, when the session is created, so that an
+//! MCP client never sees a tool it cannot call: names are valid MCP tool names
+//! and unique within the session, and each input schema is a JSON object
+//! schema. Every error names the offending field (`tools[2].name`) so an app
+//! developer can fix the request without guessing. The stdio binary applies
+//! the same rules to its tool files.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+/// A tool definition as submitted, before validation: the shape of the gRPC
+/// `ToolDefinition` and of a REST tool, with the schema as JSON text (empty
+/// or `null` for the default object schema).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Definition {
+    /// The MCP tool name.
+    pub name: String,
+    /// What the tool does; may be empty.
+    pub description: String,
+    /// The JSON Schema of the arguments, as JSON text.
+    pub input_schema_json: String,
+    /// The app's informational path for the tool; may be empty.
+    pub path: String,
+}
+
+#[cfg(feature = "grpc")]
+impl From<crate::v1::ToolDefinition> for Definition {
+    fn from(definition: crate::v1::ToolDefinition) -> Self {
+        Self {
+            name: definition.name,
+            description: definition.description,
+            input_schema_json: definition.input_schema_json,
+            path: definition.path,
+        }
+    }
+}
+
+/// Longest tool name MCP allows.
+pub const MAX_TOOL_NAME_LEN: usize = 128;
+
+/// A validated tool of a session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    /// The MCP tool name.
+    pub name: Arc<str>,
+    /// What the tool does; may be empty.
+    pub description: Arc<str>,
+    /// The JSON Schema of the arguments: always a JSON object.
+    pub input_schema: Arc<Map<String, Value>>,
+    /// The app's informational path for the tool; may be empty.
+    pub path: Arc<str>,
+}
+
+#[cfg(feature = "grpc")]
+impl Tool {
+    /// Renders the tool back into its wire definition.
+    pub fn to_proto(&self) -> crate::v1::ToolDefinition {
+        crate::v1::ToolDefinition {
+            name: self.name.to_string(),
+            description: self.description.to_string(),
+            input_schema_json: schema_json(&self.input_schema),
+            path: self.path.to_string(),
+        }
+    }
+}
+
+/// A schema's JSON text, serialized in place (no copy of the map).
+pub fn schema_json(schema: &Map<String, Value>) -> String {
+    // Serializing a map of JSON values cannot fail: every key is a string.
+    serde_json::to_string(schema).unwrap_or_default()
+}
+
+/// Why a tool definition was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ToolError {
+    #[error("tools[{index}].name is empty: every tool needs a name")]
+    EmptyName { index: usize },
+    #[error(
+        "tools[{index}].name {name:?} is not a valid MCP tool name: use 1 to {MAX_TOOL_NAME_LEN} characters from A-Z a-z 0-9 _ - ."
+    )]
+    InvalidName { index: usize, name: String },
+    #[error(
+        "tools[{index}].name {name:?} is used by tools[{first}] already: tool names must be unique within a session"
+    )]
+    DuplicateName {
+        index: usize,
+        first: usize,
+        name: String,
+    },
+    #[error("tools[{index}].input_schema is not valid JSON: {reason}")]
+    SchemaNotJson { index: usize, reason: String },
+    #[error("tools[{index}].input_schema must be a JSON object (a JSON Schema), not {found}")]
+    SchemaNotObject { index: usize, found: &'static str },
+    #[error(
+        "tools[{index}].input_schema must describe an object: its \"type\" is {found}, expected \"object\""
+    )]
+    SchemaTypeNotObject { index: usize, found: String },
+}
+
+/// Whether `name` is a valid MCP tool name.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=MAX_TOOL_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Validates a session's tool definitions, normalising empty schemas to
+/// `{"type":"object"}`.
+pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolError> {
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(definitions.len());
+    let mut tools = Vec::with_capacity(definitions.len());
+    for (index, definition) in definitions.into_iter().enumerate() {
+        let name = definition.name;
+        if name.is_empty() {
+            return Err(ToolError::EmptyName { index });
+        }
+        if !is_valid_tool_name(&name) {
+            return Err(ToolError::InvalidName { index, name });
+        }
+        if let Some(&first) = seen.get(&name) {
+            return Err(ToolError::DuplicateName { index, first, name });
+        }
+        seen.insert(name.clone(), index);
+        let input_schema = parse_schema(index, &definition.input_schema_json)?;
+        tools.push(Tool {
+            name: name.into(),
+            description: definition.description.into(),
+            input_schema: Arc::new(input_schema),
+            path: definition.path.into(),
+        });
+    }
+    Ok(tools)
+}
+
+/// Parses one tool's schema: empty text or `null` is the default object
+/// schema; anything else must be a JSON object whose `type`, if given, is
+/// `"object"`.
+pub fn parse_schema(index: usize, json: &str) -> Result<Map<String, Value>, ToolError> {
+    if json.trim().is_empty() {
+        return Ok(object_schema());
+    }
+    let value: Value = serde_json::from_str(json).map_err(|error| ToolError::SchemaNotJson {
+        index,
+        reason: error.to_string(),
+    })?;
+    let schema = match value {
+        Value::Object(schema) => schema,
+        Value::Null => return Ok(object_schema()),
+        other => {
+            return Err(ToolError::SchemaNotObject {
+                index,
+                found: json_kind(&other),
+            });
+        }
+    };
+    match schema.get("type") {
+        None => {}
+        Some(Value::String(kind)) if kind == "object" => {}
+        Some(other) => {
+            return Err(ToolError::SchemaTypeNotObject {
+                index,
+                found: other.to_string(),
+            });
+        }
+    }
+    Ok(schema)
+}
+
+fn object_schema() -> Map<String, Value> {
+    let mut schema = Map::new();
+    schema.insert("type".into(), Value::String("object".into()));
+    schema
+}
+
+/// A short English name of a JSON value's kind, for error messages.
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(name: &str, schema: &str) -> Definition {
+        Definition {
+            name: name.into(),
+            input_schema_json: schema.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tool_names_follow_mcp_rules() {
+        assert!(is_valid_tool_name("echo_text"));
+        assert!(is_valid_tool_name("chat.read-v2"));
+        assert!(!is_valid_tool_name(""));
+        assert!(!is_valid_tool_name("has space"));
+        assert!(!is_valid_tool_name("slash/name"));
+        assert!(!is_valid_tool_name("ünïcode"));
+        assert!(is_valid_tool_name(&"a".repeat(128)));
+        assert!(!is_valid_tool_name(&"a".repeat(129)));
+    }
+
+    #[test]
+    fn empty_schema_becomes_object_schema() {
+        let tools = validate_tools(vec![def("a", ""), def("b", "null")]).expect("valid");
+        assert_eq!(
+            tools[0].input_schema.get("type"),
+            Some(&Value::from("object"))
+        );
+        assert_eq!(
+            tools[1].input_schema.get("type"),
+            Some(&Value::from("object"))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let error = validate_tools(vec![def("a", ""), def("a", "")]).expect_err("duplicate");
+        assert_eq!(
+            error,
+            ToolError::DuplicateName {
+                index: 1,
+                first: 0,
+                name: "a".into()
+            }
+        );
+        assert!(error.to_string().starts_with("tools[1].name"));
+
+        let error = validate_tools(vec![def("a", "[1]")]).expect_err("array");
+        assert!(
+            error
+                .to_string()
+                .starts_with("tools[0].input_schema must be a JSON object")
+        );
+
+        let error = validate_tools(vec![def("a", r#"{"type":"string"}"#)]).expect_err("string");
+        assert!(error.to_string().contains("\"string\""), "{error}");
+
+        let error = validate_tools(vec![def("a", "{")]).expect_err("broken json");
+        assert!(
+            error
+                .to_string()
+                .starts_with("tools[0].input_schema is not valid JSON")
+        );
+    }
+}
