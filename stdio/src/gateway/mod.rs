@@ -28,6 +28,8 @@ pub mod tools;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, InitializeResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -74,21 +76,41 @@ impl Served {
 #[derive(Clone)]
 pub struct GatewayTools {
     served: Arc<RwLock<Arc<Served>>>,
+    /// True once the tool list is settled (discovery done or skipped).
+    ready: watch::Receiver<bool>,
     client: GatewayClient,
     default_session_key: Option<String>,
 }
 
 impl GatewayTools {
-    /// A server for `tools` with the resolved settings.
-    pub fn new(config: &GatewayConfig, tools: Vec<ToolDef>) -> Self {
-        Self {
-            served: Arc::new(RwLock::new(Arc::new(Served::new(tools)))),
+    /// A server whose tool list is being resolved ([`resolve_tools`]) by the
+    /// returned task: `initialize` is answered at once (clients give a
+    /// server a few seconds to start), `tools/list` and `tools/call` wait
+    /// for the list.
+    pub fn start(config: GatewayConfig) -> (Self, tokio::task::JoinHandle<()>) {
+        let (settled, ready) = watch::channel(false);
+        let server = Self {
+            served: Arc::new(RwLock::new(Arc::new(Served::new(Vec::new())))),
+            ready,
             client: GatewayClient::new(config.url.clone(), config.token.clone()),
             default_session_key: config.default_session_key.clone(),
-        }
+        };
+        let served = server.served.clone();
+        let resolving = tokio::spawn(async move {
+            let tools = resolve_tools(&config).await;
+            tracing::info!(gateway = %config.url, tools = tools.len(), "serving the Gateway's tools over stdio");
+            *served
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Served::new(tools));
+            let _ = settled.send(true);
+        });
+        (server, resolving)
     }
 
-    fn served(&self) -> Arc<Served> {
+    /// The tools served, once settled.
+    async fn served(&self) -> Arc<Served> {
+        // An error means the resolving task is gone; serve what there is.
+        let _ = self.ready.clone().wait_for(|ready| *ready).await;
         self.served
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -135,7 +157,7 @@ impl ServerHandler for GatewayTools {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(
-            self.served().listed.clone(),
+            self.served().await.listed.clone(),
         ))
     }
 
@@ -144,7 +166,7 @@ impl ServerHandler for GatewayTools {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let served = self.served();
+        let served = self.served().await;
         let Some(tool) = served.tools.iter().find(|tool| tool.name == request.name) else {
             let available: Vec<&str> = served.tools.iter().map(|tool| tool.name.as_str()).collect();
             return Err(McpError::invalid_params(
@@ -243,11 +265,15 @@ fn servable(found: Discovery) -> Vec<GatewayTool> {
 
 /// Serves the Gateway's tools on stdin/stdout until the client disconnects.
 pub async fn run(config: GatewayConfig) -> anyhow::Result<()> {
-    let tools = resolve_tools(&config).await;
-    tracing::info!(gateway = %config.url, tools = tools.len(), "serving the Gateway's tools over stdio");
-    let service = GatewayTools::new(&config, tools)
-        .serve(rmcp::transport::stdio())
-        .await?;
-    service.waiting().await?;
-    Ok(())
+    let (server, resolving) = GatewayTools::start(config);
+    let outcome = async {
+        let service = server.serve(rmcp::transport::stdio()).await?;
+        service.waiting().await?;
+        anyhow::Ok(())
+    }
+    .await;
+    // A client that leaves during discovery still gets its outcome on
+    // stderr (bounded by the discovery deadline).
+    let _ = resolving.await;
+    outcome
 }
