@@ -536,10 +536,14 @@ impl Serving {
     /// the session over); returns why. Pending forever otherwise, so select
     /// it against a shutdown signal.
     pub async fn closed(&mut self) -> Result<(), AppError> {
-        match self.task.take() {
-            Some(task) => joined(task.await),
-            None => Ok(()),
-        }
+        // The handle stays in place while waiting, so that `shutdown` still
+        // finds the loop when this future is dropped by a `select!`.
+        let Some(task) = &mut self.task else {
+            return Ok(());
+        };
+        let ended = task.await;
+        self.task = None;
+        joined(ended)
     }
 
     /// Stops serving: cancels the calls still running (their handlers see

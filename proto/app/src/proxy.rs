@@ -23,8 +23,10 @@ use tonic::{Request, Status, Streaming};
 use crate::error::AppError;
 
 /// How long one RPC (or the `hello`/`attached` exchange) may take before the
-/// attempt counts as failed and the retry policy takes over.
-const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// attempt counts as failed and the retry policy takes over. Enforced around
+/// the whole call, so it also covers waiting for a connection that a
+/// draining or frozen proxy keeps open without serving.
+const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 /// Messages queued towards the proxy on one bridge (results, progress, pongs).
 const OUTBOUND_QUEUE: usize = 64;
 
@@ -164,11 +166,9 @@ impl Proxy {
         &self,
         request: CreateSessionRequest,
     ) -> Result<Session, Status> {
-        let mut request = self.request(request, None);
-        request.set_timeout(RPC_TIMEOUT);
-        let response = SessionServiceClient::new(self.channel.clone())
-            .create_session(request)
-            .await?;
+        let request = self.request(request, None);
+        let mut client = SessionServiceClient::new(self.channel.clone());
+        let response = bounded(client.create_session(request)).await?;
         Ok(Session::from_response(
             response.into_inner(),
             &self.mcp_base,
@@ -179,11 +179,9 @@ impl Proxy {
         let message = DeleteSessionRequest {
             session_id: session.id().to_owned(),
         };
-        let mut request = self.request(message, session.session_token.as_ref());
-        request.set_timeout(RPC_TIMEOUT);
-        let response = SessionServiceClient::new(self.channel.clone())
-            .delete_session(request)
-            .await?;
+        let request = self.request(message, session.session_token.as_ref());
+        let mut client = SessionServiceClient::new(self.channel.clone());
+        let response = bounded(client.delete_session(request)).await?;
         Ok(response.into_inner().existed)
     }
 
@@ -217,11 +215,20 @@ impl Proxy {
                 )),
             }
         };
-        let inbound = tokio::time::timeout(RPC_TIMEOUT, opening)
-            .await
-            .map_err(|_| Status::deadline_exceeded("the proxy did not answer hello in time"))??;
+        let inbound = bounded(opening).await?;
         Ok(Bridge { inbound, outbound })
     }
+}
+
+/// Fails an RPC that the proxy does not answer within [`RPC_TIMEOUT`].
+async fn bounded<T>(rpc: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    tokio::time::timeout(RPC_TIMEOUT, rpc)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Status::deadline_exceeded(format!(
+                "the proxy did not answer within {RPC_TIMEOUT:?}"
+            )))
+        })
 }
 
 /// An attached bridge: the proxy's messages, and the queue towards it.

@@ -258,6 +258,22 @@ async fn serve_error(builder: openclaw_proxy_app::AppBuilder) -> String {
 }
 
 #[tokio::test]
+async fn a_proxy_that_accepts_but_never_answers_fails_serve_instead_of_hanging() {
+    // Accepts connections and holds them without a byte of HTTP/2.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let error = serve_error(App::builder(url).tool(echo_tool())).await;
+    assert!(error.contains("did not answer"), "{error}");
+    holder.abort();
+}
+
+#[tokio::test]
 async fn after_a_network_drop_the_app_reconnects_and_takes_its_session_back() {
     let server = TestServer::start().await;
     let relay = Relay::start(server.addr).await;
