@@ -392,8 +392,8 @@ async fn serve_bridge(
                 send_now(&bridge, app_message::Kind::Pong(Pong { nonce: ping.nonce }));
             }
             Some(proxy_message::Kind::Error(notice)) => {
+                // The request id is left out: it holds the full session id.
                 tracing::warn!(
-                    request_id = %notice.request_id,
                     message = %notice.message,
                     "the proxy could not use a message from the app"
                 );
