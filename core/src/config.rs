@@ -10,6 +10,12 @@ use crate::auth::BearerToken;
 pub struct CoreConfig {
     /// Bearer token apps must present; empty means no authentication.
     pub app_token: BearerToken,
+    /// Bearer token of the MCP endpoint; empty means no authentication.
+    pub openclaw_token: BearerToken,
+    /// When true, the global tokens open no session: the app token only
+    /// creates sessions, and every per-session operation needs that
+    /// session's own token (DESIGN.md, "Security model").
+    pub require_session_tokens: bool,
     /// A session with no bridge and no call in flight is removed after this
     /// long without activity.
     pub session_ttl: Duration,
@@ -27,6 +33,8 @@ impl Default for CoreConfig {
     fn default() -> Self {
         Self {
             app_token: BearerToken::default(),
+            openclaw_token: BearerToken::default(),
+            require_session_tokens: false,
             session_ttl: Duration::from_secs(300),
             sweep_interval: Duration::from_secs(15),
             tool_timeout: Duration::from_secs(120),

@@ -15,6 +15,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use crate::auth::SessionCredentials;
 use crate::proto;
 use crate::tools::Tool;
 
@@ -27,14 +28,21 @@ pub struct SessionRecord {
     pub metadata: proto::SessionMetadata,
     /// The validated tools, shared between sessions that registered the same set.
     pub tools: Arc<[Tool]>,
+    /// The digests of the session's own tokens (never the tokens).
+    pub credentials: SessionCredentials,
     /// Counts the calls made in this session, for request ids.
     calls_made: AtomicU64,
 }
 
 impl SessionRecord {
     /// A record of a new session.
-    pub fn new(id: Arc<str>, metadata: proto::SessionMetadata, tools: Arc<[Tool]>) -> Self {
-        Self::resumed(id, metadata, tools, 0)
+    pub fn new(
+        id: Arc<str>,
+        metadata: proto::SessionMetadata,
+        tools: Arc<[Tool]>,
+        credentials: SessionCredentials,
+    ) -> Self {
+        Self::resumed(id, metadata, tools, credentials, 0)
     }
 
     /// A record whose request ids continue after `calls_made` calls.
@@ -42,12 +50,14 @@ impl SessionRecord {
         id: Arc<str>,
         metadata: proto::SessionMetadata,
         tools: Arc<[Tool]>,
+        credentials: SessionCredentials,
         calls_made: u64,
     ) -> Self {
         Self {
             id,
             metadata,
             tools,
+            credentials,
             calls_made: AtomicU64::new(calls_made),
         }
     }

@@ -1,15 +1,31 @@
 //! The tonic service: `openclaw.proxy.v1.SessionService` and `BridgeService`
 //! over the [`Hub`], plus `grpc.health.v1` and server reflection.
 //!
-//! This module only translates: it checks the app token, maps [`HubError`] and
-//! [`BridgeEnd`] to standard status codes, and turns the `Attach` stream into
-//! the hub's bridge.
+//! This module only translates: it reads the credential from the metadata and
+//! asks the hub whether it may do what it asks ([`Hub::authorize`]), maps
+//! [`HubError`] and [`BridgeEnd`] to standard status codes, and turns the
+//! `Attach` stream into the hub's bridge.
+//!
+//! Authentication happens twice, so that nothing is decoded for a stranger:
+//! [`Authenticated`] wraps both services and looks at the `authorization`
+//! metadata before tonic decodes any message (CreateSession is decided there
+//! in full; for the per-session RPCs only a global token that opens sessions
+//! or a token shaped like a session token gets through). The handler then
+//! decides with the session id from the decoded message.
 
+use std::convert::Infallible;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
+use futures_util::future::{Either, Ready, ready};
 use futures_util::{Stream, StreamExt};
+use tonic::body::Body;
+use tonic::codegen::{Service, http};
+use tonic::metadata::MetadataMap;
+use tonic::server::NamedService;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::{AuthError, Credential};
 use crate::bridge::Inbound;
 use crate::hub::{Hub, HubError};
 use crate::outcome::BridgeEnd;
@@ -20,6 +36,9 @@ use crate::proto::{
 };
 
 pub use tonic_reflection::server::Error as ReflectionError;
+
+/// The one RPC that takes the app token alone.
+const CREATE_SESSION_PATH: &str = "/openclaw.proxy.v1.SessionService/CreateSession";
 
 /// The gRPC face of a [`Hub`].
 #[derive(Clone)]
@@ -51,28 +70,83 @@ impl GrpcService {
             .register_encoded_file_descriptor_set(openclaw_proxy_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()?;
-        Ok(
-            tonic::service::Routes::new(SessionServiceServer::new(self.clone()))
-                .add_service(BridgeServiceServer::new(self))
-                .add_service(health)
-                .add_service(reflection_v1)
-                .add_service(reflection_v1alpha),
-        )
+        let hub = self.hub.clone();
+        Ok(tonic::service::Routes::new(Authenticated::new(
+            SessionServiceServer::new(self.clone()),
+            hub.clone(),
+        ))
+        .add_service(Authenticated::new(BridgeServiceServer::new(self), hub))
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha))
     }
 
-    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        let header = request
-            .metadata()
+    /// Checks the app token for CreateSession.
+    fn authorize_create(&self, metadata: &MetadataMap) -> Result<(), Status> {
+        self.hub
+            .authorize_create(credential(metadata))
+            .map_err(status_of_auth)
+    }
+
+    /// Checks that the request may touch `session_id`.
+    async fn authorize(&self, metadata: &MetadataMap, session_id: &str) -> Result<(), HubError> {
+        self.hub.authorize(session_id, credential(metadata)).await
+    }
+}
+
+/// The app-side credential in a request's metadata.
+fn credential(metadata: &MetadataMap) -> Credential<'_> {
+    Credential::app(
+        metadata
             .get("authorization")
+            .and_then(|value| value.to_str().ok()),
+    )
+}
+
+/// Wraps a generated service: refuses a request whose `authorization`
+/// metadata cannot be right before its message is decoded.
+#[derive(Clone)]
+pub struct Authenticated<S> {
+    inner: S,
+    hub: Hub,
+}
+
+impl<S> Authenticated<S> {
+    fn new(inner: S, hub: Hub) -> Self {
+        Self { inner, hub }
+    }
+}
+
+impl<S: NamedService> NamedService for Authenticated<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S> Service<http::Request<Body>> for Authenticated<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Either<Ready<Result<http::Response<Body>, Infallible>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let header = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok());
-        if self.hub.config().app_token.accepts_header(header) {
-            Ok(())
-        } else if header.is_none() {
-            Err(Status::unauthenticated(
-                "missing app token: send metadata `authorization: Bearer <OPENCLAW_PROXY_APP_TOKEN>`",
-            ))
+        let credential = Credential::app(header);
+        let checked = if request.uri().path() == CREATE_SESSION_PATH {
+            self.hub.authorize_create(credential)
         } else {
-            Err(Status::unauthenticated("invalid app token"))
+            self.hub.precheck(credential)
+        };
+        match checked {
+            Ok(()) => Either::Right(self.inner.call(request)),
+            Err(error) => Either::Left(ready(Ok(status_of_auth(error).into_http()))),
         }
     }
 }
@@ -102,8 +176,16 @@ pub fn status_of(error: HubError) -> Status {
     match error {
         HubError::UnknownSession(_) => Status::not_found(message),
         HubError::MissingSessionId | HubError::InvalidTool(_) => Status::invalid_argument(message),
-        HubError::ShuttingDown | HubError::Unavailable(_) => Status::unavailable(message),
+        HubError::ShuttingDown | HubError::Unavailable(_) | HubError::NoRandomness(_) => {
+            Status::unavailable(message)
+        }
+        HubError::Unauthenticated(error) => status_of_auth(error),
     }
+}
+
+/// The status a refused credential is reported with.
+pub fn status_of_auth(error: AuthError) -> Status {
+    Status::unauthenticated(error.to_string())
 }
 
 /// The status an ended bridge stream closes with.
@@ -124,7 +206,7 @@ impl SessionService for GrpcService {
         &self,
         request: Request<proto::CreateSessionRequest>,
     ) -> Result<Response<proto::CreateSessionResponse>, Status> {
-        self.authorize(&request)?;
+        self.authorize_create(request.metadata())?;
         let request = request.into_inner();
         check_required_metadata(&request)?;
         self.hub
@@ -138,9 +220,19 @@ impl SessionService for GrpcService {
         &self,
         request: Request<proto::DeleteSessionRequest>,
     ) -> Result<Response<proto::DeleteSessionResponse>, Status> {
-        self.authorize(&request)?;
+        let (metadata, _, request) = request.into_parts();
+        match self.authorize(&metadata, &request.session_id).await {
+            Ok(()) => {}
+            // Idempotent: a session that is gone is deleted already.
+            Err(HubError::UnknownSession(_)) => {
+                return Ok(Response::new(proto::DeleteSessionResponse {
+                    existed: false,
+                }));
+            }
+            Err(error) => return Err(status_of(error)),
+        }
         self.hub
-            .delete_session(request.into_inner())
+            .delete_session(request)
             .await
             .map(Response::new)
             .map_err(status_of)
@@ -150,9 +242,12 @@ impl SessionService for GrpcService {
         &self,
         request: Request<proto::GetSessionRequest>,
     ) -> Result<Response<proto::GetSessionResponse>, Status> {
-        self.authorize(&request)?;
+        let (metadata, _, request) = request.into_parts();
+        self.authorize(&metadata, &request.session_id)
+            .await
+            .map_err(status_of)?;
         self.hub
-            .get_session(request.into_inner())
+            .get_session(request)
             .await
             .map(Response::new)
             .map_err(status_of)
@@ -169,8 +264,7 @@ impl BridgeService for GrpcService {
         &self,
         request: Request<Streaming<proto::AppMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
-        self.authorize(&request)?;
-        let mut inbound = request.into_inner();
+        let (metadata, _, mut inbound) = request.into_parts();
         let hello = match inbound.message().await? {
             Some(proto::AppMessage {
                 kind: Some(app_message::Kind::Hello(hello)),
@@ -186,6 +280,12 @@ impl BridgeService for GrpcService {
                 ));
             }
         };
+        if hello.session_id.is_empty() {
+            return Err(status_of(HubError::MissingSessionId));
+        }
+        self.authorize(&metadata, &hello.session_id)
+            .await
+            .map_err(status_of)?;
         // A broken inbound stream (client reset, decode error) ends the bridge
         // like a clean close: the hub sees the end of its inbound messages.
         let inbound = inbound.take_while(|item| std::future::ready(item.is_ok()));

@@ -27,6 +27,7 @@ use futures_util::Stream;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{AuthError, Credential, RandomnessUnavailable, SessionTokens, Side};
 use crate::bridge::{self, Bridge, BridgeStream, Inbound, ProgressSink, proxy};
 use crate::config::CoreConfig;
 use crate::delivery::{NoRemote, RemoteCall, RemoteDelivery};
@@ -48,6 +49,10 @@ pub enum HubError {
     ShuttingDown,
     #[error(transparent)]
     Unavailable(#[from] DirectoryError),
+    #[error(transparent)]
+    Unauthenticated(#[from] AuthError),
+    #[error(transparent)]
+    NoRandomness(#[from] RandomnessUnavailable),
 }
 
 /// Where a hub keeps its sessions and finds bridges it does not hold.
@@ -138,16 +143,90 @@ impl Hub {
         }
         let tools = validate_tools(request.tools)?;
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let tokens = SessionTokens::mint()?;
         let record = SessionRecord::new(
             id.clone(),
             request.metadata.unwrap_or_default(),
             self.inner.tool_sets.intern(tools),
+            tokens.credentials(),
         );
         self.inner.directory.create(Arc::new(record)).await?;
         tracing::info!(session = short(&id), "session created");
         Ok(proto::CreateSessionResponse {
             session_id: id.to_string(),
+            session_token: tokens.session_token,
+            mcp_token: tokens.mcp_token,
         })
+    }
+
+    /// Whether `credential` may create sessions: only the app token can.
+    pub fn authorize_create(&self, credential: Credential<'_>) -> Result<(), AuthError> {
+        let token = &self.inner.config.app_token;
+        if credential.side == Side::App && credential.opens(token) {
+            Ok(())
+        } else if credential.bearer.is_none() {
+            Err(AuthError::NoAppToken)
+        } else {
+            Err(AuthError::AppToken)
+        }
+    }
+
+    /// Whether `credential` may be checked against a session at all, from the
+    /// headers alone: the global token of its side where that still opens
+    /// sessions, or a token shaped like one of that side's session tokens.
+    /// Transports call this before reading a body or decoding a message that
+    /// names the session; [`Hub::authorize`] decides once the id is known.
+    pub fn precheck(&self, credential: Credential<'_>) -> Result<(), AuthError> {
+        if self.global_opens_sessions(credential) || credential.looks_like_session_token() {
+            Ok(())
+        } else {
+            Err(self.refusal(credential.side))
+        }
+    }
+
+    /// The one decision about who may touch a session: its own token for
+    /// that side (`session_token` for the app, `mcp_token` for MCP), or, unless
+    /// `require_session_tokens` is set, the side's global token (an empty
+    /// global token opening everything, as in the original proxy). A
+    /// session's token never opens another session. An unknown session is
+    /// [`HubError::UnknownSession`] for a credential that could have opened it,
+    /// so an app with a stale session can tell that it must register again.
+    pub async fn authorize(
+        &self,
+        session_id: &str,
+        credential: Credential<'_>,
+    ) -> Result<(), HubError> {
+        if self.global_opens_sessions(credential) {
+            return Ok(());
+        }
+        self.precheck(credential)?;
+        let record = self.record(session_id).await?;
+        match credential.bearer {
+            Some(bearer) if record.credentials.accepts(credential.side, bearer) => Ok(()),
+            _ => Err(self.refusal(credential.side).into()),
+        }
+    }
+
+    /// Whether the global token of the credential's side opens sessions and
+    /// was presented (or is empty).
+    fn global_opens_sessions(&self, credential: Credential<'_>) -> bool {
+        let config = &self.inner.config;
+        if config.require_session_tokens {
+            return false;
+        }
+        let token = match credential.side {
+            Side::App => &config.app_token,
+            Side::Mcp => &config.openclaw_token,
+        };
+        credential.opens(token)
+    }
+
+    fn refusal(&self, side: Side) -> AuthError {
+        let global_allowed = !self.inner.config.require_session_tokens;
+        match side {
+            Side::App => AuthError::SessionToken { global_allowed },
+            Side::Mcp => AuthError::McpToken { global_allowed },
+        }
     }
 
     /// Removes a session, ending its bridge and failing its calls. Idempotent.

@@ -20,7 +20,9 @@
 //!   which sends a call over the bridge and waits for its answer within the
 //!   tool timeout.
 //! - [`grpc`]: the tonic service over the hub.
-//! - [`auth`]: the app bearer token, compared in constant time.
+//! - [`auth`]: the global tokens and each session's own two tokens (only
+//!   their digests kept), compared in constant time; [`Hub::authorize`]
+//!   decides which one opens what.
 //! - [`escape`]: outside strings made safe to echo in messages and logs.
 
 pub mod auth;
@@ -34,7 +36,7 @@ pub mod hub;
 pub mod outcome;
 pub mod tools;
 
-pub use auth::BearerToken;
+pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTokens, Side};
 pub use bridge::{BridgeStream, Inbound, ProgressSink};
 pub use config::CoreConfig;
 pub use hub::{Backend, Hub, HubError};

@@ -33,6 +33,36 @@ pub struct ServerConfig {
     )]
     pub openclaw_token: String,
 
+    /// When true, the global tokens open no session: the app token only creates sessions and every per-session operation needs that session's own session_token / mcp_token.
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_REQUIRE_SESSION_TOKENS",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub require_session_tokens: bool,
+
+    /// Serve a non-loopback listen address even with an empty app or OpenClaw token (otherwise the server refuses to start).
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_ALLOW_UNAUTHENTICATED",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub allow_unauthenticated: bool,
+
+    /// PEM certificate chain: with --tls-key-file, the one port serves HTTPS, WSS and gRPC over TLS (reloaded when the files change).
+    #[arg(long, env = "OPENCLAW_PROXY_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, env = "OPENCLAW_PROXY_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<std::path::PathBuf>,
+
     /// Idle lifetime of a session without a bridge, in seconds.
     #[arg(
         long,
@@ -94,6 +124,8 @@ impl ServerConfig {
     pub fn core(&self) -> CoreConfig {
         CoreConfig {
             app_token: BearerToken::new(self.app_token.clone()),
+            openclaw_token: BearerToken::new(self.openclaw_token.clone()),
+            require_session_tokens: self.require_session_tokens,
             session_ttl: Duration::from_secs(self.session_ttl_seconds),
             tool_timeout: Duration::from_secs(self.tool_timeout_seconds),
             ping_interval: Duration::from_secs(self.ping_interval_seconds.max(1)),
@@ -105,8 +137,8 @@ impl ServerConfig {
 /// The HTTP edge's share of the settings.
 #[derive(Clone, Debug, Default)]
 pub struct EdgeConfig {
-    /// Bearer token for `/v1/mcp`.
-    pub openclaw_token: BearerToken,
+    /// Certificate and key files when the port serves TLS.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// Public base URL for `bridge_url` and `mcp_url`, without a trailing slash.
     pub public_url: Option<String>,
     /// Extra allowed `Host` values for `/v1/mcp`.
@@ -128,7 +160,10 @@ impl ServerConfig {
                 .collect()
         };
         EdgeConfig {
-            openclaw_token: BearerToken::new(self.openclaw_token.clone()),
+            tls: match (&self.tls_cert_file, &self.tls_key_file) {
+                (Some(cert), Some(key)) => Some(crate::tls::TlsFiles::new(cert, key)),
+                _ => None,
+            },
             public_url: self
                 .public_url
                 .as_deref()
@@ -138,5 +173,86 @@ impl ServerConfig {
             allowed_origins: list(&self.allowed_origins),
             max_body_bytes: self.max_body_bytes,
         }
+    }
+
+    /// The exposure rule (DESIGN.md, "Security model"): a server reachable
+    /// from the network never runs without tokens by accident. `Ok` carries
+    /// the warning to log when a token is empty.
+    pub fn exposure(&self) -> Result<Option<String>, ExposureError> {
+        let empty: Vec<&'static str> = [
+            ("OPENCLAW_PROXY_APP_TOKEN", &self.app_token),
+            ("OPENCLAW_PROXY_OPENCLAW_TOKEN", &self.openclaw_token),
+        ]
+        .into_iter()
+        .filter(|(_, token)| token.trim().is_empty())
+        .map(|(name, _)| name)
+        .collect();
+        if empty.is_empty() {
+            return Ok(None);
+        }
+        let empty = empty.join(" and ");
+        if !self.listen.ip().is_loopback() && !self.allow_unauthenticated {
+            return Err(ExposureError {
+                listen: self.listen,
+                empty,
+            });
+        }
+        Ok(Some(format!(
+            "{empty} empty: those endpoints accept anyone on {}; set them outside local development",
+            self.listen
+        )))
+    }
+}
+
+/// A non-loopback listen address with an empty global token.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "refusing to listen on {listen} (not loopback) with {empty} empty: anyone who can reach the port could use it; set {empty}, or listen on 127.0.0.1, or set OPENCLAW_PROXY_ALLOW_UNAUTHENTICATED=true (--allow-unauthenticated) if that is really meant"
+)]
+pub struct ExposureError {
+    listen: SocketAddr,
+    empty: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> ServerConfig {
+        let mut argv = vec!["openclaw-proxy"];
+        argv.extend_from_slice(args);
+        ServerConfig::parse_from(argv)
+    }
+
+    #[test]
+    fn loopback_without_tokens_starts_with_a_warning() {
+        let warning = config(&["--listen", "127.0.0.1:0"]).exposure();
+        let warning = warning.expect("loopback may run open").expect("warned");
+        assert!(warning.contains("OPENCLAW_PROXY_APP_TOKEN"), "{warning}");
+    }
+
+    #[test]
+    fn network_without_a_token_is_refused_naming_the_variable() {
+        let refused = config(&["--listen", "0.0.0.0:8000", "--app-token", "a"])
+            .exposure()
+            .expect_err("refused");
+        let message = refused.to_string();
+        assert!(
+            message.contains("OPENCLAW_PROXY_OPENCLAW_TOKEN")
+                && !message.contains("OPENCLAW_PROXY_APP_TOKEN ")
+                && message.contains("OPENCLAW_PROXY_ALLOW_UNAUTHENTICATED"),
+            "{message}"
+        );
+        let allowed = config(&["--listen", "[::]:8000", "--allow-unauthenticated"]).exposure();
+        assert!(allowed.expect("explicitly allowed").is_some());
+        let tokens = config(&[
+            "--listen",
+            "0.0.0.0:8000",
+            "--app-token",
+            "a",
+            "--openclaw-token",
+            "b",
+        ]);
+        assert!(tokens.exposure().expect("tokens set").is_none());
     }
 }

@@ -7,12 +7,14 @@
 //! - [`config`]: every setting, parsed once from flags and environment.
 //! - [`http`]: the axum router (health, and the REST, WebSocket and MCP routes).
 //! - [`server`]: one listener for gRPC and HTTP, and graceful shutdown.
+//! - [`tls`]: optional native TLS on that listener, reloaded when the files change.
 //!
 //! [`Hub`]: openclaw_proxy_core::Hub
 
 pub mod config;
 pub mod http;
 pub mod server;
+pub mod tls;
 
 pub use config::{EdgeConfig, ServerConfig};
 pub use server::{ServeError, app, serve};

@@ -20,10 +20,8 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    if config.app_token.trim().is_empty() || config.openclaw_token.trim().is_empty() {
-        tracing::warn!(
-            "OPENCLAW_PROXY_APP_TOKEN or OPENCLAW_PROXY_OPENCLAW_TOKEN is empty: those endpoints accept anyone; set both outside local development"
-        );
+    if let Some(warning) = config.exposure()? {
+        tracing::warn!("{warning}");
     }
     let listener = TcpListener::bind(config.listen)
         .await

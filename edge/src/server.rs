@@ -14,6 +14,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -29,6 +30,7 @@ use tower_service::Service;
 
 use crate::config::EdgeConfig;
 use crate::http;
+use crate::tls::Tls;
 
 /// How long shutdown waits for connections to finish after the bridges ended.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
@@ -43,6 +45,8 @@ pub enum ServeError {
     Reflection(#[from] openclaw_proxy_core::grpc::ReflectionError),
     #[error("the listener failed: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Both ends of the connection a request arrived on.
@@ -52,15 +56,23 @@ pub struct ConnectionInfo {
     pub local: SocketAddr,
     /// The client's address.
     pub remote: SocketAddr,
+    /// Whether the connection is TLS (answer URLs then say `https`/`wss`).
+    pub tls: bool,
 }
 
 /// The whole service as one router: the HTTP edge and the gRPC services,
 /// with one fallback that answers each protocol in its own terms.
 pub async fn app(hub: Hub, edge: EdgeConfig) -> Result<Router, ServeError> {
     let grpc = GrpcService::new(hub.clone()).routes().await?;
+    let guard = Arc::new(http::guard::HostGuard::new(&edge));
     Ok(http::router(hub, edge)
         .merge(grpc.prepare().into_axum_router())
-        .fallback(http::unknown_route))
+        .fallback(http::unknown_route)
+        // Outermost: Host and Origin are checked before any route runs.
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            http::guard::enforce,
+        )))
 }
 
 /// Serves `hub` on `listener` until `shutdown` resolves; then ends every
@@ -71,6 +83,10 @@ pub async fn serve(
     edge: EdgeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    let tls = edge.tls.clone().map(Tls::load).transpose()?.map(Arc::new);
+    let reloader = tls
+        .clone()
+        .map(|tls| tokio::spawn(tls.reload_when_changed()));
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
     let builder = connection_builder();
@@ -98,6 +114,7 @@ pub async fn serve(
         let info = ConnectionInfo {
             local: stream.local_addr().unwrap_or(remote),
             remote,
+            tls: tls.is_some(),
         };
         let router = router.clone();
         let service =
@@ -109,15 +126,45 @@ pub async fn serve(
                     response
                 }
             });
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        let Some(tls) = &tls else {
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            });
+            continue;
+        };
+        let (acceptor, builder, watcher) =
+            (tls.acceptor.clone(), builder.clone(), graceful.watcher());
+        // The handshake runs in the connection's task, not in the accept
+        // loop, and has the same limit as reading a request header.
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let stream =
+                match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake not finished in time");
+                        return;
+                    }
+                };
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%error, "connection ended with an error");
             }
         });
+    }
+    if let Some(reloader) = reloader {
+        reloader.abort();
     }
     drop(listener);
     tracing::info!("shutting down: ending bridges and draining connections");

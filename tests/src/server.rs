@@ -20,14 +20,14 @@ pub const OPENCLAW_TOKEN: &str = "openclaw-secret";
 pub fn core_config() -> CoreConfig {
     CoreConfig {
         app_token: BearerToken::new(APP_TOKEN),
+        openclaw_token: BearerToken::new(OPENCLAW_TOKEN),
         ..CoreConfig::default()
     }
 }
 
-/// An edge configuration with the test token.
+/// An edge configuration for tests.
 pub fn edge_config() -> EdgeConfig {
     EdgeConfig {
-        openclaw_token: BearerToken::new(OPENCLAW_TOKEN),
         max_body_bytes: 1024 * 1024,
         ..EdgeConfig::default()
     }

@@ -5,20 +5,18 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::HubError;
+use openclaw_proxy_core::{AuthError, HubError};
 use serde_json::json;
 
 /// Everything the HTTP edge can refuse a request for.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    #[error("{0}")]
+    Unauthorized(#[from] AuthError),
     #[error(
-        "invalid or missing app token: send `Authorization: Bearer <OPENCLAW_PROXY_APP_TOKEN>`"
+        "Content-Type {0:?} is not accepted: send the session as JSON with `Content-Type: application/json`"
     )]
-    InvalidAppToken,
-    #[error(
-        "invalid or missing OpenClaw token: send `Authorization: Bearer <OPENCLAW_PROXY_OPENCLAW_TOKEN>`"
-    )]
-    InvalidOpenClawToken,
+    UnsupportedMediaType(String),
     #[error("request body is not valid JSON: {0}")]
     MalformedJson(String),
     #[error("invalid request body: {0}")]
@@ -56,7 +54,10 @@ pub enum ApiError {
 impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
-            Self::InvalidAppToken | Self::InvalidOpenClawToken => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => {
+                StatusCode::UNAUTHORIZED
+            }
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MalformedJson(_) | Self::InvalidBody(_) | Self::MissingSessionId => {
                 StatusCode::BAD_REQUEST
             }
@@ -68,9 +69,9 @@ impl ApiError {
             Self::Hub(HubError::MissingSessionId | HubError::InvalidTool(_)) => {
                 StatusCode::BAD_REQUEST
             }
-            Self::Hub(HubError::ShuttingDown | HubError::Unavailable(_)) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::Hub(
+                HubError::ShuttingDown | HubError::Unavailable(_) | HubError::NoRandomness(_),
+            ) => StatusCode::SERVICE_UNAVAILABLE,
             Self::InvalidPath(_) => StatusCode::BAD_REQUEST,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -81,7 +82,8 @@ impl ApiError {
 
     fn code(&self) -> &'static str {
         match self {
-            Self::InvalidAppToken | Self::InvalidOpenClawToken => "unauthorized",
+            Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => "unauthorized",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::MalformedJson(_) => "malformed_json",
             Self::InvalidBody(_) => "invalid_body",
             Self::BodyTooLarge { .. } => "body_too_large",
@@ -91,7 +93,7 @@ impl ApiError {
             Self::Hub(HubError::MissingSessionId) => "missing_session_id",
             Self::Hub(HubError::InvalidTool(_)) => "invalid_tool",
             Self::Hub(HubError::ShuttingDown) => "shutting_down",
-            Self::Hub(HubError::Unavailable(_)) => "unavailable",
+            Self::Hub(HubError::Unavailable(_) | HubError::NoRandomness(_)) => "unavailable",
             Self::HostNotAllowed(_) => "host_not_allowed",
             Self::OriginNotAllowed(_) => "origin_not_allowed",
             Self::InvalidPath(_) => "invalid_path",
@@ -110,7 +112,7 @@ impl IntoResponse for ApiError {
         let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         match self {
-            Self::InvalidOpenClawToken => {
+            Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             Self::WebSocketVersion => {

@@ -1,24 +1,66 @@
-//! `Host` and `Origin` checks for the MCP endpoint, against DNS rebinding.
+//! `Host` and `Origin` checks against DNS rebinding and cross-site requests,
+//! on every route: REST, the WebSocket upgrade, MCP and gRPC.
 //!
 //! A web page can make a browser send requests to a server on loopback by
 //! pointing its own domain at 127.0.0.1; the `Host` (and `Origin`) then name
-//! the attacker's domain. So `/v1/mcp` only answers to loopback hosts, the
-//! host of `OPENCLAW_PROXY_PUBLIC_URL`, and `OPENCLAW_PROXY_ALLOWED_HOSTS`;
-//! a request carrying an `Origin` must come from a loopback origin, the public
-//! URL's origin, or one of `OPENCLAW_PROXY_ALLOWED_ORIGINS`. Requests without
-//! `Origin` (every non-browser MCP client) pass the origin check.
+//! the attacker's domain. A page can also post to the server directly from
+//! its own origin (a `text/plain` POST needs no CORS preflight). So the server
+//! only answers to loopback hosts, the host of `OPENCLAW_PROXY_PUBLIC_URL`,
+//! and `OPENCLAW_PROXY_ALLOWED_HOSTS`; a request carrying an `Origin` must
+//! come from a loopback origin, the public URL's origin, or one of
+//! `OPENCLAW_PROXY_ALLOWED_ORIGINS`. Requests without `Origin` (apps, MCP
+//! clients, gRPC) pass the origin check.
 //!
-//! The check runs before authentication and session lookup, so a refused
-//! page learns nothing, not even whether a session exists. rmcp has the same
-//! checks built in, but they run after our routing; they are switched off in
-//! [`super::mcp`] in favour of this one.
+//! [`enforce`] runs before authentication, session lookup and the WebSocket
+//! upgrade, so a refused page learns nothing, not even whether a session
+//! exists, and never gets a socket. rmcp has the same checks built in, but
+//! they run after our routing; they are switched off in [`super::mcp`] in
+//! favour of this one. Only the health probes are left out ([`UNGUARDED`]):
+//! they reveal nothing, and orchestrators probe them by the pod's address.
 //!
 //! `*` in either list allows everything (for deployments whose reverse proxy
 //! already checks the host).
 
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+
+/// Paths served whatever the `Host`: the health and readiness probes.
+pub const UNGUARDED: [&str; 2] = ["/health", "/ready"];
+
+/// Middleware: refuses a request whose `Host` or `Origin` is not allowed,
+/// with 403 (gRPC requests with `PERMISSION_DENIED`), before anything else
+/// looks at it.
+pub async fn enforce(
+    State(guard): State<Arc<HostGuard>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if UNGUARDED.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    match guard.check(request.headers(), request.uri()) {
+        Ok(()) => next.run(request).await,
+        Err(error) if is_grpc(request.headers()) => {
+            let status = tonic::Status::permission_denied(error.to_string());
+            let (parts, ()) = status.into_http::<()>().into_parts();
+            Response::from_parts(parts, axum::body::Body::empty())
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"))
+}
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 

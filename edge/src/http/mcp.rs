@@ -7,10 +7,12 @@
 //! handler streams, and every protocol revision rmcp knows is negotiated
 //! (2024-11-05 through 2026-07-28, with `server/discover`).
 //!
-//! Before a request reaches rmcp, this module checks, in order: `Host` and
-//! `Origin` ([`super::guard`]), the OpenClaw bearer token (401 with
-//! `WWW-Authenticate: Bearer`), that a session id was given (400), and that
-//! the session exists (404). The session id then rides in the request's
+//! Before a request reaches rmcp, and before its body is read, this module
+//! checks, in order: `Host` and `Origin` ([`super::guard`]), that the bearer
+//! token could open a session at all (401 with `WWW-Authenticate: Bearer`),
+//! that a session id was given (400), and that the session exists (404) and
+//! accepts the token: its own `mcp_token`, or the OpenClaw token unless
+//! session tokens are required (401), as the hub decides. The session id then rides in the request's
 //! extensions to [`SessionTools`], the one transport-agnostic handler.
 
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::Hub;
+use openclaw_proxy_core::{Credential, Hub, HubError, Side};
 use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
@@ -33,7 +35,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::call::{self, ProgressTo};
 use super::error::ApiError;
-use super::{EdgeState, SessionIdPath, direct, jsonrpc};
+use super::{EdgeState, SessionIdPath, check_session_token, direct, jsonrpc};
 use crate::config::EdgeConfig;
 
 /// The header that routes `/v1/mcp` to a session.
@@ -96,20 +98,9 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
     }
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+    let bytes = match super::rest::read_body(body, state.config.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(error) => {
-            let too_large = std::error::Error::source(&error)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            let error = if too_large {
-                ApiError::BodyTooLarge {
-                    limit: state.config.max_body_bytes,
-                }
-            } else {
-                ApiError::UnreadableBody(error.to_string())
-            };
-            return error.into_response();
-        }
+        Err(error) => return error.into_response(),
     };
     if direct::headers_allow(&parts.headers)
         && let Some(call) = direct::parse(&bytes)
@@ -134,14 +125,19 @@ async fn admit(
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok());
-    if !state.config.openclaw_token.accepts_header(header) {
-        return Err(ApiError::InvalidOpenClawToken);
-    }
+    // Refused from the headers alone when no session could accept the token.
+    state.hub.precheck(Credential::mcp(header))?;
     let session_id = session_id
         .filter(|id| !id.is_empty())
         .ok_or(ApiError::MissingSessionId)?;
+    let unknown = || ApiError::UnknownSession(session_id.to_owned());
+    match check_session_token(state, session_id, Side::Mcp, headers).await {
+        Err(ApiError::Hub(HubError::UnknownSession(_))) => return Err(unknown()),
+        checked => checked?,
+    }
+    // A global token is accepted without a lookup: the session may not exist.
     if !state.hub.session_exists(session_id).await? {
-        return Err(ApiError::UnknownSession(session_id.to_owned()));
+        return Err(unknown());
     }
     Ok(())
 }

@@ -1,14 +1,15 @@
 //! The HTTP edge: the documented contract of the original proxy, translated
 //! onto the core.
 //!
-//! - [`rest`]: `POST /v1/chat/sessions`, `DELETE /v1/chat/sessions/{id}`.
+//! - [`rest`]: `POST /v1/chat/sessions`, `GET` and `DELETE /v1/chat/sessions/{id}`.
 //! - [`ws`]: `WS /v1/chat/sessions/{id}/bridge`, the JSON rendering of the
 //!   gRPC bridge stream.
 //! - [`mcp`]: `POST /v1/mcp/{id}` and `POST /v1/mcp` routed by `MCP-Session-Id`,
 //!   served by rmcp's stateless streamable HTTP transport.
 //! - [`call`]: one `tools/call`, the same for every path that serves it.
 //! - [`direct`]: the direct path of plain `tools/call` requests.
-//! - [`guard`]: `Host` and `Origin` checks against DNS rebinding.
+//! - [`guard`]: `Host` and `Origin` checks against DNS rebinding, on every
+//!   route but the health probes.
 //! - [`jsonrpc`]: the MCP endpoint's refusals in JSON-RPC's shape.
 //! - [`error`]: the one place where edge errors get their HTTP form.
 //! - [`spelling`]: fields the original implementation spelled differently.
@@ -31,7 +32,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, Method, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use openclaw_proxy_core::{Hub, escape};
+use openclaw_proxy_core::{Credential, Hub, HubError, Side, escape};
 
 use crate::config::EdgeConfig;
 use error::ApiError;
@@ -63,7 +64,7 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
         .route("/v1/chat/sessions", post(rest::create_session))
         .route(
             "/v1/chat/sessions/{session_id}",
-            delete(rest::delete_session),
+            delete(rest::delete_session).get(rest::get_session),
         )
         .route("/v1/chat/sessions/{session_id}/bridge", get(ws::bridge))
         .route("/v1/mcp", post(mcp::by_header))
@@ -125,14 +126,38 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for SessionIdPath {
     }
 }
 
-/// Checks the app token of a REST or WebSocket request.
-pub(crate) fn check_app_token(state: &EdgeState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let header = headers
+/// The `Authorization` header value, when it is text.
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(axum::http::header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok());
-    if state.hub.config().app_token.accepts_header(header) {
-        Ok(())
-    } else {
-        Err(ApiError::InvalidAppToken)
+        .and_then(|value| value.to_str().ok())
+}
+
+/// Checks that a request may create sessions (the app token), from its
+/// headers alone.
+pub(crate) fn check_app_token(state: &EdgeState, headers: &HeaderMap) -> Result<(), ApiError> {
+    Ok(state
+        .hub
+        .authorize_create(Credential::app(authorization(headers)))?)
+}
+
+/// Asks the hub whether a request may touch `session_id` on `side`, from its
+/// headers alone. A credential that could have opened the session learns
+/// that it does not exist ([`HubError::UnknownSession`]).
+pub(crate) async fn check_session_token(
+    state: &EdgeState,
+    session_id: &str,
+    side: Side,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    let header = authorization(headers);
+    let credential = match side {
+        Side::App => Credential::app(header),
+        Side::Mcp => Credential::mcp(header),
+    };
+    match state.hub.authorize(session_id, credential).await {
+        Ok(()) => Ok(()),
+        Err(HubError::Unauthenticated(error)) => Err(ApiError::Unauthorized(error)),
+        Err(error) => Err(ApiError::Hub(error)),
     }
 }

@@ -1,4 +1,13 @@
-//! Session REST: `POST /v1/chat/sessions` and `DELETE /v1/chat/sessions/{id}`.
+//! Session REST: `POST /v1/chat/sessions`, and `GET` and `DELETE
+//! /v1/chat/sessions/{id}`.
+//!
+//! Who may do what is the hub's decision ([`openclaw_proxy_core::Hub::authorize`]):
+//! creation takes the app token; `GET` and `DELETE` take the session's own
+//! `session_token` (or the app token unless session tokens are required).
+//! Every check reads the headers only and comes before the body is read, so
+//! a stranger cannot make the server read megabytes; creation also insists
+//! on `Content-Type: application/json`, which a web page cannot send without
+//! a CORS preflight.
 //!
 //! The body is the documented snake_case one or the original implementation's
 //! camelCase one (`deviceId`, `inputSchema`, ...), or both spellings at once
@@ -9,17 +18,16 @@
 //! absent. Unknown fields are ignored so newer apps keep working.
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, Uri, header};
-use openclaw_proxy_core::proto;
+use openclaw_proxy_core::{HubError, Side, proto};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::ApiError;
 use super::spelling::pick;
-use super::{EdgeState, SessionIdPath, check_app_token};
+use super::{EdgeState, SessionIdPath, check_app_token, check_session_token};
 use crate::server::ConnectionInfo;
 
 /// The session registration body, each two-spelling field under both keys.
@@ -127,6 +135,10 @@ pub struct CreateSessionReply {
     mcp_session_id: String,
     bridge_url: String,
     mcp_url: String,
+    /// The app side's token for this session only (`ocps_…`).
+    session_token: String,
+    /// The MCP side's token for this session only (`ocpm_…`).
+    mcp_token: String,
 }
 
 /// `POST /v1/chat/sessions`.
@@ -135,16 +147,20 @@ pub async fn create_session(
     headers: HeaderMap,
     uri: Uri,
     connection: Option<Extension<ConnectionInfo>>,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Json<CreateSessionReply>, ApiError> {
     check_app_token(&state, &headers)?;
-    let body = read_body(body, state.config.max_body_bytes)?;
+    require_json(&headers)?;
+    let limit = state.config.max_body_bytes;
+    let body = read_body(body, limit).await?;
     let request = parse_json::<CreateSessionBody>(&body)?.into_request()?;
-    let session_id = state.hub.create_session(request).await?.session_id;
+    let created = state.hub.create_session(request).await?;
+    let session_id = created.session_id;
     let head = RequestHead {
         headers: &headers,
         uri: &uri,
-        local: connection.map(|Extension(info)| info.local),
+        local: connection.as_ref().map(|Extension(info)| info.local),
+        tls: connection.is_some_and(|Extension(info)| info.tls),
     };
     let base = base_url(state.config.public_url.as_deref(), &head);
     let ws_base = match base.split_once("://") {
@@ -156,7 +172,67 @@ pub async fn create_session(
         bridge_url: format!("{ws_base}/v1/chat/sessions/{session_id}/bridge"),
         mcp_url: format!("{base}/v1/mcp/{session_id}"),
         mcp_session_id: session_id,
+        session_token: created.session_token,
+        mcp_token: created.mcp_token,
     }))
+}
+
+/// Refuses a body that does not say it is JSON: a web page can send
+/// `text/plain` across sites without a preflight, but not `application/json`.
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|value| value.to_str().unwrap_or("<not text>"));
+    let essence = content_type
+        .and_then(|value| value.split(';').next())
+        .map(str::trim);
+    if essence.is_some_and(|essence| essence.eq_ignore_ascii_case("application/json")) {
+        Ok(())
+    } else {
+        let shown = content_type.map_or_else(|| "(none)".to_owned(), |value| value.to_owned());
+        Err(ApiError::UnsupportedMediaType(
+            openclaw_proxy_core::escape::truncated(&shown).into_owned(),
+        ))
+    }
+}
+
+/// `GET /v1/chat/sessions/{session_id}`: the session as the hub describes it
+/// (metadata, tools, whether a bridge is attached); 404 once it is gone.
+pub async fn get_session(
+    State(state): State<EdgeState>,
+    headers: HeaderMap,
+    SessionIdPath(session_id): SessionIdPath,
+) -> Result<Json<Value>, ApiError> {
+    check_session_token(&state, &session_id, Side::App, &headers).await?;
+    let session = state
+        .hub
+        .get_session(proto::GetSessionRequest { session_id })
+        .await?;
+    let metadata = session.metadata.unwrap_or_default();
+    let tools: Vec<Value> = session
+        .tools
+        .into_iter()
+        .map(|tool| {
+            let schema = serde_json::from_str::<Value>(&tool.input_schema_json)
+                .unwrap_or_else(|_| serde_json::json!({"type": "object"}));
+            serde_json::json!({
+                "name": tool.name,
+                "description": tool.description,
+                "input_schema": schema,
+                "path": (!tool.path.is_empty()).then_some(tool.path),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "mcpSessionId": session.session_id,
+        "device_id": metadata.device_id,
+        "device_name": metadata.device_name,
+        "app_version": metadata.app_version,
+        "chat_id": (!metadata.chat_id.is_empty()).then_some(metadata.chat_id),
+        "tools": tools,
+        "bridge_connected": session.bridge_connected,
+        "calls_in_flight": session.calls_in_flight,
+    })))
 }
 
 /// `DELETE /v1/chat/sessions/{session_id}`: idempotent.
@@ -165,7 +241,11 @@ pub async fn delete_session(
     headers: HeaderMap,
     SessionIdPath(session_id): SessionIdPath,
 ) -> Result<Json<Value>, ApiError> {
-    check_app_token(&state, &headers)?;
+    match check_session_token(&state, &session_id, Side::App, &headers).await {
+        // Idempotent: a session that is gone is deleted already.
+        Ok(()) | Err(ApiError::Hub(HubError::UnknownSession(_))) => {}
+        Err(error) => return Err(error),
+    }
     state
         .hub
         .delete_session(proto::DeleteSessionRequest { session_id })
@@ -173,16 +253,15 @@ pub async fn delete_session(
     Ok(Json(serde_json::json!({"ok": true})))
 }
 
-/// Turns a body rejection into an error that names the problem.
-pub(crate) fn read_body(
-    body: Result<Bytes, BytesRejection>,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
-        if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+/// Reads a body up to `limit` bytes; the error names the problem.
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let too_large = std::error::Error::source(&error)
+            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
             ApiError::BodyTooLarge { limit }
         } else {
-            ApiError::UnreadableBody(rejection.body_text())
+            ApiError::UnreadableBody(error.to_string())
         }
     })
 }
@@ -231,7 +310,7 @@ fn base_url(public_url: Option<&str>, request: &RequestHead<'_>) -> String {
         .and_then(|value| value.to_str().ok())
         .map(|proto| proto.split(',').next().unwrap_or_default().trim())
         .filter(|proto| proto.eq_ignore_ascii_case("https"))
-        .map_or("http", |_| "https");
+        .map_or(if request.tls { "https" } else { "http" }, |_| "https");
     format!("{scheme}://{authority}")
 }
 
@@ -240,6 +319,8 @@ struct RequestHead<'a> {
     headers: &'a HeaderMap,
     uri: &'a Uri,
     local: Option<std::net::SocketAddr>,
+    /// Whether the request arrived over TLS.
+    tls: bool,
 }
 
 /// Whether `value` is `host[:port]`: a DNS name or IPv4 address, or an IPv6

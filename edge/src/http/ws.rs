@@ -13,8 +13,12 @@
 //! | `Pong`                | `{"type":"pong"}` (a WebSocket pong frame counts too)   |
 //!
 //! Both key spellings are sent and either is accepted. When `ok` is missing it
-//! is taken as "no `error` given". The connection is always upgraded; refusals
-//! are close codes: `4401` invalid app token, `4404` unknown session (and a
+//! is taken as "no `error` given". A foreign `Origin` or `Host` gets 403 before
+//! any upgrade ([`super::guard`]); the token (the session's own
+//! `session_token`, or the app token unless session tokens are required) is
+//! checked from the handshake's headers before the upgrade too, but, as in the
+//! original, the connection is then upgraded and the refusals are close
+//! codes: `4401` invalid token, `4404` unknown session (and a
 //! deleted one), `4409` replaced by a newer bridge, `4408` silent for several
 //! ping intervals, `1001` proxy shutting down. A malformed or unexpected
 //! frame is answered with an error frame and the bridge stays up.
@@ -28,7 +32,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
-use openclaw_proxy_core::{BridgeEnd, BridgeStream, Inbound};
+use openclaw_proxy_core::{BridgeEnd, BridgeStream, HubError, Inbound, Side};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -36,7 +40,7 @@ use tokio::sync::mpsc;
 
 use super::error::ApiError;
 use super::spelling::pick;
-use super::{EdgeState, SessionIdPath, check_app_token};
+use super::{EdgeState, SessionIdPath, check_session_token};
 
 /// Close code: the app token is invalid.
 pub const CLOSE_INVALID_TOKEN: u16 = 4401;
@@ -69,7 +73,9 @@ pub async fn bridge(
         }
         Err(rejection) => return ApiError::NotWebSocket(rejection.body_text()).into_response(),
     };
-    let authorized = check_app_token(&state, &headers).is_ok();
+    // Decided from the headers before the upgrade; refusals are still close
+    // codes after it, as the original protocol has them.
+    let admitted = check_session_token(&state, &session_id, Side::App, &headers).await;
     upgrade
         .max_message_size(state.config.max_body_bytes)
         // tungstenite reserves 128 KiB per socket for reading by default; with
@@ -78,12 +84,22 @@ pub async fn bridge(
         .read_buffer_size(READ_BUFFER_BYTES)
         .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
-            if !authorized {
-                close(socket, CLOSE_INVALID_TOKEN, "invalid app token").await;
-                return;
+            match admitted {
+                Ok(()) => run_bridge(state, session_id, socket).await,
+                Err(ApiError::Hub(error)) => close_refused(socket, error).await,
+                Err(_) => close(socket, CLOSE_INVALID_TOKEN, "invalid app token").await,
             }
-            run_bridge(state, session_id, socket).await;
         })
+}
+
+/// Closes a bridge the hub refused, with the code that says why.
+async fn close_refused(socket: WebSocket, error: HubError) {
+    let code = match error {
+        HubError::ShuttingDown | HubError::Unavailable(_) => CLOSE_GOING_AWAY,
+        HubError::Unauthenticated(_) => CLOSE_INVALID_TOKEN,
+        _ => CLOSE_UNKNOWN_SESSION,
+    };
+    close(socket, code, &error.to_string()).await;
 }
 
 async fn close(mut socket: WebSocket, code: u16, reason: &str) {

@@ -8,4 +8,5 @@ mod grpc;
 mod interop;
 mod mcp;
 mod rest;
+mod security;
 mod ws;

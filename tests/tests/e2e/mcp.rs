@@ -605,11 +605,11 @@ async fn host_and_origin_checks() {
 #[tokio::test]
 async fn open_mcp_endpoint_needs_no_token() {
     let server = TestServer::start_with(
-        core_config(),
-        EdgeConfig {
+        CoreConfig {
             openclaw_token: Default::default(),
-            ..edge_config()
+            ..core_config()
         },
+        edge_config(),
     )
     .await;
     let reply = create_session_rest(&server, &legacy_session_body()).await;

@@ -107,7 +107,15 @@ async fn urls_follow_public_url_and_forwarded_proto() {
         format!("https://proxy.example.com/base/v1/mcp/{id}")
     );
 
-    let server = TestServer::start().await;
+    // The Host guard lets this host in only when it is allowed.
+    let server = TestServer::start_with(
+        core_config(),
+        EdgeConfig {
+            allowed_hosts: vec!["proxy.internal".into()],
+            ..edge_config()
+        },
+    )
+    .await;
     let response = reqwest::Client::new()
         .post(format!("{}/v1/chat/sessions", server.http_url()))
         .bearer_auth(APP_TOKEN)
