@@ -92,10 +92,10 @@ impl AppBuilder {
         self
     }
 
-    /// Called with the session's id and MCP URL once the session is created
-    /// and its bridge attached, and again whenever it is re-created (the
-    /// proxy restarted or forgot it). Runs on the serve loop: keep it short
-    /// (store, print, send).
+    /// Called with the session's id, MCP URL and MCP token once the session
+    /// is created and its bridge attached, and again whenever it is
+    /// re-created (the proxy restarted or forgot it). Runs on the serve loop:
+    /// keep it short (store, print, send).
     pub fn on_session(mut self, callback: impl Fn(&SessionInfo) + Send + Sync + 'static) -> Self {
         self.on_session = Some(Arc::new(callback));
         self
@@ -526,7 +526,7 @@ impl std::fmt::Debug for Serving {
 }
 
 impl Serving {
-    /// The current session's id and MCP URL.
+    /// The current session's id, MCP URL and MCP token.
     pub fn session(&self) -> SessionInfo {
         self.session.borrow().info.clone()
     }

@@ -3,8 +3,9 @@
 //! session, attach its bridge, delete it.
 //!
 //! The session's credentials live in [`Session`], read from the proxy's answer
-//! in one place ([`Session::from_response`]), so that per-session tokens,
-//! when the proxy starts minting them, change that function and nothing else.
+//! in one place ([`Session::from_response`]): the per-session token opens the
+//! session's bridge and deletes it (so the app keeps working when the proxy
+//! requires session tokens), the MCP token goes to the app with the URL.
 
 use std::fmt;
 use std::time::Duration;
@@ -40,8 +41,9 @@ pub struct SessionInfo {
     /// The session's MCP endpoint, `{proxy}/v1/mcp/{session_id}`: give it to
     /// OpenClaw's MCP client.
     pub mcp_url: String,
-    /// The session's own MCP bearer token, for proxies that mint per-session
-    /// tokens; `None` means the proxy's global OpenClaw token applies.
+    /// The session's own MCP bearer token (`ocpm_…`): give it to the MCP
+    /// client with the URL. `None` from a proxy that predates per-session
+    /// tokens, where its global OpenClaw token applies.
     pub mcp_token: Option<String>,
 }
 
@@ -60,23 +62,33 @@ impl fmt::Debug for SessionInfo {
 #[derive(Clone)]
 pub(crate) struct Session {
     pub(crate) info: SessionInfo,
-    /// The per-session token that opens this session's bridge and deletes it,
-    /// when the proxy mints one; the app token otherwise.
+    /// The per-session token (`ocps_…`) that opens this session's bridge and
+    /// deletes it; the app token when the proxy mints none.
     session_token: Option<MetadataValue<Ascii>>,
 }
 
 impl Session {
     fn from_response(response: CreateSessionResponse, mcp_base: &str) -> Self {
+        // A proxy from before per-session tokens leaves them empty; the
+        // global tokens then apply.
+        let present = |token: String| (!token.is_empty()).then_some(token);
+        let session_token = present(response.session_token).and_then(|token| {
+            let value = bearer(&token);
+            if value.is_none() {
+                tracing::warn!(
+                    "the proxy's session token cannot be sent as a header; using the app token"
+                );
+            }
+            value
+        });
         let session_id = response.session_id;
         Self {
             info: SessionInfo {
                 mcp_url: format!("{mcp_base}/v1/mcp/{session_id}"),
                 session_id,
-                // The proxy's CreateSessionResponse will carry `mcp_token` and
-                // `session_token`; read them here when it does.
-                mcp_token: None,
+                mcp_token: present(response.mcp_token),
             },
-            session_token: None,
+            session_token,
         }
     }
 

@@ -213,12 +213,103 @@ async fn an_app_serves_a_call_reports_its_session_and_shutdown_deletes_it() {
     .await;
     assert_echoed(&result, "hello");
 
+    // The session's own MCP token opens its MCP endpoint.
+    let token = session
+        .mcp_token
+        .clone()
+        .expect("the proxy mints an MCP token");
+    let client = mcp_connect_with_token(&server.http_url(), &session.session_id, Some(&token))
+        .await
+        .expect("connect with the session's MCP token");
+    let result = no_hang(client.call_tool(call("echo_text", json!({"text": "mine"}))))
+        .await
+        .expect("tools/call answered");
+    assert_echoed(&result, "mine");
+    let _ = client.cancel().await;
+
     no_hang(serving.shutdown()).await.expect("shutdown");
     let request = openclaw_proxy_core::proto::GetSessionRequest {
         session_id: session.session_id.clone(),
     };
     assert!(
         server.hub.get_session(request).await.is_err(),
+        "the session outlived shutdown()"
+    );
+}
+
+#[tokio::test]
+async fn an_app_works_where_the_proxy_requires_session_tokens() {
+    // The app token only creates sessions here: attaching, reconnecting and
+    // deleting go on the session's own token.
+    let server = TestServer::start_with(
+        CoreConfig {
+            require_session_tokens: true,
+            ..core_config()
+        },
+        edge_config(),
+    )
+    .await;
+    let relay = Relay::start(server.addr).await;
+    let serving = app(&relay.url(), vec![echo_tool()], &Reported::default())
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session = serving.session();
+    let token = session.mcp_token.clone().expect("MCP token");
+    let before = relay.accepted();
+    relay.cut();
+    eventually("the app reconnecting", Duration::from_secs(20), || {
+        std::future::ready(relay.accepted() > before)
+    })
+    .await;
+    server
+        .wait_for_session(&session.session_id, "the bridge back", |described| {
+            described.bridge_connected
+        })
+        .await;
+    let client = mcp_connect_with_token(&server.http_url(), &session.session_id, Some(&token))
+        .await
+        .expect("connect with the session's MCP token");
+    let answered = Arc::new(Mutex::new(None));
+    eventually(
+        "a call answered after the takeover",
+        Duration::from_secs(30),
+        || {
+            let answered = answered.clone();
+            let request = client.call_tool(call("echo_text", json!({"text": "scoped"})));
+            async move {
+                let Ok(result) = request.await else {
+                    return false;
+                };
+                let ok = result.is_error != Some(true);
+                if ok && let Ok(mut slot) = answered.lock() {
+                    *slot = Some(result);
+                }
+                ok
+            }
+        },
+    )
+    .await;
+    let result = answered
+        .lock()
+        .ok()
+        .and_then(|slot| slot.clone())
+        .expect("answer");
+    assert_echoed(&result, "scoped");
+    let _ = client.cancel().await;
+    no_hang(serving.shutdown())
+        .await
+        .expect("shutdown on the session token");
+    assert!(
+        server
+            .hub
+            .get_session(openclaw_proxy_core::proto::GetSessionRequest {
+                session_id: session.session_id.clone(),
+            })
+            .await
+            .is_err(),
         "the session outlived shutdown()"
     );
 }
