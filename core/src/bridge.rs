@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::escape::{short_id, short_request};
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto::{self, ProxyMessage, app_message, proxy_message};
 
@@ -302,7 +303,7 @@ where
             }
             _ = ticker.tick() => {
                 if last_heard.elapsed() >= silence_limit {
-                    tracing::warn!(session_id = %bridge.session_id, "bridge silent too long; dropping it");
+                    tracing::warn!(session = short_id(&bridge.session_id), "bridge silent too long; dropping it");
                     bridge.end(BridgeEnd::Unresponsive);
                     return bridge.end_reason().unwrap_or(BridgeEnd::Unresponsive);
                 }
@@ -358,7 +359,7 @@ impl Bridge {
                     error: result.error,
                 });
                 if !self.complete(&request_id, answer) {
-                    tracing::warn!(session_id = %self.session_id, %request_id, "result for no waiting call ignored");
+                    tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), "result for no waiting call ignored");
                     self.notify(notice(
                         format!(
                             "no call is waiting for request id {request_id:?}: it already timed out, was cancelled, or never existed; the result was ignored"
@@ -401,7 +402,13 @@ impl Bridge {
             what,
             problem: problem.to_owned(),
         });
-        tracing::warn!(session_id = %self.session_id, %request_id, %problem, failed_call = failed, "malformed {what} from the app");
+        tracing::warn!(
+            session = short_id(&self.session_id),
+            request = short_request(&request_id),
+            failed_call = failed,
+            "malformed {what} from the app"
+        );
+        tracing::debug!(session_id = %self.session_id, %request_id, %problem, "malformed {what} from the app");
         let message = if failed {
             format!(
                 "your {what} for request id {request_id:?} was malformed and the call failed: {problem}"

@@ -7,12 +7,12 @@
 //! relays its progress and answer. The hub tells the delivery when bridges
 //! come and go here, so that calls from elsewhere can find them.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
 use crate::bridge::ProgressSink;
+use crate::directory::SessionRecord;
 use crate::outcome::{InvokeError, ToolOutcome};
 
 /// A call for a session whose bridge is not attached to this process.
@@ -39,11 +39,17 @@ pub trait RemoteDelivery: Send + Sync + 'static {
         call: RemoteCall<'a>,
     ) -> BoxFuture<'a, Result<ToolOutcome, InvokeError>>;
 
-    /// A bridge for `session_id` was attached here: calls for it may come.
-    fn bridge_attached(&self, session_id: &Arc<str>);
+    /// A bridge for the session was attached here: make calls from elsewhere
+    /// find it. Done before the app is told it is attached.
+    fn bridge_attached<'a>(&'a self, session: &'a SessionRecord) -> BoxFuture<'a, ()>;
 
     /// The bridge for `session_id` here ended.
     fn bridge_detached(&self, session_id: &str);
+
+    /// Whether bridges elsewhere can be reached; the error says why not.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A single node: no bridge exists anywhere but here.
@@ -58,7 +64,9 @@ impl RemoteDelivery for NoRemote {
         Box::pin(std::future::ready(Err(InvokeError::NotConnected)))
     }
 
-    fn bridge_attached(&self, _session_id: &Arc<str>) {}
+    fn bridge_attached<'a>(&'a self, _session: &'a SessionRecord) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 
     fn bridge_detached(&self, _session_id: &str) {}
 }

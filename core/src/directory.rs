@@ -68,6 +68,12 @@ impl SessionRecord {
         format!("{}:{n}", self.id)
     }
 
+    /// Makes the request ids go on after `calls_made` calls at least (a node
+    /// taking over a bridge starts past every id another node handed out).
+    pub fn continue_request_ids_after(&self, calls_made: u64) {
+        self.calls_made.fetch_max(calls_made, Ordering::Relaxed);
+    }
+
     /// Whether the session offers a tool of this name.
     pub fn has_tool(&self, name: &str) -> bool {
         self.tools.iter().any(|tool| &*tool.name == name)

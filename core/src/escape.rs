@@ -36,9 +36,31 @@ pub fn truncated_to(value: &str, limit: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The short form of a session id for log lines at INFO and above: enough
+/// to correlate, not enough to use (a session id is a capability in URLs).
+pub fn short_id(session_id: &str) -> &str {
+    session_id.get(..8).unwrap_or(session_id)
+}
+
+/// A request id (`"{session_id}:{n}"`) with its session id shortened.
+pub fn short_request(request_id: &str) -> String {
+    match request_id.rsplit_once(':') {
+        Some((session, n)) => format!("{}:{n}", short_id(session)),
+        None => truncated_to(short_id(request_id), 8).into_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_are_shortened_for_logs() {
+        let id = "6f1c2d3e-58cd-4c01-80e5-8016bcb4f813";
+        assert_eq!(short_request(&format!("{id}:12")), "6f1c2d3e:12");
+        assert_eq!(short_request(id), "6f1c2d3e");
+        assert_eq!(short_id("abc"), "abc");
+    }
 
     #[test]
     fn short_clean_values_pass_unchanged() {

@@ -338,7 +338,8 @@ impl Hub {
             return Err(error);
         }
         self.inner.directory.touch(&id);
-        self.inner.remote.bridge_attached(&id);
+        // Before the app hears `attached`, calls from anywhere can find it.
+        self.inner.remote.bridge_attached(&record).await;
         if !was_replaced {
             tracing::info!(session = short(&id), "bridge attached");
         }
@@ -396,7 +397,7 @@ impl Hub {
         }
         let arguments_json = Value::Object(arguments.clone()).to_string();
         let timeout = self.inner.config.tool_timeout;
-        let Some((local, bridge)) = self.inner.local_bridge(&record.id) else {
+        if self.inner.local_bridge(&record.id).is_none() {
             self.inner.directory.touch(&record.id);
             let call = RemoteCall {
                 session_id: &record.id,
@@ -406,7 +407,45 @@ impl Hub {
                 timeout,
             };
             return self.inner.remote.invoke(call).await;
+        }
+        self.invoke_local(&record, tool_name, arguments_json, progress)
+            .await
+    }
+
+    /// Sends a call that arrived from another node to the bridge attached
+    /// here; never forwards it again. `arguments_json` is a JSON object.
+    pub async fn invoke_here(
+        &self,
+        session_id: &str,
+        tool_name: &str,
+        arguments_json: String,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutcome, InvokeError> {
+        let record = match self.record(session_id).await {
+            Ok(record) => record,
+            Err(HubError::Unavailable(error)) => return Err(InvokeError::Unavailable(error.0)),
+            Err(_) => return Err(InvokeError::UnknownSession(session_id.to_owned())),
         };
+        self.invoke_local(&record, tool_name, arguments_json, progress)
+            .await
+    }
+
+    async fn invoke_local(
+        &self,
+        record: &SessionRecord,
+        tool_name: &str,
+        arguments_json: String,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutcome, InvokeError> {
+        let timeout = self.inner.config.tool_timeout;
+        let Some((local, bridge)) = self.inner.local_bridge(&record.id) else {
+            return Err(InvokeError::NotConnected);
+        };
+        if bridge.end_reason().is_some() {
+            // Ended and about to be detached: for a call from another node,
+            // the bridge is elsewhere now.
+            return Err(InvokeError::NotConnected);
+        }
         let request_id = record.next_request_id();
         self.inner.directory.touch(&record.id);
         // From here on the guard undoes the bookkeeping however the call ends,
@@ -433,7 +472,12 @@ impl Hub {
         .await
         .unwrap_or(Err(InvokeError::Timeout(timeout)));
         if let Err(InvokeError::Timeout(_)) = &outcome {
-            tracing::warn!(session = short(&record.id), %request_id, tool = tool_name, "tool call timed out");
+            tracing::warn!(
+                session = short(&record.id),
+                request = crate::escape::short_request(&request_id),
+                tool = tool_name,
+                "tool call timed out"
+            );
         }
         drop(call);
         outcome
@@ -501,6 +545,20 @@ impl Hub {
     /// Whether [`Hub::shutdown`] was called.
     pub fn is_shutting_down(&self) -> bool {
         self.inner.shutdown.is_cancelled()
+    }
+
+    /// Whether the hub can serve: not shutting down, and (in a cluster) its
+    /// backend reachable. The error says what is missing.
+    pub fn readiness(&self) -> Result<(), String> {
+        if self.is_shutting_down() {
+            return Err("the proxy is shutting down".into());
+        }
+        self.inner.remote.ready()
+    }
+
+    /// A handle that does not keep the hub alive, for the backend's tasks.
+    pub fn downgrade(&self) -> WeakHub {
+        WeakHub(Arc::downgrade(&self.inner))
     }
 
     /// Forgets an ended bridge if it is still the session's current one, and
@@ -577,6 +635,17 @@ impl Inner {
         if unused {
             map.remove(id);
         }
+    }
+}
+
+/// A [`Hub`] that may be gone (see [`Hub::downgrade`]).
+#[derive(Clone)]
+pub struct WeakHub(std::sync::Weak<Inner>);
+
+impl WeakHub {
+    /// The hub, if it still exists.
+    pub fn upgrade(&self) -> Option<Hub> {
+        self.0.upgrade().map(|inner| Hub { inner })
     }
 }
 

@@ -19,6 +19,8 @@
 //! - [`hub`]: sessions and their bridges, the idle sweep, and [`Hub::invoke`],
 //!   which sends a call over the bridge and waits for its answer within the
 //!   tool timeout.
+//! - [`cluster`]: the second backend, on NATS: the directory in JetStream
+//!   KV and calls between nodes by request-reply.
 //! - [`grpc`]: the tonic service over the hub.
 //! - [`auth`]: the global tokens and each session's own two tokens (only
 //!   their digests kept), compared in constant time; [`Hub::authorize`]
@@ -27,6 +29,7 @@
 
 pub mod auth;
 pub mod bridge;
+pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod directory;

@@ -44,6 +44,9 @@ pub enum InvokeError {
     },
     #[error("The session directory is unreachable, so the call could not be routed: {0}")]
     Unavailable(String),
+    /// A failure reported by the node that holds the bridge, as it worded it.
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// Why a bridge ended.

@@ -112,6 +112,86 @@ pub struct ServerConfig {
     /// Largest accepted HTTP request body, in bytes.
     #[arg(long, env = "OPENCLAW_PROXY_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
+
+    /// Cluster mode: NATS server URLs, comma-separated (empty: one node, in memory).
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_NATS_URL",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    pub nats_url: Vec<String>,
+
+    /// Prefix of the NATS subjects and the KV bucket, so deployments can share a NATS.
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_NATS_PREFIX",
+        default_value = "openclaw_proxy"
+    )]
+    pub nats_prefix: String,
+
+    /// NATS user (with OPENCLAW_PROXY_NATS_PASSWORD).
+    #[arg(long, env = "OPENCLAW_PROXY_NATS_USER")]
+    pub nats_user: Option<String>,
+
+    /// NATS password.
+    #[arg(long, env = "OPENCLAW_PROXY_NATS_PASSWORD", hide_env_values = true)]
+    pub nats_password: Option<String>,
+
+    /// NATS token.
+    #[arg(long, env = "OPENCLAW_PROXY_NATS_TOKEN", hide_env_values = true)]
+    pub nats_token: Option<String>,
+
+    /// NATS credentials file (.creds: JWT and NKey seed).
+    #[arg(long, env = "OPENCLAW_PROXY_NATS_CREDS_FILE")]
+    pub nats_creds_file: Option<std::path::PathBuf>,
+
+    /// CA certificate (PEM) to verify the NATS servers with; makes TLS required.
+    #[arg(long, env = "OPENCLAW_PROXY_NATS_TLS_CA_FILE")]
+    pub nats_tls_ca_file: Option<std::path::PathBuf>,
+
+    /// Replicas of the session KV bucket (3 on a 3-node NATS cluster).
+    #[arg(long, env = "OPENCLAW_PROXY_NATS_KV_REPLICAS", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub nats_kv_replicas: u8,
+}
+
+impl ServerConfig {
+    /// The cluster settings, when `OPENCLAW_PROXY_NATS_URL` turns cluster
+    /// mode on.
+    pub fn cluster(&self) -> Option<openclaw_proxy_core::cluster::ClusterSettings> {
+        use openclaw_proxy_core::cluster::{ClusterSettings, NatsAuth};
+        let servers: Vec<String> = self
+            .nats_url
+            .iter()
+            .map(|url| url.trim().to_owned())
+            .filter(|url| !url.is_empty())
+            .collect();
+        if servers.is_empty() {
+            return None;
+        }
+        let auth = match (
+            &self.nats_creds_file,
+            &self.nats_token,
+            &self.nats_user,
+            &self.nats_password,
+        ) {
+            (Some(path), _, _, _) => NatsAuth::CredsFile(path.clone()),
+            (None, Some(token), _, _) => NatsAuth::Token(token.clone()),
+            (None, None, Some(user), password) => NatsAuth::UserPassword {
+                user: user.clone(),
+                password: password.clone().unwrap_or_default(),
+            },
+            _ => NatsAuth::None,
+        };
+        Some(ClusterSettings {
+            servers,
+            prefix: self.nats_prefix.clone(),
+            auth,
+            tls_ca_file: self.nats_tls_ca_file.clone(),
+            kv_replicas: usize::from(self.nats_kv_replicas),
+        })
+    }
 }
 
 impl ServerConfig {
@@ -129,6 +209,8 @@ impl ServerConfig {
             session_ttl: Duration::from_secs(self.session_ttl_seconds),
             tool_timeout: Duration::from_secs(self.tool_timeout_seconds),
             ping_interval: Duration::from_secs(self.ping_interval_seconds.max(1)),
+            // Short TTLs are swept often enough to hold them.
+            sweep_interval: Duration::from_secs((self.session_ttl_seconds / 4).clamp(1, 15)),
             ..CoreConfig::default()
         }
     }

@@ -6,6 +6,7 @@
 use anyhow::Context;
 use clap::Parser;
 use openclaw_proxy_core::Hub;
+use openclaw_proxy_core::cluster::Cluster;
 use openclaw_proxy_edge::{ServerConfig, serve};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -23,11 +24,19 @@ async fn main() -> anyhow::Result<()> {
     if let Some(warning) = config.exposure()? {
         tracing::warn!("{warning}");
     }
+    // Settings that cannot work stop the server before it listens.
+    let hub = match config.cluster() {
+        None => Hub::new(config.core()),
+        Some(settings) => {
+            let cluster = Cluster::connect(settings, &config.core()).await?;
+            tracing::info!(node = cluster.node_id(), "cluster mode on NATS");
+            cluster.hub(config.core())
+        }
+    };
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "openclaw-proxy listening (HTTP, WebSocket and gRPC)");
-    let hub = Hub::new(config.core());
     serve(listener, hub, config.edge(), shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())

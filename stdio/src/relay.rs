@@ -23,6 +23,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use rmcp::model::ProtocolVersion;
+use rmcp::transport::common::http_header::{
+    EVENT_STREAM_MIME_TYPE, HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
+    HEADER_SESSION_ID, JSON_MIME_TYPE,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
@@ -305,9 +310,9 @@ async fn forward(
     let mut request = state
         .http
         .post(&url)
-        .header("mcp-session-id", session)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
+        .header(HEADER_SESSION_ID, session)
+        .header("accept", format!("{JSON_MIME_TYPE}, {EVENT_STREAM_MIME_TYPE}"))
+        .header("content-type", JSON_MIME_TYPE)
         .body(message.to_string());
     if !state.config.token.is_empty() {
         request = request.bearer_auth(&state.config.token);
@@ -329,7 +334,7 @@ async fn forward(
         for (name, value) in standard_headers(message, &version) {
             request = request.header(name, value);
         }
-        request = request.header("mcp-protocol-version", version);
+        request = request.header(HEADER_MCP_PROTOCOL_VERSION, version);
     }
     let response = request
         .send()
@@ -395,27 +400,24 @@ async fn forward(
     Ok(())
 }
 
-/// The first protocol revision whose requests carry `Mcp-Method` and
-/// `Mcp-Name` headers (SEP-2243).
-const STANDARD_HEADERS_VERSION: &str = "2026-07-28";
-
 /// `Mcp-Method` and `Mcp-Name` for revisions that require them. Values that
 /// are not plain visible ASCII are sent Base64-encoded as `=?base64?...?=`.
 fn standard_headers(message: &Value, version: &str) -> Vec<(&'static str, String)> {
-    if version < STANDARD_HEADERS_VERSION {
+    // The first revision whose requests carry `Mcp-Method` and `Mcp-Name`.
+    if version < ProtocolVersion::STANDARD_HEADERS.as_str() {
         return Vec::new();
     }
     let Some(method) = message.get("method").and_then(Value::as_str) else {
         return Vec::new();
     };
-    let mut headers = vec![("mcp-method", header_value(method))];
+    let mut headers = vec![(HEADER_MCP_METHOD, header_value(method))];
     let name = match method {
         "tools/call" | "prompts/get" => message.pointer("/params/name"),
         "resources/read" => message.pointer("/params/uri"),
         _ => None,
     };
     if let Some(name) = name.and_then(Value::as_str) {
-        headers.push(("mcp-name", header_value(name)));
+        headers.push((HEADER_MCP_NAME, header_value(name)));
     }
     headers
 }

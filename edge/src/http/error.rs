@@ -49,6 +49,8 @@ pub enum ApiError {
     WebSocketVersion,
     #[error("not a WebSocket handshake: {0}")]
     NotWebSocket(String),
+    #[error("not ready: {0}")]
+    NotReady(String),
 }
 
 impl ApiError {
@@ -77,6 +79,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::WebSocketVersion => StatusCode::UPGRADE_REQUIRED,
             Self::NotWebSocket(_) => StatusCode::BAD_REQUEST,
+            Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -101,6 +104,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::WebSocketVersion => "unsupported_websocket_version",
             Self::NotWebSocket(_) => "not_websocket",
+            Self::NotReady(_) => "not_ready",
         }
     }
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -61,6 +61,7 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
     let body_limit = state.config.max_body_bytes;
     Router::new()
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .route("/v1/chat/sessions", post(rest::create_session))
         .route(
             "/v1/chat/sessions/{session_id}",
@@ -104,6 +105,16 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 
 async fn health() -> &'static str {
     "ok"
+}
+
+/// Readiness, beside `/health` (liveness): 200 `ready` while the node can
+/// serve; 503 with the reason while it shuts down or, in cluster mode, while
+/// NATS is unreachable. Load balancers route by it; nothing restarts on it.
+async fn ready(State(state): State<EdgeState>) -> Response {
+    match state.hub.readiness() {
+        Ok(()) => "ready".into_response(),
+        Err(reason) => ApiError::NotReady(reason).into_response(),
+    }
 }
 
 /// The `{session_id}` of a route's path. A path that cannot be decoded

@@ -2,6 +2,7 @@
 //! answers to MCP results.
 
 use reqwest::StatusCode;
+use openclaw_proxy_proto::mcp::content_result;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -177,33 +178,20 @@ fn snippet(text: &str) -> String {
     text.chars().take(500).collect()
 }
 
-/// Maps a successful Gateway `result`: `details` first (pretty JSON text, and
-/// `structuredContent` when it is an object), else `content` blocks passed
-/// through (images included), else the string or JSON of the result.
-pub fn map_result(result: Value) -> CallToolResult {
-    if let Some(details) = result.get("details").filter(|details| !details.is_null()) {
-        let text = match details {
-            Value::String(text) => text.clone(),
-            other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
-        };
-        let mut mapped = CallToolResult::success(vec![ContentBlock::text(text)]);
-        if details.is_object() {
-            mapped.structured_content = Some(details.clone());
-        }
-        return mapped;
+/// Maps a successful Gateway `result` with the proxy's own rule
+/// ([`content_result`]): its `details` when present, else its `content`
+/// blocks (images included), else the result itself.
+pub fn map_result(mut result: Value) -> CallToolResult {
+    // One mapping of content to MCP for the proxy and this binary.
+    if let Some(details) = result
+        .get_mut("details")
+        .map(Value::take)
+        .filter(|details| !details.is_null())
+    {
+        return content_result(details);
     }
-    if let Some(Value::Array(blocks)) = result.get("content") {
-        let blocks = blocks
-            .iter()
-            .map(|block| {
-                ContentBlock::deserialize(block)
-                    .unwrap_or_else(|_| ContentBlock::text(block.to_string()))
-            })
-            .collect();
-        return CallToolResult::success(blocks);
+    if let Some(content @ Value::Array(_)) = result.get_mut("content").map(Value::take) {
+        return content_result(content);
     }
-    match result {
-        Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
-        other => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
-    }
+    content_result(result)
 }

@@ -255,11 +255,9 @@ fn parse_tool(entry: Value) -> Result<ToolDef, String> {
     })
 }
 
+/// The proxy's own rule for MCP tool names, shared through the contract crate.
 pub(crate) fn is_valid_name(name: &str) -> bool {
-    (1..=128).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    openclaw_proxy_proto::tools::is_valid_tool_name(name)
 }
 
 #[cfg(test)]

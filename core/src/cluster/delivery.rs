@@ -1,0 +1,420 @@
+//! Calls between nodes: NATS request-reply, with progress and liveness
+//! streamed back on the reply subject.
+//!
+//! The calling node publishes the call to `{prefix}.call.{session_id}` with a
+//! reply subject of its own (`{prefix}.reply.{node}.{n}`, one subscription per
+//! node, routed by `n`). The node holding the bridge subscribes to the call
+//! subject in queue group `bridge` while it holds the bridge, runs the call
+//! on it, and publishes `progress`, `alive` (every second while the call
+//! runs), then the `answer` or the `failure`. NATS answers "no responders"
+//! when no node holds the bridge.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use async_nats::{HeaderMap, Message, StatusCode};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::Node;
+use super::directory::NatsDirectory;
+use super::wire::{
+    self, Answer, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS, Progress,
+    ReadAnswer,
+};
+use crate::delivery::{RemoteCall, RemoteDelivery};
+use crate::directory::SessionRecord;
+use crate::hub::{WeakHub, short};
+use crate::outcome::{InvokeError, ToolOutcome};
+use crate::proto;
+
+/// How often the holding node says it is still working on a call.
+const ALIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// Silence after which the calling node gives the holding node up for dead.
+const HOLDER_SILENCE: Duration = Duration::from_secs(3);
+/// Messages of one call buffered on the calling node.
+const REPLY_BUFFER: usize = 256;
+
+type Waiting = Mutex<HashMap<u64, mpsc::Sender<Message>>>;
+
+/// Delivery to bridges held by other nodes, and service of calls for bridges
+/// held here.
+pub struct NatsDelivery {
+    node: Arc<Node>,
+    directory: Arc<NatsDirectory>,
+    reply_base: String,
+    next_reply: AtomicU64,
+    waiting: Arc<Waiting>,
+    serving: Mutex<HashMap<Arc<str>, JoinHandle<()>>>,
+    hub: OnceLock<WeakHub>,
+}
+
+impl NatsDelivery {
+    pub(crate) fn new(node: Arc<Node>, directory: Arc<NatsDirectory>) -> Self {
+        let reply_base = format!("{}.reply.{}", node.prefix, node.id);
+        Self {
+            node,
+            directory,
+            reply_base,
+            next_reply: AtomicU64::new(0),
+            waiting: Arc::default(),
+            serving: Mutex::default(),
+            hub: OnceLock::new(),
+        }
+    }
+
+    fn call_subject(&self, session_id: &str) -> String {
+        format!("{}.call.{session_id}", self.node.prefix)
+    }
+
+    /// Subscribes this node's reply subjects and routes what arrives to the
+    /// waiting calls.
+    pub(crate) fn start(self: &Arc<Self>, hub: WeakHub) {
+        let _ = self.hub.set(hub);
+        let client = self.node.client.clone();
+        let subject = format!("{}.*", self.reply_base);
+        let waiting = self.waiting.clone();
+        tokio::spawn(async move {
+            let mut replies = match client.subscribe(subject).await {
+                Ok(replies) => replies,
+                Err(error) => {
+                    tracing::error!(%error, "cannot subscribe to this node's reply subject; calls to other nodes will fail");
+                    return;
+                }
+            };
+            while let Some(message) = replies.next().await {
+                route_reply(&waiting, message);
+            }
+        });
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Message>>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn serving(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, JoinHandle<()>>> {
+        self.serving.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Delivers a call; a node that answers "not connected" held the bridge
+    /// a moment ago (it just moved), so the call is offered again, briefly.
+    async fn call(&self, call: RemoteCall<'_>) -> Result<ToolOutcome, InvokeError> {
+        let mut progress = call.progress;
+        for delay_ms in [5, 20, 50, 100] {
+            let attempt = RemoteCall {
+                session_id: call.session_id,
+                tool: call.tool,
+                arguments_json: call.arguments_json.clone(),
+                progress: progress.take(),
+                timeout: call.timeout,
+            };
+            match self.call_once(attempt).await {
+                Err(Moved(sink)) => {
+                    progress = sink;
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                }
+                Ok(outcome) => return outcome,
+            }
+        }
+        Err(InvokeError::NotConnected)
+    }
+
+    async fn call_once(
+        &self,
+        call: RemoteCall<'_>,
+    ) -> Result<Result<ToolOutcome, InvokeError>, Moved> {
+        if !self.node.connected() {
+            return Ok(Err(unreachable()));
+        }
+        let n = self.next_reply.fetch_add(1, Ordering::Relaxed);
+        let (sender, mut replies) = mpsc::channel(REPLY_BUFFER);
+        self.waiting().insert(n, sender);
+        let _registered = Registered {
+            waiting: &self.waiting,
+            n,
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(wire::TOOL, call.tool);
+        headers.insert(
+            wire::TIMEOUT_MS,
+            call.timeout.as_millis().to_string().as_str(),
+        );
+        let published = self
+            .node
+            .client
+            .publish_with_reply_and_headers(
+                self.call_subject(call.session_id),
+                format!("{}.{n}", self.reply_base),
+                headers,
+                Bytes::from(call.arguments_json),
+            )
+            .await;
+        if let Err(error) = published {
+            return Ok(Err(InvokeError::Unavailable(format!("NATS: {error}"))));
+        }
+        let deadline = tokio::time::Instant::now() + call.timeout;
+        loop {
+            let message = tokio::select! {
+                message = replies.recv() => message,
+                () = tokio::time::sleep(HOLDER_SILENCE) => {
+                    return Ok(Err(if self.node.connected() {
+                        InvokeError::Remote(
+                            "The proxy node holding the app's bridge stopped answering; the call was abandoned.".into(),
+                        )
+                    } else {
+                        unreachable()
+                    }));
+                }
+                () = tokio::time::sleep_until(deadline) => return Ok(Err(InvokeError::Timeout(call.timeout))),
+            };
+            let Some(message) = message else {
+                return Ok(Err(unreachable()));
+            };
+            if message.status == Some(StatusCode::NO_RESPONDERS) {
+                return Ok(Err(InvokeError::NotConnected));
+            }
+            let kind = message
+                .headers
+                .as_ref()
+                .and_then(|headers| headers.get(KIND))
+                .map(|value| value.as_str().to_owned())
+                .unwrap_or_default();
+            match kind.as_str() {
+                KIND_ALIVE => {}
+                KIND_PROGRESS => {
+                    if let (Some(sink), Ok(report)) = (
+                        &call.progress,
+                        serde_json::from_slice::<Progress>(&message.payload),
+                    ) {
+                        let _ = sink.try_send(proto::ToolProgress {
+                            request_id: String::new(),
+                            progress: report.progress,
+                            total: report.total,
+                            message: report.message,
+                        });
+                    }
+                }
+                KIND_ANSWER => {
+                    return Ok(serde_json::from_slice::<ReadAnswer>(&message.payload)
+                        .and_then(ReadAnswer::into_outcome)
+                        .map_err(|error| {
+                            InvokeError::Remote(format!(
+                                "The proxy node holding the app's bridge sent an unreadable answer: {error}"
+                            ))
+                        }));
+                }
+                KIND_FAILURE => {
+                    return match serde_json::from_slice::<Failure>(&message.payload) {
+                        Ok(Failure::NotConnected) => Err(Moved(call.progress)),
+                        Ok(failure) => Ok(Err(failure.into_error(call.session_id))),
+                        Err(error) => Ok(Err(InvokeError::Remote(format!(
+                            "The proxy node holding the app's bridge failed the call unreadably: {error}"
+                        )))),
+                    };
+                }
+                other => {
+                    tracing::debug!(kind = other, "unknown reply from another node ignored");
+                }
+            }
+        }
+    }
+
+    /// Serves calls for a session whose bridge is here, until unsubscribed.
+    async fn serve(
+        node: Arc<Node>,
+        hub: WeakHub,
+        session_id: Arc<str>,
+        mut calls: async_nats::Subscriber,
+    ) {
+        while let Some(message) = calls.next().await {
+            let (node, hub, session_id) = (node.clone(), hub.clone(), session_id.clone());
+            tokio::spawn(async move { answer_call(node, hub, session_id, message).await });
+        }
+    }
+}
+
+/// The node that answered no longer holds the bridge; the caller's progress
+/// sink comes back for the next attempt.
+struct Moved(Option<crate::bridge::ProgressSink>);
+
+/// Removes a call's reply route when the call ends, however it ends.
+struct Registered<'a> {
+    waiting: &'a Waiting,
+    n: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.n);
+    }
+}
+
+fn unreachable() -> InvokeError {
+    InvokeError::Unavailable("NATS is unreachable from this proxy node".into())
+}
+
+fn route_reply(waiting: &Waiting, message: Message) {
+    let Some(n) = message
+        .subject
+        .rsplit('.')
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let sender = waiting
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&n)
+        .cloned();
+    let Some(sender) = sender else { return };
+    if let Err(mpsc::error::TrySendError::Full(message)) = sender.try_send(message) {
+        // Progress may be thinned; the answer must arrive.
+        tokio::spawn(async move {
+            let _ = sender.send(message).await;
+        });
+    }
+}
+
+/// Runs one call from another node on the bridge here and streams its
+/// progress, liveness and outcome back.
+async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, message: Message) {
+    let Some(reply) = message.reply.clone() else {
+        return;
+    };
+    let publish = |kind: &'static str, body: Bytes| {
+        let mut headers = HeaderMap::new();
+        headers.insert(KIND, kind);
+        let client = node.client.clone();
+        let reply = reply.clone();
+        async move {
+            if let Err(error) = client.publish_with_headers(reply, headers, body).await {
+                tracing::debug!(%error, "reply to another node not sent");
+            }
+        }
+    };
+    let failure = |error: &InvokeError| {
+        Bytes::from(serde_json::to_vec(&Failure::of(error)).unwrap_or_default())
+    };
+    let Some(hub) = hub.upgrade() else {
+        publish(KIND_FAILURE, failure(&InvokeError::NotConnected)).await;
+        return;
+    };
+    let tool = message
+        .headers
+        .as_ref()
+        .and_then(|headers| headers.get(wire::TOOL))
+        .map(|value| value.as_str().to_owned())
+        .unwrap_or_default();
+    let arguments = match String::from_utf8(message.payload.to_vec()) {
+        Ok(arguments) => arguments,
+        Err(_) => {
+            let error = InvokeError::Remote("the forwarded arguments were not UTF-8".into());
+            publish(KIND_FAILURE, failure(&error)).await;
+            return;
+        }
+    };
+    let (sink, mut reports) = mpsc::channel::<proto::ToolProgress>(64);
+    let invoke = hub.invoke_here(&session_id, &tool, arguments, Some(sink));
+    tokio::pin!(invoke);
+    let mut alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + ALIVE_INTERVAL, ALIVE_INTERVAL);
+    let progress = |report: proto::ToolProgress| {
+        let body = serde_json::to_vec(&Progress {
+            progress: report.progress,
+            total: report.total,
+            message: report.message,
+        })
+        .unwrap_or_default();
+        publish(KIND_PROGRESS, Bytes::from(body))
+    };
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            Some(report) = reports.recv() => progress(report).await,
+            outcome = &mut invoke => break outcome,
+            _ = alive.tick() => publish(KIND_ALIVE, Bytes::new()).await,
+        }
+    };
+    while let Ok(report) = reports.try_recv() {
+        progress(report).await;
+    }
+    match outcome {
+        Ok(outcome) => {
+            let body = serde_json::to_vec(&Answer {
+                ok: outcome.ok,
+                content: &outcome.content,
+                error: &outcome.error,
+            })
+            .unwrap_or_default();
+            publish(KIND_ANSWER, Bytes::from(body)).await;
+        }
+        Err(error) => publish(KIND_FAILURE, failure(&error)).await,
+    }
+}
+
+impl RemoteDelivery for NatsDelivery {
+    fn invoke<'a>(
+        &'a self,
+        call: RemoteCall<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutcome, InvokeError>> {
+        Box::pin(self.call(call))
+    }
+
+    fn bridge_attached<'a>(&'a self, session: &'a SessionRecord) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let id = session.id.clone();
+            match self
+                .node
+                .client
+                .queue_subscribe(self.call_subject(&id), "bridge".into())
+                .await
+            {
+                Ok(calls) => {
+                    let hub = self.hub.get().cloned();
+                    if let Some(hub) = hub {
+                        let task =
+                            tokio::spawn(Self::serve(self.node.clone(), hub, id.clone(), calls));
+                        if let Some(old) = self.serving().insert(id.clone(), task) {
+                            old.abort();
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(session = short(&id), %error, "calls from other nodes cannot reach this bridge");
+                }
+            }
+            match self.directory.claim(session).await {
+                // Request ids go on past every id handed out before this claim.
+                Ok(revision) => session.continue_request_ids_after(revision << 32),
+                Err(error) => {
+                    tracing::warn!(session = short(&id), %error, "cannot record this node as the bridge holder");
+                }
+            }
+        })
+    }
+
+    fn bridge_detached(&self, session_id: &str) {
+        if let Some(task) = self.serving().remove(session_id) {
+            task.abort();
+        }
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        if !self.node.connected() {
+            return Err("NATS is unreachable".into());
+        }
+        if !self.directory.ready() {
+            return Err("the session directory in NATS is not open yet".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,420 @@
+//! The session directory in a JetStream KV bucket, cached on every node.
+//!
+//! Each node watches the whole bucket: the watch fills the cache, tells the
+//! node when a session it holds a bridge for was claimed elsewhere
+//! (takeover), deleted, or aged out, and keeps lookups on the hot path in
+//! memory. A session missing from the cache (just created elsewhere) is read
+//! from KV directly. Writes are few: creation, claims, deletion, and
+//! activity refreshes throttled to one per quarter TTL per node.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::time::Duration;
+
+use async_nats::jetstream::kv::{self, Operation};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::Node;
+use super::wire::StoredSession;
+use crate::directory::{DirectoryError, SessionDirectory, SessionRecord};
+use crate::hub::{WeakHub, short};
+use crate::outcome::BridgeEnd;
+use crate::tools::ToolSetCache;
+
+/// Longest wait for one KV operation.
+const KV_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long after its last observed write a cached entry is trusted without
+/// news from the watch (the bucket expires it after the TTL).
+const CACHE_GRACE: Duration = Duration::from_secs(2);
+
+struct Cached {
+    record: Arc<SessionRecord>,
+    revision: u64,
+    holder: Option<String>,
+    written: Instant,
+    refreshing: bool,
+}
+
+/// The cluster's session directory.
+pub struct NatsDirectory {
+    node: Arc<Node>,
+    kv: OnceCell<kv::Store>,
+    cache: RwLock<HashMap<Arc<str>, Cached>>,
+    tool_sets: ToolSetCache,
+    hub: OnceLock<WeakHub>,
+    watching: std::sync::atomic::AtomicBool,
+}
+
+fn unavailable(what: &str, error: impl std::fmt::Display) -> DirectoryError {
+    DirectoryError(format!("NATS: {what}: {error}"))
+}
+
+impl NatsDirectory {
+    pub(crate) fn new(node: Arc<Node>) -> Self {
+        Self {
+            node,
+            kv: OnceCell::new(),
+            cache: RwLock::default(),
+            tool_sets: ToolSetCache::default(),
+            hub: OnceLock::new(),
+            watching: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn bucket(&self) -> String {
+        format!("{}_sessions", self.node.prefix)
+    }
+
+    /// Whether the bucket is open and watched.
+    pub(crate) fn ready(&self) -> bool {
+        self.kv.initialized() && self.watching.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The bucket, while NATS is reachable.
+    pub(crate) fn store(&self) -> Result<&kv::Store, DirectoryError> {
+        if !self.node.connected() {
+            return Err(DirectoryError(
+                "NATS is unreachable from this proxy node".into(),
+            ));
+        }
+        self.kv
+            .get()
+            .ok_or_else(|| DirectoryError("NATS has not been reached yet".into()))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Cached>> {
+        self.cache.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Cached>> {
+        self.cache.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens the bucket (creating it on first use) and watches it, for as
+    /// long as the hub lives; reconnects after NATS failures.
+    pub(crate) fn start(self: &Arc<Self>, hub: WeakHub) {
+        let _ = self.hub.set(hub);
+        let directory = Arc::clone(self);
+        tokio::spawn(async move { directory.watch_forever().await });
+    }
+
+    async fn watch_forever(self: Arc<Self>) {
+        let mut last_revision = 0_u64;
+        loop {
+            if self.hub.get().and_then(WeakHub::upgrade).is_none() {
+                return;
+            }
+            match self.open_and_watch(&mut last_revision).await {
+                Ok(()) => tracing::warn!("the session directory's watch ended; watching again"),
+                Err(error) => {
+                    tracing::warn!(%error, "the session directory is unreachable; retrying")
+                }
+            }
+            self.watching
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn open_and_watch(&self, last_revision: &mut u64) -> Result<(), DirectoryError> {
+        let store = match self.kv.get() {
+            Some(store) => store.clone(),
+            None => {
+                let store = self.open_bucket().await?;
+                let _ = self.kv.set(store.clone());
+                store
+            }
+        };
+        let watch = if *last_revision == 0 {
+            store.watch_all().await
+        } else {
+            store.watch_all_from_revision(*last_revision + 1).await
+        };
+        let mut watch = watch.map_err(|error| unavailable("watch the session bucket", error))?;
+        self.watching
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        while let Some(entry) = watch.next().await {
+            let entry = entry.map_err(|error| unavailable("session bucket watch", error))?;
+            *last_revision = entry.revision;
+            self.apply(entry);
+        }
+        Ok(())
+    }
+
+    async fn open_bucket(&self) -> Result<kv::Store, DirectoryError> {
+        let jetstream = async_nats::jetstream::new(self.node.client.clone());
+        let config = kv::Config {
+            bucket: self.bucket(),
+            description: "openclaw-proxy sessions: metadata, tools and bridge holder".into(),
+            history: 1,
+            max_age: self.node.ttl,
+            num_replicas: self.node.kv_replicas,
+            // A key that ages out leaves a marker the watch reports.
+            limit_markers: Some(self.node.ttl.max(Duration::from_secs(1))),
+            ..Default::default()
+        };
+        let created =
+            tokio::time::timeout(KV_TIMEOUT, jetstream.create_or_update_key_value(config))
+                .await
+                .map_err(|_| unavailable("open the session bucket", "timed out"))?;
+        created.map_err(|error| unavailable("open the session bucket", error))
+    }
+
+    /// Takes one change of the bucket into the cache, and ends bridges here
+    /// that it makes obsolete.
+    fn apply(&self, entry: kv::Entry) {
+        let id: Arc<str> = entry.key.as_str().into();
+        match entry.operation {
+            Operation::Put => {
+                let stored: StoredSession = match serde_json::from_slice(&entry.value) {
+                    Ok(stored) => stored,
+                    Err(error) => {
+                        tracing::warn!(session = short(&id), %error, "unreadable session entry ignored");
+                        return;
+                    }
+                };
+                let holder = self.remember(&id, stored, entry.revision);
+                if holder
+                    .as_deref()
+                    .is_some_and(|holder| holder != self.node.id)
+                {
+                    self.end_bridge_here(&id, BridgeEnd::Replaced);
+                }
+            }
+            Operation::Delete | Operation::Purge => {
+                self.write().remove(&id);
+                self.end_bridge_here(&id, BridgeEnd::SessionDeleted);
+            }
+        }
+    }
+
+    /// Caches a stored session at `revision`; returns its holder. A session
+    /// already cached keeps its record (and so its request-id counter).
+    fn remember(&self, id: &Arc<str>, stored: StoredSession, revision: u64) -> Option<String> {
+        let mut cache = self.write();
+        if let Some(cached) = cache.get_mut(id) {
+            if revision >= cached.revision {
+                cached.revision = revision;
+                cached.holder = stored.holder.clone();
+                cached.written = Instant::now();
+            }
+            return stored.holder;
+        }
+        let parts = match stored.into_parts() {
+            Ok(parts) => parts,
+            Err(problem) => {
+                tracing::warn!(session = short(id), %problem, "unreadable session entry ignored");
+                return None;
+            }
+        };
+        let holder = parts.holder;
+        let record = SessionRecord::new(
+            id.clone(),
+            parts.metadata,
+            self.tool_sets.intern(parts.tools),
+            parts.credentials,
+        );
+        cache.insert(
+            id.clone(),
+            Cached {
+                record: Arc::new(record),
+                revision,
+                holder: holder.clone(),
+                written: Instant::now(),
+                refreshing: false,
+            },
+        );
+        holder
+    }
+
+    fn end_bridge_here(&self, id: &str, reason: BridgeEnd) {
+        if let Some(hub) = self.hub.get().and_then(WeakHub::upgrade) {
+            hub.end_local_bridge(id, reason);
+        }
+    }
+
+    /// Claims the session for this node: compare-and-set of its holder.
+    /// Returns the revision written, from which request ids continue.
+    pub(crate) async fn claim(&self, record: &SessionRecord) -> Result<u64, DirectoryError> {
+        let store = self.store()?;
+        let value = encode(&StoredSession::of(record, Some(self.node.id.clone())))?;
+        for _ in 0..5 {
+            let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(record.id.to_string()))
+                .await
+                .map_err(|_| unavailable("read a session", "timed out"))?
+                .map_err(|error| unavailable("read a session", error))?;
+            let Some(entry) = entry.filter(|entry| entry.operation == Operation::Put) else {
+                return Err(DirectoryError("the session no longer exists".into()));
+            };
+            let updated = tokio::time::timeout(
+                KV_TIMEOUT,
+                store.update(&*record.id, value.clone(), entry.revision),
+            )
+            .await
+            .map_err(|_| unavailable("claim a session", "timed out"))?;
+            match updated {
+                Ok(revision) => {
+                    if let Some(cached) = self.write().get_mut(&record.id) {
+                        cached.revision = cached.revision.max(revision);
+                        cached.holder = Some(self.node.id.clone());
+                        cached.written = Instant::now();
+                    }
+                    return Ok(revision);
+                }
+                // Someone wrote in between: read again and retry.
+                Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {}
+                Err(error) => return Err(unavailable("claim a session", error)),
+            }
+        }
+        Err(DirectoryError(
+            "the session kept changing while this node claimed it".into(),
+        ))
+    }
+
+    /// Refreshes a session's key in the background (its TTL restarts),
+    /// unless it was written recently or the write would overwrite a newer
+    /// revision (someone else wrote: that refreshed it too).
+    fn refresh(self: &Arc<Self>, id: &str) {
+        let Ok(store) = self.store() else { return };
+        let (key, value, revision) = {
+            let mut cache = self.write();
+            let Some(cached) = cache.get_mut(id) else {
+                return;
+            };
+            if cached.refreshing || cached.written.elapsed() < self.node.ttl / 4 {
+                return;
+            }
+            let Ok(value) = encode(&StoredSession::of(&cached.record, cached.holder.clone()))
+            else {
+                return;
+            };
+            cached.refreshing = true;
+            (cached.record.id.clone(), value, cached.revision)
+        };
+        let store = store.clone();
+        let directory = Arc::clone(self);
+        tokio::spawn(async move {
+            let updated =
+                tokio::time::timeout(KV_TIMEOUT, store.update(&*key, value, revision)).await;
+            let mut cache = directory.write();
+            if let Some(cached) = cache.get_mut(&key) {
+                cached.refreshing = false;
+                if let Ok(Ok(revision)) = updated {
+                    cached.revision = cached.revision.max(revision);
+                    cached.written = Instant::now();
+                }
+            }
+        });
+    }
+}
+
+fn encode(stored: &StoredSession) -> Result<Bytes, DirectoryError> {
+    serde_json::to_vec(stored)
+        .map(Bytes::from)
+        .map_err(|error| DirectoryError(format!("cannot encode a session: {error}")))
+}
+
+/// The directory as the hub sees it. `touch` needs the `Arc` to spawn its
+/// write, so the trait is implemented on a wrapper holding one.
+pub(crate) struct Shared(pub(crate) Arc<NatsDirectory>);
+
+impl SessionDirectory for Shared {
+    fn create(&self, record: Arc<SessionRecord>) -> BoxFuture<'_, Result<(), DirectoryError>> {
+        Box::pin(async move {
+            let directory = &self.0;
+            let store = directory.store()?;
+            let value = encode(&StoredSession::of(&record, None))?;
+            let revision = tokio::time::timeout(KV_TIMEOUT, store.create(&*record.id, value))
+                .await
+                .map_err(|_| unavailable("create a session", "timed out"))?
+                .map_err(|error| unavailable("create a session", error))?;
+            directory
+                .write()
+                .entry(record.id.clone())
+                .or_insert(Cached {
+                    record,
+                    revision,
+                    holder: None,
+                    written: Instant::now(),
+                    refreshing: false,
+                });
+            Ok(())
+        })
+    }
+
+    fn cached(&self, id: &str) -> Option<Arc<SessionRecord>> {
+        let limit = self.0.node.ttl + CACHE_GRACE;
+        self.0
+            .read()
+            .get(id)
+            .filter(|cached| cached.written.elapsed() <= limit)
+            .map(|cached| cached.record.clone())
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<SessionRecord>>, DirectoryError>> {
+        Box::pin(async move {
+            if let Some(record) = self.cached(id) {
+                return Ok(Some(record));
+            }
+            let directory = &self.0;
+            let store = directory.store()?;
+            let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(id.to_owned()))
+                .await
+                .map_err(|_| unavailable("read a session", "timed out"))?
+                .map_err(|error| unavailable("read a session", error))?;
+            let Some(entry) = entry.filter(|entry| entry.operation == Operation::Put) else {
+                directory.write().remove(id);
+                return Ok(None);
+            };
+            let stored: StoredSession = serde_json::from_slice(&entry.value)
+                .map_err(|error| DirectoryError(format!("unreadable session entry: {error}")))?;
+            let id: Arc<str> = id.into();
+            directory.remember(&id, stored, entry.revision);
+            Ok(directory
+                .read()
+                .get(&id)
+                .map(|cached| cached.record.clone()))
+        })
+    }
+
+    fn touch(&self, id: &str) {
+        self.0.refresh(id);
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, DirectoryError>> {
+        Box::pin(async move {
+            let directory = &self.0;
+            let store = directory.store()?;
+            let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(id.to_owned()))
+                .await
+                .map_err(|_| unavailable("read a session", "timed out"))?
+                .map_err(|error| unavailable("read a session", error))?;
+            let existed = entry.is_some_and(|entry| entry.operation == Operation::Put);
+            if existed {
+                tokio::time::timeout(KV_TIMEOUT, store.delete(id))
+                    .await
+                    .map_err(|_| unavailable("delete a session", "timed out"))?
+                    .map_err(|error| unavailable("delete a session", error))?;
+            }
+            directory.write().remove(id);
+            Ok(existed)
+        })
+    }
+
+    fn expired(&self, _ttl: Duration) -> Vec<Arc<str>> {
+        // The bucket expires idle keys itself; the watch reports them.
+        Vec::new()
+    }
+
+    fn len(&self) -> usize {
+        self.0.read().len()
+    }
+}

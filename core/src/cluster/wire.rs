@@ -1,0 +1,322 @@
+//! What nodes say to each other: session records in the KV bucket, and the
+//! messages of one call between the node that received it and the node that
+//! holds the session's bridge.
+//!
+//! JSON, versioned, so a rolling upgrade can read what an older node wrote.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::auth::{SessionCredentials, TokenDigest};
+use crate::directory::SessionRecord;
+use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
+use crate::proto;
+use crate::tools::Tool;
+
+/// Header naming the kind of a message on a call's reply subject.
+pub const KIND: &str = "Ocp-Kind";
+/// Header carrying the tool of a forwarded call.
+pub const TOOL: &str = "Ocp-Tool";
+/// Header carrying how long the caller waits, in milliseconds.
+pub const TIMEOUT_MS: &str = "Ocp-Timeout-Ms";
+
+/// Reply kind: a progress report (body [`Progress`]).
+pub const KIND_PROGRESS: &str = "progress";
+/// Reply kind: the holder is still working on the call (no body).
+pub const KIND_ALIVE: &str = "alive";
+/// Reply kind: the app's answer (body [`Answer`]).
+pub const KIND_ANSWER: &str = "answer";
+/// Reply kind: no answer from the app (body [`Failure`]).
+pub const KIND_FAILURE: &str = "failure";
+
+/// A session as stored in the KV bucket.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StoredSession {
+    /// Format version.
+    pub v: u32,
+    /// The registration metadata.
+    pub metadata: StoredMetadata,
+    /// The validated tools.
+    pub tools: Vec<StoredTool>,
+    /// The node that holds the session's bridge, if one claimed it.
+    #[serde(default)]
+    pub holder: Option<String>,
+    /// SHA-256 of the session token, hex (the token itself is never stored).
+    pub session_token_sha256: String,
+    /// SHA-256 of the MCP token, hex.
+    pub mcp_token_sha256: String,
+}
+
+/// [`proto::SessionMetadata`], stored.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StoredMetadata {
+    pub device_id: String,
+    pub device_name: String,
+    pub app_version: String,
+    pub chat_id: String,
+}
+
+/// One validated tool, stored.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StoredTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub input_schema: Map<String, Value>,
+    #[serde(default)]
+    pub path: String,
+}
+
+impl StoredSession {
+    /// The stored form of a record.
+    pub fn of(record: &SessionRecord, holder: Option<String>) -> Self {
+        let metadata = &record.metadata;
+        Self {
+            v: 1,
+            metadata: StoredMetadata {
+                device_id: metadata.device_id.clone(),
+                device_name: metadata.device_name.clone(),
+                app_version: metadata.app_version.clone(),
+                chat_id: metadata.chat_id.clone(),
+            },
+            tools: record
+                .tools
+                .iter()
+                .map(|tool| StoredTool {
+                    name: tool.name.to_string(),
+                    description: tool.description.to_string(),
+                    input_schema: (*tool.input_schema).clone(),
+                    path: tool.path.to_string(),
+                })
+                .collect(),
+            holder,
+            session_token_sha256: hex(&record.credentials.session_token_digest),
+            mcp_token_sha256: hex(&record.credentials.mcp_token_digest),
+        }
+    }
+
+    /// The record's parts (its tools were validated when it was stored).
+    pub fn into_parts(self) -> Result<StoredParts, String> {
+        let credentials = SessionCredentials {
+            session_token_digest: unhex(&self.session_token_sha256)
+                .ok_or("session_token_sha256 is not 64 hex digits")?,
+            mcp_token_digest: unhex(&self.mcp_token_sha256)
+                .ok_or("mcp_token_sha256 is not 64 hex digits")?,
+        };
+        let metadata = proto::SessionMetadata {
+            device_id: self.metadata.device_id,
+            device_name: self.metadata.device_name,
+            app_version: self.metadata.app_version,
+            chat_id: self.metadata.chat_id,
+        };
+        let tools = self
+            .tools
+            .into_iter()
+            .map(|tool| Tool {
+                name: tool.name.into(),
+                description: tool.description.into(),
+                input_schema: Arc::new(tool.input_schema),
+                path: tool.path.into(),
+            })
+            .collect();
+        Ok(StoredParts {
+            metadata,
+            tools,
+            credentials,
+            holder: self.holder,
+        })
+    }
+}
+
+/// A stored session, read back.
+#[derive(Debug)]
+pub struct StoredParts {
+    pub metadata: proto::SessionMetadata,
+    pub tools: Vec<Tool>,
+    pub credentials: SessionCredentials,
+    pub holder: Option<String>,
+}
+
+fn hex(digest: &TokenDigest) -> String {
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<TokenDigest> {
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut digest = [0_u8; 32];
+    for (index, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
+    }
+    Some(digest)
+}
+
+/// A progress report relayed to the calling node.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Progress {
+    pub progress: f64,
+    #[serde(default)]
+    pub total: Option<f64>,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The app's answer relayed to the calling node.
+#[derive(Debug, Serialize)]
+pub struct Answer<'a> {
+    pub ok: bool,
+    pub content: &'a Value,
+    pub error: &'a str,
+}
+
+/// [`Answer`] as the calling node reads it.
+#[derive(Debug, Deserialize)]
+pub struct ReadAnswer {
+    pub ok: bool,
+    #[serde(default)]
+    pub content: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub error: String,
+}
+
+impl ReadAnswer {
+    /// The outcome it carries.
+    pub fn into_outcome(self) -> Result<ToolOutcome, serde_json::Error> {
+        let content = match self.content {
+            Some(raw) => serde_json::from_str(raw.get())?,
+            None => Value::Null,
+        };
+        Ok(ToolOutcome {
+            ok: self.ok,
+            content,
+            error: self.error,
+        })
+    }
+}
+
+/// Why the holding node has no answer, relayed so the caller sees the same
+/// sentence it would have seen on the holding node.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "failure", rename_all = "snake_case")]
+pub enum Failure {
+    UnknownSession,
+    NotConnected,
+    Timeout {
+        seconds: f64,
+    },
+    BridgeEnded {
+        end: String,
+    },
+    Malformed {
+        tool: String,
+        what: String,
+        problem: String,
+    },
+    Other {
+        message: String,
+    },
+}
+
+impl Failure {
+    /// The failure of an invocation on the holding node.
+    pub fn of(error: &InvokeError) -> Self {
+        match error {
+            InvokeError::UnknownSession(_) => Self::UnknownSession,
+            InvokeError::NotConnected => Self::NotConnected,
+            InvokeError::Timeout(limit) => Self::Timeout {
+                seconds: limit.as_secs_f64(),
+            },
+            InvokeError::BridgeEnded(end) => Self::BridgeEnded {
+                end: end_name(*end).into(),
+            },
+            InvokeError::MalformedAnswer {
+                tool,
+                what,
+                problem,
+            } => Self::Malformed {
+                tool: tool.clone(),
+                what: (*what).into(),
+                problem: problem.clone(),
+            },
+            other => Self::Other {
+                message: other.to_string(),
+            },
+        }
+    }
+
+    /// The error the calling node reports for it.
+    pub fn into_error(self, session_id: &str) -> InvokeError {
+        match self {
+            Self::UnknownSession => InvokeError::UnknownSession(session_id.to_owned()),
+            Self::NotConnected => InvokeError::NotConnected,
+            Self::Timeout { seconds } => {
+                InvokeError::Timeout(Duration::try_from_secs_f64(seconds).unwrap_or_default())
+            }
+            Self::BridgeEnded { end } => InvokeError::BridgeEnded(end_of(&end)),
+            Self::Malformed {
+                tool,
+                what,
+                problem,
+            } => InvokeError::MalformedAnswer {
+                tool,
+                what: if what == "result" {
+                    "result"
+                } else {
+                    "progress report"
+                },
+                problem,
+            },
+            Self::Other { message } => InvokeError::Remote(message),
+        }
+    }
+}
+
+fn end_name(end: BridgeEnd) -> &'static str {
+    match end {
+        BridgeEnd::Replaced => "replaced",
+        BridgeEnd::SessionDeleted => "session_deleted",
+        BridgeEnd::Disconnected => "disconnected",
+        BridgeEnd::Unresponsive => "unresponsive",
+        BridgeEnd::ShuttingDown => "shutting_down",
+    }
+}
+
+fn end_of(name: &str) -> BridgeEnd {
+    match name {
+        "replaced" => BridgeEnd::Replaced,
+        "session_deleted" => BridgeEnd::SessionDeleted,
+        "unresponsive" => BridgeEnd::Unresponsive,
+        "shutting_down" => BridgeEnd::ShuttingDown,
+        _ => BridgeEnd::Disconnected,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_keep_their_sentence_across_nodes() {
+        let errors = [
+            InvokeError::NotConnected,
+            InvokeError::Timeout(Duration::from_secs(120)),
+            InvokeError::BridgeEnded(BridgeEnd::Replaced),
+            InvokeError::BridgeEnded(BridgeEnd::SessionDeleted),
+            InvokeError::MalformedAnswer {
+                tool: "echo".into(),
+                what: "result",
+                problem: "\"ok\" must be a boolean".into(),
+            },
+        ];
+        for error in errors {
+            let wire = serde_json::to_string(&Failure::of(&error)).expect("encode");
+            let back: Failure = serde_json::from_str(&wire).expect("decode");
+            assert_eq!(back.into_error("s").to_string(), error.to_string());
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Cluster mode end to end: a real `nats-server` and three real proxy nodes
+//! (the binary, as child processes) on loopback. Every point of "any node
+//! serves any request" and of the fault rules is driven here through real
+//! clients: reqwest, a WebSocket app, a gRPC app, and rmcp's MCP client.
+
+mod nats;
+mod node;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use nats::Nats;
+use node::{Node, NodeSettings};
+use openclaw_proxy_tests::{
+    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, WsApp, legacy_session_body, mcp_connect, texts,
+};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+/// A cluster: one NATS, `count` nodes sharing a fresh prefix.
+async fn cluster(count: usize, ttl: u64) -> (Nats, Vec<Node>, NodeSettings) {
+    let nats = Nats::start().await;
+    let settings = NodeSettings {
+        nats_url: nats.url(),
+        prefix: format!("test_{}", nats::free_port()),
+        session_ttl_seconds: ttl,
+        tool_timeout_seconds: 60,
+    };
+    let mut nodes = Vec::new();
+    for _ in 0..count {
+        nodes.push(Node::start(&settings).await);
+    }
+    for node in &nodes {
+        node.wait_ready(200).await;
+    }
+    (nats, nodes, settings)
+}
+
+/// Registers the documented session on `node`; returns its id.
+async fn create(node: &Node) -> String {
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", node.url()))
+        .bearer_auth(APP_TOKEN)
+        .json(&legacy_session_body())
+        .send()
+        .await
+        .expect("POST /v1/chat/sessions");
+    assert_eq!(response.status(), 200, "create on {}", node.addr);
+    let reply: Value = response.json().await.expect("JSON");
+    reply["mcpSessionId"].as_str().expect("id").to_owned()
+}
+
+fn bridge_url(node: &Node, session_id: &str) -> String {
+    format!("ws://{}/v1/chat/sessions/{session_id}/bridge", node.addr)
+}
+
+fn echo(text: &str) -> CallToolRequestParams {
+    let Value::Object(arguments) = json!({"text": text}) else {
+        unreachable!()
+    };
+    CallToolRequestParams::new("echo_text").with_arguments(arguments)
+}
+
+/// One `tools/call` on `node` through rmcp's client: `(is_error, text)`.
+async fn call(node: &Node, session_id: &str, text: &str) -> (bool, String) {
+    let client = mcp_connect(&node.url(), session_id, Route::Path).await;
+    let result = client.call_tool(echo(text)).await.expect("tools/call");
+    (result.is_error == Some(true), texts(&result).join(" "))
+}
+
+/// Calls until the bridge is reachable from `node` (an attach is announced
+/// to the cluster asynchronously for a WebSocket app, which gets no
+/// `attached` message).
+async fn call_when_reachable(node: &Node, session_id: &str, text: &str) -> (bool, String) {
+    for _ in 0..500 {
+        let answer = call(node, session_id, text).await;
+        if answer.1 != "Bridge is not connected." {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the bridge never became reachable from {}", node.addr);
+}
+
+/// A legacy app on `node` that reports progress, then echoes; records the
+/// request ids it saw. Ends with the close code.
+fn progress_app(
+    mut app: WsApp,
+    seen: tokio::sync::mpsc::UnboundedSender<String>,
+) -> JoinHandle<(u16, String)> {
+    tokio::spawn(async move {
+        loop {
+            match app.next_json().await {
+                Ok(frame) if frame["type"] == "invoke_tool" => {
+                    let request_id = frame["request_id"].clone();
+                    let _ = seen.send(request_id.as_str().unwrap_or_default().to_owned());
+                    if frame["arguments"]["text"] == "hold" {
+                        continue;
+                    }
+                    app.send_json(json!({"type": "progress", "request_id": request_id, "progress": 1, "total": 2, "message": "halfway"}))
+                        .await;
+                    app.send_json(
+                        json!({"type": "invoke_result", "request_id": request_id, "ok": true,
+                                         "content": {"echoed_text": frame["arguments"]["text"]}}),
+                    )
+                    .await;
+                }
+                Ok(_) => {}
+                Err(closed) => return closed,
+            }
+        }
+    })
+}
+
+/// A raw `tools/call` with a progress token: the SSE events in order.
+async fn call_with_progress(node: &Node, session_id: &str) -> Vec<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "echo_text", "arguments": {"text": "far"}, "_meta": {"progressToken": "p1"}}});
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/mcp/{session_id}", node.url()))
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    let text = response.text().await.expect("body");
+    text.split("\n\n")
+        .filter_map(|event| {
+            let data: String = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            serde_json::from_str(&data).ok()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn any_node_serves_any_request() {
+    let (_nats, nodes, _) = cluster(3, 300).await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let id = create(a).await;
+
+    // The bridge on B, the call on C: progress first, then the answer.
+    let app = WsApp::connect(&bridge_url(b, &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on B");
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let on_b = progress_app(app, seen_tx.clone());
+    assert_eq!(
+        call_when_reachable(c, &id, "hello").await,
+        (false, r#"{"echoed_text":"hello"}"#.to_owned())
+    );
+    let events = call_with_progress(c, &id).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["method"], "notifications/progress");
+    assert_eq!(events[0]["params"]["message"], "halfway");
+    assert_eq!(
+        events[1]["result"]["structuredContent"]["echoed_text"],
+        "far"
+    );
+
+    // Every node lists the tools, and knows an unknown session is unknown.
+    for node in &nodes {
+        let client = mcp_connect(&node.url(), &id, Route::Header).await;
+        let tools = client.list_all_tools().await.expect("tools/list");
+        assert_eq!(tools.len(), 1, "on {}", node.addr);
+        let unknown = reqwest::Client::new()
+            .post(format!(
+                "{}/v1/mcp/00000000-0000-4000-8000-000000000000",
+                node.url()
+            ))
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(unknown.status(), 404, "on {}", node.addr);
+    }
+
+    // A new bridge on C replaces the one on B, whose call in flight fails
+    // at once; the next call reaches C.
+    let held = tokio::spawn({
+        let url = c.url();
+        let id = id.clone();
+        async move {
+            let client = mcp_connect(&url, &id, Route::Path).await;
+            client.call_tool(echo("hold")).await.expect("tools/call")
+        }
+    });
+    let mut ids_on_b = Vec::new();
+    loop {
+        let request_id = seen.recv().await.expect("B sees the held call");
+        ids_on_b.push(request_id);
+        if ids_on_b.len() == 3 {
+            break;
+        }
+    }
+    let app_c = WsApp::connect(&bridge_url(c, &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on C");
+    let (seen_c_tx, mut seen_c) = tokio::sync::mpsc::unbounded_channel();
+    let on_c = progress_app(app_c, seen_c_tx);
+    let (code, _) = on_b.await.expect("B's app");
+    assert_eq!(code, 4409, "B's bridge is replaced");
+    let held = held.await.expect("held call");
+    assert_eq!(held.is_error, Some(true));
+    assert!(
+        texts(&held)
+            .join(" ")
+            .contains("replaced by a newer connection"),
+        "{:?}",
+        texts(&held)
+    );
+    assert_eq!(
+        call_when_reachable(a, &id, "after takeover").await,
+        (false, r#"{"echoed_text":"after takeover"}"#.to_owned())
+    );
+
+    // Request ids stay unique across nodes.
+    let mut ids = HashSet::new();
+    for request_id in ids_on_b {
+        assert!(ids.insert(request_id.clone()), "{request_id} repeated");
+    }
+    while let Ok(request_id) = seen_c.try_recv() {
+        assert!(ids.insert(request_id.clone()), "{request_id} repeated on C");
+    }
+
+    // DELETE on A ends the bridge on C (4404) and fails its call in flight.
+    let held = tokio::spawn({
+        let url = b.url();
+        let id = id.clone();
+        async move {
+            let client = mcp_connect(&url, &id, Route::Path).await;
+            client.call_tool(echo("hold")).await.expect("tools/call")
+        }
+    });
+    seen_c.recv().await.expect("C sees the held call");
+    let deleted = reqwest::Client::new()
+        .delete(format!("{}/v1/chat/sessions/{id}", a.url()))
+        .bearer_auth(APP_TOKEN)
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(deleted.status(), 200);
+    let (code, _) = on_c.await.expect("C's app");
+    assert_eq!(code, 4404);
+    let held = held.await.expect("held call");
+    assert_eq!(held.is_error, Some(true));
+    assert!(
+        texts(&held).join(" ").contains("deleted"),
+        "{:?}",
+        texts(&held)
+    );
+    for node in &nodes {
+        let gone = reqwest::Client::new()
+            .post(format!("{}/v1/mcp/{id}", node.url()))
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(gone.status(), 404, "deleted everywhere ({})", node.addr);
+    }
+}
+
+#[tokio::test]
+async fn a_grpc_bridge_serves_calls_from_other_nodes_and_no_bridge_is_not_connected() {
+    let (_nats, nodes, _) = cluster(2, 300).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let id = create(a).await;
+    // No bridge anywhere: NATS has no responder, and says so at once.
+    assert_eq!(
+        call(b, &id, "x").await,
+        (true, "Bridge is not connected.".to_owned())
+    );
+    let channel = tonic::transport::Channel::from_shared(b.url())
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect to B");
+    // `open` returns once the proxy said `attached`: by then the cluster knows.
+    let bridge = GrpcBridge::open(channel, APP_TOKEN, &id)
+        .await
+        .expect("gRPC bridge on B");
+    let served = bridge.serve_echo();
+    let (is_error, text) = call(a, &id, "over grpc").await;
+    assert!(!is_error, "{text}");
+    assert!(text.contains("over grpc"), "{text}");
+    served.abort();
+}
+
+#[tokio::test]
+async fn the_idle_ttl_holds_across_the_cluster() {
+    let (_nats, nodes, _) = cluster(3, 2).await;
+    let idle = create(&nodes[0]).await;
+    let kept = create(&nodes[0]).await;
+    let app = WsApp::connect(&bridge_url(&nodes[1], &kept), Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let (seen_tx, _seen) = tokio::sync::mpsc::unbounded_channel();
+    let app = progress_app(app, seen_tx);
+    call_when_reachable(&nodes[2], &kept, "warm").await;
+
+    // The idle one ages out of the bucket and every node forgets it.
+    for node in &nodes {
+        wait_gone(node, &idle).await;
+    }
+    // The bridged one lives on, several TTLs later, on every node.
+    for node in &nodes {
+        let (is_error, text) = call(node, &kept, "alive").await;
+        assert!(!is_error, "{}: {text}", node.addr);
+    }
+    // Without its bridge, it expires too.
+    app.abort();
+    for node in &nodes {
+        wait_gone(node, &kept).await;
+    }
+}
+
+/// Waits (bounded) until `node` answers 404 for the session.
+async fn wait_gone(node: &Node, session_id: &str) {
+    for _ in 0..1_000 {
+        let status = reqwest::Client::new()
+            .post(format!("{}/v1/mcp/{session_id}", node.url()))
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .expect("POST")
+            .status();
+        if status == 404 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("session still known to {} after expiry", node.addr);
+}
+
+#[tokio::test]
+async fn a_killed_node_fails_its_calls_and_its_sessions_live_on() {
+    let (_nats, mut nodes, _) = cluster(3, 300).await;
+    let id = create(&nodes[0]).await;
+    let app = WsApp::connect(&bridge_url(&nodes[1], &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on B");
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let app = progress_app(app, seen_tx);
+    call_when_reachable(&nodes[2], &id, "warm").await;
+    seen.recv().await.expect("warm call seen");
+
+    // A call waits on B; B dies.
+    let held = tokio::spawn({
+        let url = nodes[2].url();
+        let id = id.clone();
+        async move {
+            let client = mcp_connect(&url, &id, Route::Path).await;
+            client.call_tool(echo("hold")).await.expect("tools/call")
+        }
+    });
+    seen.recv().await.expect("B has the call");
+    let b = nodes.remove(1);
+    b.kill().await;
+    let held = held.await.expect("held call");
+    assert_eq!(held.is_error, Some(true));
+    let text = texts(&held).join(" ");
+    assert!(text.contains("stopped answering"), "{text}");
+    app.abort();
+
+    // The app reconnects to another node and gets its session back.
+    let app = WsApp::connect(&bridge_url(&nodes[0], &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on A");
+    let (seen_tx, _seen) = tokio::sync::mpsc::unbounded_channel();
+    let _app = progress_app(app, seen_tx);
+    assert_eq!(
+        call_when_reachable(&nodes[1], &id, "back").await,
+        (false, r#"{"echoed_text":"back"}"#.to_owned())
+    );
+}
+
+#[tokio::test]
+async fn nodes_ride_out_a_nats_restart() {
+    let (mut nats, nodes, _) = cluster(2, 300).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let id = create(a).await;
+    let app = WsApp::connect(&bridge_url(b, &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on B");
+    let (seen_tx, _seen) = tokio::sync::mpsc::unbounded_channel();
+    let _app = progress_app(app, seen_tx);
+    call_when_reachable(a, &id, "before").await;
+
+    nats.stop().await;
+    for node in &nodes {
+        node.wait_ready(503).await;
+        assert_eq!(node.status_of("/health").await, 200, "liveness stays");
+    }
+    let refused = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", a.url()))
+        .bearer_auth(APP_TOKEN)
+        .json(&legacy_session_body())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.expect("JSON");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("NATS"),
+        "{body}"
+    );
+    // A call that needs the cluster fails with a sentence, not a hang.
+    let (is_error, text) = call(a, &id, "during").await;
+    assert!(is_error && text.contains("NATS"), "{text}");
+
+    nats.resume().await;
+    for node in &nodes {
+        node.wait_ready(200).await;
+    }
+    assert_eq!(
+        call_when_reachable(a, &id, "after").await,
+        (false, r#"{"echoed_text":"after"}"#.to_owned())
+    );
+    create(b).await;
+}
+
+#[tokio::test]
+async fn bad_cluster_settings_stop_the_node_and_an_absent_nats_is_not_ready() {
+    let settings = NodeSettings {
+        nats_url: "nats://127.0.0.1:1:2".into(),
+        prefix: "bad".into(),
+        session_ttl_seconds: 300,
+        tool_timeout_seconds: 60,
+    };
+    let stderr = Node::start_with(&settings, &[])
+        .await
+        .err()
+        .expect("a malformed URL stops the node");
+    assert!(stderr.contains("OPENCLAW_PROXY_NATS_URL"), "{stderr}");
+
+    let settings = NodeSettings {
+        nats_url: format!("nats://127.0.0.1:{}", nats::free_port()),
+        ..settings
+    };
+    let stderr = Node::start_with(
+        &settings,
+        &[("OPENCLAW_PROXY_NATS_CREDS_FILE", "/nonexistent/node.creds")],
+    )
+    .await
+    .err()
+    .expect("unreadable credentials stop the node");
+    assert!(
+        stderr.contains("OPENCLAW_PROXY_NATS_CREDS_FILE"),
+        "{stderr}"
+    );
+
+    // Nobody listens there: the node runs, alive but not ready.
+    let node = Node::start(&settings).await;
+    assert_eq!(node.status_of("/health").await, 200);
+    node.wait_ready(503).await;
+}
