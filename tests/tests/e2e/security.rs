@@ -7,8 +7,11 @@
 //! tokio-tungstenite, tonic and a raw hyper HTTP/2 client for what must be
 //! seen below tonic (a message that is never decoded).
 
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
 use base64::Engine;
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
 use openclaw_proxy_tests::*;
@@ -519,4 +522,463 @@ async fn session_tokens_carry_a_call_end_to_end() {
         json!({"text": "hi"}),
         "{reply}"
     );
+}
+
+/// Collects every log line the server writes while the test runs.
+#[derive(Clone, Default)]
+struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLogs {
+    fn lines(&self) -> Vec<String> {
+        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+// A current-thread runtime: the server's tasks run on this thread, so the
+// subscriber set for it sees all of their logs.
+#[tokio::test(flavor = "current_thread")]
+async fn logs_show_no_token_at_any_level_and_no_full_session_id_at_info_or_above() {
+    let logs = CapturedLogs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "info,openclaw_proxy_core=trace,openclaw_proxy_edge=trace",
+        ))
+        .with_ansi(false)
+        .without_time()
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let server = TestServer::start_with(
+        CoreConfig {
+            // A call the app never answers ends quickly (and is logged).
+            tool_timeout: Duration::from_millis(300),
+            ..core_config()
+        },
+        edge_config(),
+    )
+    .await;
+    let created = create(&reqwest::Client::new(), &server.http_url()).await;
+    let id = created.id.clone();
+    let mut request = created
+        .bridge_url
+        .as_str()
+        .into_client_request()
+        .expect("request");
+    let value = format!("Bearer {}", created.session_token)
+        .parse()
+        .expect("header");
+    request.headers_mut().insert("authorization", value);
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("bridge");
+    server
+        .wait_for_session(&id, "the bridge attached", |session| {
+            session.bridge_connected
+        })
+        .await;
+
+    // A call the app answers, one it leaves to time out, and frames the
+    // proxy warns about: a result nobody waits for, a broken one, garbage.
+    let call = |text: &'static str| {
+        mcp_post(
+            &created.mcp_url,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "echo_text", "arguments": {"text": text}}}),
+        )
+        .bearer_auth(&created.mcp_token)
+        .send()
+    };
+    let answered = async {
+        let reply: Value = call("hi").await.expect("call").json().await.expect("JSON");
+        assert_eq!(reply["result"]["isError"], json!(false), "{reply}");
+        let reply: Value = call("ignored")
+            .await
+            .expect("call")
+            .json()
+            .await
+            .expect("JSON");
+        assert_eq!(reply["result"]["isError"], json!(true), "{reply}");
+    };
+    let app = async {
+        let mut invocations = 0;
+        while let Some(Ok(frame)) = socket.next().await {
+            let Message::Text(text) = frame else { continue };
+            let frame: Value = serde_json::from_str(text.as_str()).expect("JSON frame");
+            if frame["type"] != "invoke_tool" {
+                continue;
+            }
+            invocations += 1;
+            if invocations == 1 {
+                let result = json!({"type": "invoke_result", "request_id": frame["request_id"],
+                                    "ok": true, "content": frame["arguments"]});
+                socket
+                    .send(Message::Text(result.to_string().into()))
+                    .await
+                    .expect("send");
+            } else {
+                return socket;
+            }
+        }
+        panic!("the bridge ended");
+    };
+    let (mut socket, ()) = no_hang(async { tokio::join!(app, answered) }).await;
+    for frame in [
+        json!({"type": "invoke_result", "request_id": format!("{id}:99"), "ok": true}),
+        json!({"type": "invoke_result", "request_id": format!("{id}:2"), "ok": "yes"}),
+        json!({"type": "nonsense", "request_id": format!("{id}:3")}),
+    ] {
+        socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .expect("send");
+    }
+    socket
+        .send(Message::Text("not json".into()))
+        .await
+        .expect("send");
+    // The error frames answering them arrive after the warnings were logged.
+    let mut errors = 0;
+    while errors < 4 {
+        match no_hang(socket.next()).await {
+            Some(Ok(Message::Text(text))) if text.as_str().contains("\"error\"") => errors += 1,
+            Some(Ok(_)) => {}
+            other => panic!("the bridge ended: {other:?}"),
+        }
+    }
+    assert_eq!(
+        rest_delete(&server, &id, Some(&created.session_token)).await,
+        StatusCode::OK
+    );
+    let _ = socket.close(None).await;
+    drop(server);
+
+    let lines = logs.lines();
+    for expected in [
+        "session created",
+        "tool call timed out",
+        "result for no waiting call ignored",
+        "malformed result",
+        "malformed bridge frame",
+    ] {
+        assert!(
+            lines.iter().any(|line| line.contains(expected)),
+            "{expected:?} was logged: {lines:#?}"
+        );
+    }
+    for line in &lines {
+        for secret in [
+            created.session_token.as_str(),
+            created.mcp_token.as_str(),
+            APP_TOKEN,
+            OPENCLAW_TOKEN,
+        ] {
+            assert!(!line.contains(secret), "a token in the logs: {line}");
+        }
+        let level = line.split_whitespace().next().unwrap_or_default();
+        if matches!(level, "INFO" | "WARN" | "ERROR") {
+            assert!(!line.contains(&id), "a full session id at {level}: {line}");
+        }
+    }
+}
+
+/// Sends raw bytes over a fresh connection and returns the response head
+/// (status line and headers) as soon as it has arrived, whatever the server
+/// still expects to read.
+async fn raw_response_head(server: &TestServer, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    stream.write_all(request).await.expect("write");
+    let mut head = Vec::new();
+    let mut buffer = [0u8; 1024];
+    while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+        let read = no_hang(stream.read(&mut buffer)).await.expect("read");
+        assert!(read > 0, "connection closed before a response: {head:?}");
+        head.extend_from_slice(&buffer[..read]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_refused_before_the_body_is_read() {
+    let server = TestServer::start().await;
+    let created = create(&reqwest::Client::new(), &server.http_url()).await;
+    // Each request announces 4 MiB and sends none of it: a server that read
+    // the body first would wait for it forever (and the test would hang).
+    let announce = |method: &str, path: &str, token: &str| {
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: 4194304\r\n\r\n"
+        )
+    };
+    let requests = [
+        announce("POST", "/v1/chat/sessions", "wrong"),
+        announce("POST", &format!("/v1/mcp/{}", created.id), "wrong"),
+        announce("POST", "/v1/mcp", &created.session_token).replace(
+            "\r\n\r\n",
+            &format!("\r\nMCP-Session-Id: {}\r\n\r\n", created.id),
+        ),
+    ];
+    for request in requests {
+        let head = raw_response_head(&server, request.as_bytes()).await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{request}\n{head}");
+    }
+
+    // The same with the whole 4 MiB sent: the body limit here is 1 MiB, so a
+    // server that read it first would answer 413, not 401.
+    let big = vec![b' '; 4 * 1024 * 1024];
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", server.http_url()))
+        .bearer_auth("wrong")
+        .header("content-type", "application/json")
+        .body(big.clone())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let response = mcp_post(&created.mcp_url, &json!({}))
+        .bearer_auth(&created.session_token)
+        .body(big)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    // With the right token the same body is read, and refused for its size.
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", server.http_url()))
+        .bearer_auth(APP_TOKEN)
+        .header("content-type", "application/json")
+        .body(vec![b' '; 4 * 1024 * 1024])
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// The `grpc-status` of a raw gRPC call whose message is not protobuf.
+async fn grpc_status_of_garbage(server: &TestServer, method: &str, token: &str) -> String {
+    use http_body_util::BodyExt;
+    let stream = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("HTTP/2");
+    tokio::spawn(connection);
+    // One length-prefixed message of bytes no protobuf decoder accepts.
+    let mut frame = vec![0u8, 0, 0, 0, 8];
+    frame.extend_from_slice(&[0xff; 8]);
+    let request = hyper::Request::post(format!("http://{}{method}", server.addr))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Full::new(bytes::Bytes::from(frame)))
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    if let Some(status) = response.headers().get("grpc-status") {
+        return status.to_str().unwrap_or_default().to_owned();
+    }
+    let collected = response.into_body().collect().await.expect("body");
+    collected
+        .trailers()
+        .and_then(|trailers| trailers.get("grpc-status"))
+        .and_then(|status| status.to_str().ok())
+        .unwrap_or("none")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn grpc_refuses_a_wrong_token_before_decoding_the_message() {
+    let server = start_server(true).await;
+    const UNAUTHENTICATED: &str = "16";
+    const INTERNAL: &str = "13";
+    for method in [
+        "/openclaw.proxy.v1.SessionService/CreateSession",
+        "/openclaw.proxy.v1.SessionService/GetSession",
+        "/openclaw.proxy.v1.SessionService/DeleteSession",
+        "/openclaw.proxy.v1.BridgeService/Attach",
+    ] {
+        // Undecodable bytes with a wrong token: refused for the token, so
+        // the bytes were never decoded.
+        assert_eq!(
+            grpc_status_of_garbage(&server, method, "wrong").await,
+            UNAUTHENTICATED,
+            "{method}"
+        );
+    }
+    // With session tokens required, the app token cannot reach a session's
+    // RPCs either, so its message is not decoded.
+    assert_eq!(
+        grpc_status_of_garbage(
+            &server,
+            "/openclaw.proxy.v1.SessionService/GetSession",
+            APP_TOKEN
+        )
+        .await,
+        UNAUTHENTICATED
+    );
+    // The same bytes with a token that passes are decoded, and fail there.
+    assert_eq!(
+        grpc_status_of_garbage(
+            &server,
+            "/openclaw.proxy.v1.SessionService/CreateSession",
+            APP_TOKEN
+        )
+        .await,
+        INTERNAL
+    );
+}
+
+#[tokio::test]
+async fn the_host_and_origin_guard_covers_every_route_and_the_websocket_upgrade() {
+    let server = TestServer::start().await;
+    let created = create(&reqwest::Client::new(), &server.http_url()).await;
+    let url = |path: &str| format!("{}{path}", server.http_url());
+    let session_path = format!("/v1/chat/sessions/{}", created.id);
+    let routes: Vec<(reqwest::Method, String, String)> = vec![
+        (
+            reqwest::Method::POST,
+            url("/v1/chat/sessions"),
+            APP_TOKEN.into(),
+        ),
+        (
+            reqwest::Method::GET,
+            url(&session_path),
+            created.session_token.clone(),
+        ),
+        (
+            reqwest::Method::DELETE,
+            url(&session_path),
+            created.session_token.clone(),
+        ),
+        (
+            reqwest::Method::POST,
+            created.mcp_url.clone(),
+            created.mcp_token.clone(),
+        ),
+        (
+            reqwest::Method::POST,
+            url("/v1/mcp"),
+            created.mcp_token.clone(),
+        ),
+    ];
+    for (method, url, token) in &routes {
+        for (header, value) in [("origin", "https://evil.example"), ("host", "evil.example")] {
+            let response = reqwest::Client::new()
+                .request(method.clone(), url)
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .header("mcp-session-id", &created.id)
+                .header(header, value)
+                .body(body().to_string())
+                .send()
+                .await
+                .expect("request");
+            assert_eq!(
+                response.status(),
+                StatusCode::FORBIDDEN,
+                "{method} {url} {header}"
+            );
+        }
+    }
+    assert!(
+        server
+            .hub
+            .session_exists(&created.id)
+            .await
+            .expect("lookup")
+    );
+
+    // A browser's WebSocket from a foreign page: 403, never upgraded, even
+    // with a valid token; from a loopback page it is upgraded.
+    assert_eq!(
+        ws_open(
+            &server,
+            &created.id,
+            Some(&created.session_token),
+            Some("https://evil.example")
+        )
+        .await,
+        WsOutcome::Refused(403)
+    );
+    assert_eq!(
+        ws_open(
+            &server,
+            &created.id,
+            Some(&created.session_token),
+            Some("http://localhost:3000")
+        )
+        .await,
+        WsOutcome::Attached
+    );
+
+    // Health probes answer whatever the Host.
+    let response = reqwest::Client::new()
+        .get(url("/health"))
+        .header("host", "10.1.2.3:8000")
+        .send()
+        .await
+        .expect("GET /health");
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn creating_a_session_needs_a_json_content_type() {
+    let server = TestServer::start().await;
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/v1/chat/sessions", server.http_url()))
+            .bearer_auth(APP_TOKEN)
+            .body(body().to_string());
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let response = request.send().await.expect("POST");
+        assert_eq!(
+            response.status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}"
+        );
+        let reply: Value = response.json().await.expect("JSON");
+        assert_eq!(reply["error"]["code"], "unsupported_media_type");
+    }
+    assert_eq!(server.hub.session_count(), 0);
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", server.http_url()))
+        .bearer_auth(APP_TOKEN)
+        .header("content-type", "application/json; charset=utf-8")
+        .body(body().to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), StatusCode::OK);
 }
