@@ -46,7 +46,8 @@ def main():
                ("grpc.max_reconnect_backoff_ms", 5000)]
     channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials(), options)
                if args.proxy_url.startswith("https://") else grpc.insecure_channel(target, options))
-    metadata = [("authorization", f"Bearer {args.app_token}")] if args.app_token else []
+    def bearer(token):
+        return [("authorization", f"Bearer {token}")] if token else []
     sessions, bridge = rpc.SessionServiceStub(channel), rpc.BridgeServiceStub(channel)
     pool = ThreadPoolExecutor(max_workers=8)  # calls run concurrently, up to 8 at once
     tools = [pb.ToolDefinition(name="echo_text", description="Echo the text back.",
@@ -60,17 +61,19 @@ def main():
             result = pb.ToolResult(request_id=call.request_id, ok=False, error=f"{type(error).__name__}: {error}")
         outbox.put(pb.AppMessage(result=result))
 
-    session_id, delay = None, 0.25
+    session_id, session_token, delay = None, "", 0.25
     while True:
         try:
             if session_id is None:
                 request = pb.CreateSessionRequest(
                     metadata=pb.SessionMetadata(device_id="python-example", app_version="1.0.0"), tools=tools)
-                session_id = sessions.CreateSession(request, metadata=metadata, timeout=30).session_id
+                created = sessions.CreateSession(request, metadata=bearer(args.app_token), timeout=30)
+                session_id, session_token = created.session_id, created.session_token
                 print(session_id, flush=True)
             outbox = queue.Queue()
             outbox.put(pb.AppMessage(hello=pb.Hello(session_id=session_id)))
-            stream = bridge.Attach(iter(outbox.get, None), metadata=metadata)
+            # The session's own token opens its bridge (the app token only where the proxy allows it).
+            stream = bridge.Attach(iter(outbox.get, None), metadata=bearer(session_token or args.app_token))
             try:
                 for message in stream:
                     kind = message.WhichOneof("kind")

@@ -25,8 +25,11 @@ const credentials = url.startsWith("https://") ? grpc.credentials.createSsl() : 
 const options = { "grpc.keepalive_time_ms": 20000, "grpc.keepalive_timeout_ms": 10000, "grpc.max_reconnect_backoff_ms": 5000 };
 const sessions = new v1.SessionService(target, credentials, options);
 const bridge = new v1.BridgeService(target, credentials, options);
-const metadata = new grpc.Metadata();
-if (values["app-token"]) metadata.set("authorization", `Bearer ${values["app-token"]}`);
+function bearer(token: string | undefined): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  if (token) metadata.set("authorization", `Bearer ${token}`);
+  return metadata;
+}
 
 const schema = { type: "object", properties: { text: { type: "string" } }, required: ["text"] };
 const tools = [{ name: "echo_text", description: "Echo the text back.", input_schema_json: JSON.stringify(schema) }];
@@ -37,17 +40,18 @@ async function runTool(name: string, args: any): Promise<unknown> {
   throw new Error(`this app has no tool named ${name}`);
 }
 
-function createSession(): Promise<string> {
+// Resolves with the session id and the session's own token, which opens its bridge.
+function createSession(): Promise<{ session_id: string; session_token: string }> {
   const request = { metadata: { device_id: "typescript-example", app_version: "1.0.0" }, tools };
   return new Promise((resolve, reject) =>
-    sessions.CreateSession(request, metadata, { deadline: Date.now() + 30_000 },
-      (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response.session_id))));
+    sessions.CreateSession(request, bearer(values["app-token"]), { deadline: Date.now() + 30_000 },
+      (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response))));
 }
 
 // Serves one bridge until it ends; resolves with the status code it ended with.
-function serveBridge(sessionId: string, onAttached: () => void): Promise<grpc.status> {
+function serveBridge(sessionId: string, token: string, onAttached: () => void): Promise<grpc.status> {
   return new Promise((resolve) => {
-    const stream = bridge.Attach(metadata);
+    const stream = bridge.Attach(bearer(token));
     stream.on("error", (error: grpc.ServiceError) => resolve(error.code));
     stream.on("status", (status: grpc.StatusObject) => resolve(status.code));
     stream.on("end", () => stream.end());
@@ -67,14 +71,15 @@ function serveBridge(sessionId: string, onAttached: () => void): Promise<grpc.st
 }
 
 let sessionId: string | null = null;
+let sessionToken = "";
 let delay = 250;
 for (;;) {
   try {
     if (sessionId === null) {
-      sessionId = await createSession();
+      ({ session_id: sessionId, session_token: sessionToken } = await createSession());
       console.log(sessionId);
     }
-    const code = await serveBridge(sessionId, () => { delay = 250; });
+    const code = await serveBridge(sessionId!, sessionToken || values["app-token"]!, () => { delay = 250; });
     if (code === grpc.status.NOT_FOUND) sessionId = null; // the proxy forgot the session: register anew
     else if (fatal.includes(code)) throw Object.assign(new Error("the bridge was refused"), { code });
     console.error(sessionId ? `bridge lost (${grpc.status[code]}); reconnecting` : "session gone; registering a new one");
