@@ -1,6 +1,8 @@
 //! A native app: session management and the bridge over gRPC, with the
 //! generated tonic client.
 
+use std::net::SocketAddr;
+
 use openclaw_proxy_core::proto::{
     self, app_message, bridge_service_client::BridgeServiceClient, proxy_message,
     session_service_client::SessionServiceClient,
@@ -13,6 +15,7 @@ use tonic::transport::Channel;
 use tonic::{Request, Status, Streaming};
 
 use crate::server::APP_TOKEN;
+use crate::session::TestSession;
 
 /// Adds `authorization: Bearer <token>` to a request.
 pub fn with_token<T>(message: T, token: &str) -> Request<T> {
@@ -45,26 +48,39 @@ pub fn session_request(tools: Vec<proto::ToolDefinition>) -> proto::CreateSessio
     }
 }
 
-/// A session client carrying the test app token.
+/// A session client carrying the test app token (made by
+/// [`TestServer::sessions`](crate::TestServer::sessions)).
 pub struct Sessions {
     client: SessionServiceClient<Channel>,
+    addr: SocketAddr,
 }
 
 impl Sessions {
-    /// A session client on `channel`.
-    pub fn new(channel: Channel) -> Self {
+    /// A session client on `channel` to the server at `addr`.
+    pub fn new(addr: SocketAddr, channel: Channel) -> Self {
         Self {
             client: SessionServiceClient::new(channel),
+            addr,
         }
     }
 
-    /// Creates a session with the given tools.
-    pub async fn create(&mut self, tools: Vec<proto::ToolDefinition>) -> Result<String, Status> {
-        let response = self
+    /// Creates a session with the given tools and the sample metadata.
+    pub async fn create(
+        &mut self,
+        tools: Vec<proto::ToolDefinition>,
+    ) -> Result<TestSession, Status> {
+        let created = self
             .client
             .create_session(with_token(session_request(tools), APP_TOKEN))
-            .await?;
-        Ok(response.into_inner().session_id)
+            .await?
+            .into_inner();
+        let minted = |token: String| (!token.is_empty()).then_some(token);
+        Ok(TestSession::at(
+            self.addr,
+            created.session_id,
+            minted(created.session_token),
+            minted(created.mcp_token),
+        ))
     }
 
     /// Describes a session.
@@ -206,20 +222,9 @@ impl GrpcBridge {
             .await;
     }
 
-    /// Answers every call with its own arguments (`content_json` =
-    /// `arguments_json`) until the bridge ends; returns the end status.
-    pub fn serve_echo(mut self) -> JoinHandle<Status> {
-        tokio::spawn(async move {
-            loop {
-                match self.next().await {
-                    Received::Invoke(invoke) => {
-                        self.answer(&invoke.request_id, true, &invoke.arguments_json, "")
-                            .await;
-                    }
-                    Received::Notice(_) => {}
-                    Received::Ended(status) => return status,
-                }
-            }
-        })
+    /// Answers every call with its own arguments until the bridge ends;
+    /// returns the end status.
+    pub fn serve_echo(self) -> JoinHandle<Status> {
+        crate::app::serve_app(self, crate::app::echo)
     }
 }

@@ -6,14 +6,18 @@
 //! (`openclaw_proxy_edge::serve`), and every client talks to it through a
 //! real loopback socket.
 
+pub mod app;
 pub mod bench;
 pub mod conformance;
 pub mod grpc_app;
 pub mod mcp_client;
 pub mod server;
+pub mod session;
 pub mod ws_app;
 
+pub use app::{Answer, BridgeKind, Call, TestApp, echo, serve_app};
 pub use grpc_app::*;
 pub use mcp_client::*;
 pub use server::*;
+pub use session::TestSession;
 pub use ws_app::*;

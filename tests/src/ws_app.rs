@@ -136,27 +136,10 @@ impl WsApp {
         let _ = self.socket.send(message).await;
     }
 
-    /// Answers every `invoke_tool` with its own arguments as content, using
-    /// the original implementation's camelCase `requestId`, until the bridge
+    /// Answers every `invoke_tool` with its own arguments as content, in the
+    /// original implementation's spelling (`requestId`), until the bridge
     /// closes; returns the close code.
-    pub fn serve_echo(mut self) -> JoinHandle<(u16, String)> {
-        tokio::spawn(async move {
-            loop {
-                match self.next_json().await {
-                    Ok(frame) if frame["type"] == "invoke_tool" => {
-                        self.send_json(json!({
-                            "type": "invoke_result",
-                            "mcpSessionId": frame["mcpSessionId"],
-                            "requestId": frame["requestId"],
-                            "ok": true,
-                            "content": frame["arguments"],
-                        }))
-                        .await;
-                    }
-                    Ok(_) => {}
-                    Err(closed) => return closed,
-                }
-            }
-        })
+    pub fn serve_echo(self) -> JoinHandle<(u16, String)> {
+        crate::app::serve_app(self, crate::app::echo)
     }
 }

@@ -56,15 +56,21 @@ async fn the_original_session_bodies_are_accepted() {
     for body in bodies {
         let (status, reply) = post_json(&server, body).await;
         assert_eq!(status, 200, "{body} -> {reply}");
-        let id = reply["mcpSessionId"].as_str().expect("mcpSessionId");
-        assert!(server.hub.session_exists(id).await.expect("session lookup"));
+        let session = TestSession::from_rest_reply(&reply).expect("the documented reply");
+        assert!(
+            server
+                .hub
+                .session_exists(&session.id)
+                .await
+                .expect("session lookup")
+        );
     }
     // The defaults of the original: empty name, no chat, no tools, `{}`-less tools.
     let (_, reply) = post_json(&server, bodies[1]).await;
     let described = server
         .hub
         .get_session(openclaw_proxy_core::proto::GetSessionRequest {
-            session_id: reply["mcpSessionId"].as_str().expect("id").into(),
+            session_id: TestSession::from_rest_reply(&reply).expect("reply").id,
         })
         .await
         .expect("session");
@@ -90,9 +96,8 @@ async fn an_app_written_for_the_original_works_end_to_end() {
     )
     .await;
     assert_eq!(status, 200, "{reply}");
-    let session_id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let bridge_url = reply["bridge_url"].as_str().expect("bridge_url");
-    let mut app = WsApp::connect(bridge_url, Some(APP_TOKEN))
+    let session = TestSession::from_rest_reply(&reply).expect("the documented reply");
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
     let app_task = tokio::spawn(async move {
@@ -115,7 +120,7 @@ async fn an_app_written_for_the_original_works_end_to_end() {
         }
         app
     });
-    let client = mcp_connect(&server.http_url(), &session_id, Route::Path).await;
+    let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
     let result = client
         .call_tool(call("echo_text", json!({"text": "hello"})))
         .await
@@ -194,8 +199,7 @@ async fn both_spellings_in_a_session_body_agree_or_are_refused() {
 #[tokio::test]
 async fn both_spellings_in_a_bridge_frame_agree_or_are_refused() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let session_id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let session_id = TestSession::legacy(&server).await.id;
     let mut app = WsApp::connect(&WsApp::url(&server, &session_id), Some(APP_TOKEN))
         .await
         .expect("bridge");
@@ -229,8 +233,7 @@ async fn both_spellings_in_a_bridge_frame_agree_or_are_refused() {
 #[tokio::test]
 async fn a_broken_result_fails_its_call_at_once() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let session_id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let session_id = TestSession::legacy(&server).await.id;
     let mut app = WsApp::connect(&WsApp::url(&server, &session_id), Some(APP_TOKEN))
         .await
         .expect("bridge");
@@ -425,9 +428,7 @@ async fn unknown_routes_are_json_404_and_wrong_methods_405() {
 #[tokio::test]
 async fn mcp_refusals_are_json_rpc_errors() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let session_id = reply["mcpSessionId"].as_str().expect("id");
-    let url = format!("{}/v1/mcp/{session_id}", server.http_url());
+    let url = TestSession::legacy(&server).await.mcp_url;
     let send = |body: String, content_type: &'static str, accept: &'static str| {
         let request = reqwest::Client::new()
             .post(&url)
@@ -601,9 +602,11 @@ async fn answer_urls_come_from_a_valid_host_or_the_listening_address() {
 #[tokio::test]
 async fn the_bridge_answers_close_frames_and_refuses_other_versions() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let session_id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let url = WsApp::url(&server, &session_id);
+    let TestSession {
+        id: session_id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
 
     let mut request = url.as_str().into_client_request().expect("request");
     request.headers_mut().insert(

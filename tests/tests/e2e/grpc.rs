@@ -30,29 +30,26 @@ type PendingCall = tokio::task::JoinHandle<Result<openclaw_proxy_core::ToolOutco
 
 /// A server whose calls never time out, a session with a gRPC app, and one
 /// call that the app received and holds unanswered.
-async fn held_call() -> (TestServer, String, GrpcBridge, PendingCall) {
+async fn held_call() -> (TestServer, TestSession, GrpcBridge, PendingCall) {
     let server = server_with(CoreConfig {
         tool_timeout: Duration::from_secs(600),
         ..core_config()
     })
     .await;
-    let session_id = Sessions::new(server.channel().await)
-        .create(echo_tools())
-        .await
-        .expect("create");
-    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
+    let session = TestSession::register_grpc(&server, echo_tools()).await;
+    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
         .expect("attach");
-    let call = server.spawn_invoke(&session_id, "echo_text", json!({}));
+    let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
     app.next_invoke().await;
-    (server, session_id, app, call)
+    (server, session, app, call)
 }
 
 #[tokio::test]
 async fn invocation_reaches_the_app_and_its_result_comes_back() {
     let server = TestServer::start().await;
-    let mut sessions = Sessions::new(server.channel().await);
-    let session_id = sessions.create(echo_tools()).await.expect("create");
+    let mut sessions = server.sessions().await;
+    let session_id = sessions.create(echo_tools()).await.expect("create").id;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
@@ -86,8 +83,7 @@ async fn invocation_reaches_the_app_and_its_result_comes_back() {
 #[tokio::test]
 async fn request_ids_count_per_session_and_errors_pass_through() {
     let server = TestServer::start().await;
-    let mut sessions = Sessions::new(server.channel().await);
-    let session_id = sessions.create(echo_tools()).await.expect("create");
+    let session_id = TestSession::register_grpc(&server, echo_tools()).await.id;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
@@ -107,8 +103,7 @@ async fn request_ids_count_per_session_and_errors_pass_through() {
 #[tokio::test]
 async fn json_values_arrive_exactly_as_sent_both_ways() {
     let server = TestServer::start().await;
-    let mut sessions = Sessions::new(server.channel().await);
-    let session_id = sessions.create(echo_tools()).await.expect("create");
+    let session_id = TestSession::register_grpc(&server, echo_tools()).await.id;
     let app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
@@ -168,11 +163,8 @@ async fn wrong_or_missing_app_token_is_unauthenticated() {
     assert_eq!(status.code(), Code::Unauthenticated);
     assert!(status.message().contains("Bearer"), "{}", status.message());
 
-    let session_id = Sessions::new(server.channel().await)
-        .create(echo_tools())
-        .await
-        .expect("create");
-    let status = GrpcBridge::open(server.channel().await, "wrong", &session_id)
+    let session = TestSession::register_grpc(&server, echo_tools()).await;
+    let status = GrpcBridge::open(server.channel().await, "wrong", &session.id)
         .await
         .err()
         .expect("bridge with a wrong token");
@@ -195,7 +187,7 @@ async fn open_server_accepts_requests_without_token() {
 #[tokio::test]
 async fn unknown_session_is_not_found_everywhere() {
     let server = TestServer::start().await;
-    let mut sessions = Sessions::new(server.channel().await);
+    let mut sessions = server.sessions().await;
     let status = sessions.get("no-such-session").await.expect_err("get");
     assert_eq!(status.code(), Code::NotFound);
     assert!(status.message().contains("no-such-session"));
@@ -237,7 +229,7 @@ async fn first_bridge_message_must_be_hello() {
 #[tokio::test]
 async fn bad_tool_definitions_are_invalid_arguments_naming_the_field() {
     let server = TestServer::start().await;
-    let mut sessions = Sessions::new(server.channel().await);
+    let mut sessions = server.sessions().await;
     let cases = [
         (
             vec![tool("same", ""), tool("same", "")],
@@ -279,11 +271,11 @@ async fn bad_tool_definitions_are_invalid_arguments_naming_the_field() {
         );
     }
     // The valid edge cases are accepted, and an empty schema is normalised.
-    let session_id = sessions
+    let session = sessions
         .create(vec![tool("a.b-c_d", ""), tool(&"y".repeat(128), "{}")])
         .await
         .expect("valid names");
-    let described = sessions.get(&session_id).await.expect("get");
+    let described = sessions.get(&session.id).await.expect("get");
     let schema: Value = serde_json::from_str(&described.tools[0].input_schema_json).expect("json");
     assert_eq!(schema, json!({"type": "object"}));
 }
@@ -291,10 +283,7 @@ async fn bad_tool_definitions_are_invalid_arguments_naming_the_field() {
 #[tokio::test]
 async fn unknown_tool_and_missing_bridge_are_reported() {
     let server = TestServer::start().await;
-    let session_id = Sessions::new(server.channel().await)
-        .create(echo_tools())
-        .await
-        .expect("create");
+    let session_id = TestSession::register_grpc(&server, echo_tools()).await.id;
     let error = server
         .hub
         .invoke(&session_id, "nope", &Map::new())
@@ -320,12 +309,12 @@ async fn idle_session_expires_after_ttl() {
         ..core_config()
     })
     .await;
-    let mut sessions = Sessions::new(server.channel().await);
-    let session_id = sessions.create(echo_tools()).await.expect("create");
+    let mut sessions = server.sessions().await;
+    let session_id = sessions.create(echo_tools()).await.expect("create").id;
     assert!(sessions.get(&session_id).await.is_ok());
     let channel = server.channel().await;
     eventually("the idle session expiring", Duration::from_secs(10), || {
-        let mut sessions = Sessions::new(channel.clone());
+        let mut sessions = Sessions::new(server.addr, channel.clone());
         let id = session_id.clone();
         async move {
             sessions
@@ -346,8 +335,8 @@ async fn connected_bridge_and_call_in_flight_keep_the_session() {
         ..core_config()
     })
     .await;
-    let mut sessions = Sessions::new(server.channel().await);
-    let bridged = sessions.create(echo_tools()).await.expect("create");
+    let mut sessions = server.sessions().await;
+    let bridged = sessions.create(echo_tools()).await.expect("create").id;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &bridged)
         .await
         .expect("attach");
@@ -356,13 +345,17 @@ async fn connected_bridge_and_call_in_flight_keep_the_session() {
 
     // A session created after the bridged one, with no bridge, expires: once
     // it is gone, the bridged session has been idle for longer than the TTL.
-    let control = sessions.create(echo_tools()).await.expect("create control");
+    let control = sessions
+        .create(echo_tools())
+        .await
+        .expect("create control")
+        .id;
     let channel = server.channel().await;
     eventually(
         "the control session expiring",
         Duration::from_secs(10),
         || {
-            let mut sessions = Sessions::new(channel.clone());
+            let mut sessions = Sessions::new(server.addr, channel.clone());
             let id = control.clone();
             async move { sessions.get(&id).await.is_err() }
         },
@@ -381,9 +374,9 @@ async fn connected_bridge_and_call_in_flight_keep_the_session() {
 
 #[tokio::test]
 async fn new_bridge_replaces_old_one_and_fails_its_calls() {
-    let (server, session_id, mut old, call) = held_call().await;
+    let (server, session, mut old, call) = held_call().await;
 
-    let new = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
+    let new = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
         .expect("attach new");
     let status = no_hang(old.ended()).await;
@@ -402,7 +395,7 @@ async fn new_bridge_replaces_old_one_and_fails_its_calls() {
     let echo = new.serve_echo();
     let outcome = server
         .hub
-        .invoke(&session_id, "echo_text", &args(json!({"via": "new"})))
+        .invoke(&session.id, "echo_text", &args(json!({"via": "new"})))
         .await
         .expect("served by the new bridge");
     assert_eq!(outcome.content, json!({"via": "new"}));
@@ -412,15 +405,15 @@ async fn new_bridge_replaces_old_one_and_fails_its_calls() {
 
 #[tokio::test]
 async fn lost_bridge_fails_calls_at_once() {
-    let (server, session_id, app, call) = held_call().await;
-    let mut sessions = Sessions::new(server.channel().await);
+    let (server, session, app, call) = held_call().await;
+    let mut sessions = server.sessions().await;
     drop(app);
     let error = no_hang(call).await.expect("join").expect_err("call fails");
     assert_eq!(
         error.to_string(),
         "The app's bridge disconnected before the tool answered."
     );
-    let described = sessions.get(&session_id).await.expect("session remains");
+    let described = sessions.get(&session.id).await.expect("session remains");
     assert!(!described.bridge_connected);
 }
 
@@ -431,10 +424,7 @@ async fn timeout_then_late_and_unknown_results_are_ignored() {
         ..core_config()
     })
     .await;
-    let session_id = Sessions::new(server.channel().await)
-        .create(echo_tools())
-        .await
-        .expect("create");
+    let session_id = TestSession::register_grpc(&server, echo_tools()).await.id;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
@@ -479,10 +469,7 @@ async fn timeout_then_late_and_unknown_results_are_ignored() {
 #[tokio::test]
 async fn invalid_result_json_fails_the_call_with_a_notice() {
     let server = TestServer::start().await;
-    let session_id = Sessions::new(server.channel().await)
-        .create(echo_tools())
-        .await
-        .expect("create");
+    let session_id = TestSession::register_grpc(&server, echo_tools()).await.id;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
         .expect("attach");
@@ -500,10 +487,10 @@ async fn invalid_result_json_fails_the_call_with_a_notice() {
 
 #[tokio::test]
 async fn delete_ends_the_bridge_fails_calls_and_is_idempotent() {
-    let (server, session_id, mut app, call) = held_call().await;
-    let mut sessions = Sessions::new(server.channel().await);
+    let (server, session, mut app, call) = held_call().await;
+    let mut sessions = server.sessions().await;
 
-    assert!(sessions.delete(&session_id).await.expect("delete"));
+    assert!(sessions.delete(&session.id).await.expect("delete"));
     let status = no_hang(app.ended()).await;
     assert_eq!(status.code(), Code::NotFound);
     assert!(status.message().contains("deleted"));
@@ -512,9 +499,9 @@ async fn delete_ends_the_bridge_fails_calls_and_is_idempotent() {
         error.to_string(),
         "The session was deleted before the tool answered."
     );
-    assert!(!sessions.delete(&session_id).await.expect("delete again"));
+    assert!(!sessions.delete(&session.id).await.expect("delete again"));
     assert_eq!(
-        sessions.get(&session_id).await.expect_err("gone").code(),
+        sessions.get(&session.id).await.expect_err("gone").code(),
         Code::NotFound
     );
 }
@@ -527,9 +514,9 @@ async fn pings_are_sent_and_a_silent_bridge_is_dropped() {
         ..core_config()
     })
     .await;
-    let mut sessions = Sessions::new(server.channel().await);
-    let lively_id = sessions.create(echo_tools()).await.expect("create");
-    let silent_id = sessions.create(echo_tools()).await.expect("create");
+    let mut sessions = server.sessions().await;
+    let lively_id = sessions.create(echo_tools()).await.expect("create").id;
+    let silent_id = sessions.create(echo_tools()).await.expect("create").id;
 
     // This app answers every ping (`next` does) and must stay attached.
     let mut lively = GrpcBridge::open(server.channel().await, APP_TOKEN, &lively_id)
@@ -627,7 +614,7 @@ async fn health_and_reflection_are_served() {
 
 #[tokio::test]
 async fn shutdown_ends_bridges_and_fails_calls_in_flight() {
-    let (server, _session_id, mut app, call) = held_call().await;
+    let (server, _session, mut app, call) = held_call().await;
 
     let stopped = tokio::spawn(server.shutdown());
     let error = no_hang(call).await.expect("join").expect_err("call fails");

@@ -17,61 +17,24 @@ fn call(name: &str, arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
 }
 
-/// A session registered over REST with a WebSocket app that answers each
-/// call through `answer(tool_name, arguments) -> invoke_result fields`.
-async fn session_with_ws_app(
-    server: &TestServer,
-    tools: Value,
-    answer: fn(&str, &Value) -> Value,
-) -> (String, tokio::task::JoinHandle<()>) {
-    let mut body = legacy_session_body();
-    body["tools"] = tools;
-    let reply = create_session_rest(server, &body).await;
-    let session_id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let mut app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
-        .await
-        .expect("bridge");
-    let task = tokio::spawn(async move {
-        while let Ok(frame) = app.next_json().await {
-            if frame["type"] != "invoke_tool" {
-                continue;
-            }
-            let mut result = answer(
-                frame["tool_name"].as_str().unwrap_or_default(),
-                &frame["arguments"],
-            );
-            result["type"] = json!("invoke_result");
-            result["request_id"] = frame["request_id"].clone();
-            app.send_json(result).await;
-        }
-    });
-    // The bridge is attached once the hub reports it.
-    server
-        .wait_for_session(&session_id, "the bridge attaching", |session| {
-            session.bridge_connected
-        })
-        .await;
-    (session_id, task)
-}
-
 fn tool_json(name: &str) -> Value {
     json!({"name": name, "description": format!("The {name} tool."), "input_schema": {"type": "object"}})
 }
 
-fn mapping_app(tool: &str, arguments: &Value) -> Value {
-    match tool {
+fn mapping_app(call: &Call) -> Answer {
+    match call.tool_name.as_str() {
         "object" => {
-            json!({"ok": true, "content": {"echoed": arguments, "n": 9223372036854775807_i64}})
+            Answer::Content(json!({"echoed": call.arguments, "n": 9223372036854775807_i64}))
         }
-        "string" => json!({"ok": true, "content": "plain text"}),
-        "blocks" => json!({"ok": true, "content": [
+        "string" => Answer::Content(json!("plain text")),
+        "blocks" => Answer::Content(json!([
             {"type": "text", "text": "first"},
             {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
-        ]}),
-        "number" => json!({"ok": true, "content": 42}),
-        "nothing" => json!({"ok": true, "content": null}),
-        "fails" => json!({"ok": false, "error": "chat is read-only"}),
-        _ => json!({"ok": false, "error": "unexpected tool"}),
+        ])),
+        "number" => Answer::Content(json!(42)),
+        "nothing" => Answer::Content(Value::Null),
+        "fails" => Answer::Error("chat is read-only".into()),
+        _ => Answer::Error("unexpected tool".into()),
     }
 }
 
@@ -84,10 +47,9 @@ async fn tools_list_mirrors_registered_tools_on_every_route() {
     ]);
     let mut body = legacy_session_body();
     body["tools"] = tools;
-    let reply = create_session_rest(&server, &body).await;
-    let id = reply["mcpSessionId"].as_str().expect("id");
+    let session = TestSession::register(&server, &body).await;
     for route in [Route::Path, Route::Header, Route::HeaderSlash] {
-        let client = mcp_connect(&server.http_url(), id, route.clone()).await;
+        let client = mcp_connect(&server.http_url(), &session.id, route.clone()).await;
         let listed = client.list_all_tools().await.expect("tools/list");
         assert_eq!(listed.len(), 2, "{route:?}");
         assert_eq!(listed[0].name, "echo_text");
@@ -107,11 +69,17 @@ async fn tools_list_mirrors_registered_tools_on_every_route() {
 }
 
 #[tokio::test]
-async fn tool_results_are_mapped_as_documented() {
+async fn tool_results_are_mapped_as_documented_from_both_bridges() {
+    for bridge in BridgeKind::BOTH {
+        tool_results_are_mapped_as_documented(bridge).await;
+    }
+}
+
+async fn tool_results_are_mapped_as_documented(bridge: BridgeKind) {
     let server = TestServer::start().await;
     let tools = json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
-    let (id, _app) = session_with_ws_app(&server, tools, mapping_app).await;
-    let client = mcp_connect(&server.http_url(), &id, Route::Path).await;
+    let app = TestApp::start(&server, bridge, tools, mapping_app).await;
+    let client = mcp_connect(&server.http_url(), &app.session.id, Route::Path).await;
 
     let result = client
         .call_tool(call("object", json!({"text": "hi"})))
@@ -166,8 +134,14 @@ async fn tool_results_are_mapped_as_documented() {
 #[tokio::test]
 async fn unknown_tool_is_invalid_params() {
     let server = TestServer::start().await;
-    let (id, _app) = session_with_ws_app(&server, json!([tool_json("string")]), mapping_app).await;
-    let client = mcp_connect(&server.http_url(), &id, Route::Path).await;
+    let app = TestApp::start(
+        &server,
+        BridgeKind::Ws,
+        json!([tool_json("string")]),
+        mapping_app,
+    )
+    .await;
+    let client = mcp_connect(&server.http_url(), &app.session.id, Route::Path).await;
     let error = client
         .call_tool(call("missing", json!({})))
         .await
@@ -195,9 +169,8 @@ async fn proxy_side_failures_are_error_results() {
         edge_config(),
     )
     .await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let client = mcp_connect(&server.http_url(), &id, Route::Path).await;
+    let session = TestSession::legacy(&server).await;
+    let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
 
     // No bridge.
     let result = client
@@ -208,7 +181,7 @@ async fn proxy_side_failures_are_error_results() {
     assert_eq!(texts(&result), vec!["Bridge is not connected.".to_owned()]);
 
     // A bridge that never answers: the tool timeout.
-    let mut app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
     let pending = tokio::spawn({
@@ -251,13 +224,12 @@ async fn proxy_side_failures_are_error_results() {
 #[tokio::test]
 async fn same_call_served_by_websocket_app_and_by_grpc_app() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let client = mcp_connect(&server.http_url(), &id, Route::Header).await;
+    let session = TestSession::legacy(&server).await;
+    let client = mcp_connect(&server.http_url(), &session.id, Route::Header).await;
     let arguments = json!({"text": "héllo", "big": 9007199254740993_i64, "neg_zero": -0.0});
 
     // The legacy app on the WebSocket bridge.
-    let ws_app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+    let ws_app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("ws bridge");
     let ws_task = ws_app.serve_echo();
@@ -267,7 +239,7 @@ async fn same_call_served_by_websocket_app_and_by_grpc_app() {
         .expect("via ws");
 
     // The native app takes the session over on the gRPC bridge.
-    let grpc_app = GrpcBridge::open(server.channel().await, APP_TOKEN, &id)
+    let grpc_app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
         .expect("grpc");
     let (code, _) = no_hang(ws_task).await.expect("join");
@@ -290,8 +262,14 @@ async fn same_call_served_by_websocket_app_and_by_grpc_app() {
 #[tokio::test]
 async fn stateless_2026_client_discovers_and_calls() {
     let server = TestServer::start().await;
-    let (id, _app) = session_with_ws_app(&server, json!([tool_json("object")]), mapping_app).await;
-    let client = mcp_connect_stateless(&server.http_url(), &id).await;
+    let app = TestApp::start(
+        &server,
+        BridgeKind::Ws,
+        json!([tool_json("object")]),
+        mapping_app,
+    )
+    .await;
+    let client = mcp_connect_stateless(&server.http_url(), &app.session.id).await;
     let listed = client.list_all_tools().await.expect("tools/list");
     assert_eq!(listed.len(), 1);
     let result = client
@@ -307,10 +285,9 @@ async fn stateless_2026_client_discovers_and_calls() {
 #[tokio::test]
 async fn every_protocol_version_is_negotiated() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let session = TestSession::legacy(&server).await;
     for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
-        let response = mcp_post(&url, &initialize_body(1, version))
+        let response = mcp_post(&session.mcp_url, &initialize_body(1, version))
             .bearer_auth(OPENCLAW_TOKEN)
             .header("mcp-protocol-version", version)
             .send()
@@ -334,10 +311,14 @@ async fn every_protocol_version_is_negotiated() {
     }
     // The SDK's own handshake at the two ends of the range.
     for version in [ProtocolVersion::V_2024_11_05, ProtocolVersion::V_2025_11_25] {
-        let id = reply["mcpSessionId"].as_str().expect("id");
-        let client = mcp_connect_at(&server.http_url(), id, Route::Path, version.clone())
-            .await
-            .expect("connects");
+        let client = mcp_connect_at(
+            &server.http_url(),
+            &session.id,
+            Route::Path,
+            version.clone(),
+        )
+        .await
+        .expect("connects");
         let info = client.peer_info().expect("server info");
         assert_eq!(info.protocol_version, version);
     }
@@ -346,8 +327,8 @@ async fn every_protocol_version_is_negotiated() {
 #[tokio::test]
 async fn http_errors_missing_session_bad_token_unknown_session_get() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let session = TestSession::legacy(&server).await;
+    let url = session.mcp_url.clone();
     let base = server.http_url();
     let init = initialize_body(1, "2025-11-25");
 
@@ -383,12 +364,7 @@ async fn http_errors_missing_session_bad_token_unknown_session_get() {
             Some("Bearer")
         );
     }
-    let refused = mcp_connect_with_token(
-        &base,
-        reply["mcpSessionId"].as_str().expect("id"),
-        Some("wrong"),
-    )
-    .await;
+    let refused = mcp_connect_with_token(&base, &session.id, Some("wrong")).await;
     let Err(error) = refused else {
         panic!("the SDK client must be refused");
     };
@@ -432,14 +408,21 @@ async fn replays_what_openclaws_client_sends() {
     // every request, initialize at 2025-11-25, the initialized notification,
     // a GET for the server stream (405 means "none"), then list and call.
     let server = TestServer::start().await;
-    let (id, _app) = session_with_ws_app(&server, json!([tool_json("object")]), mapping_app).await;
+    let app = TestApp::start(
+        &server,
+        BridgeKind::Ws,
+        json!([tool_json("object")]),
+        mapping_app,
+    )
+    .await;
+    let id = &app.session.id;
     let url = format!("{}/v1/mcp", server.http_url());
     let client = reqwest::Client::new();
     let post = |body: Value, version: Option<&str>| {
         let mut request = client
             .post(&url)
             .header("authorization", format!("Bearer {OPENCLAW_TOKEN}"))
-            .header("mcp-session-id", &id)
+            .header("mcp-session-id", id)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .body(body.to_string());
@@ -470,7 +453,7 @@ async fn replays_what_openclaws_client_sends() {
     let response = client
         .get(&url)
         .header("authorization", format!("Bearer {OPENCLAW_TOKEN}"))
-        .header("mcp-session-id", &id)
+        .header("mcp-session-id", id)
         .header("accept", "text/event-stream")
         .header("mcp-protocol-version", "2025-11-25")
         .send()
@@ -509,8 +492,7 @@ async fn replays_what_openclaws_client_sends() {
 #[tokio::test]
 async fn host_and_origin_checks() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let url = TestSession::legacy(&server).await.mcp_url;
     let init = initialize_body(1, "2025-11-25");
     let send = |host: Option<&str>, origin: Option<&str>| {
         let mut request = mcp_post(&url, &init).bearer_auth(OPENCLAW_TOKEN);
@@ -581,8 +563,7 @@ async fn host_and_origin_checks() {
         },
     )
     .await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id");
+    let id = TestSession::legacy(&server).await.id;
     let url = format!("{}/v1/mcp/{id}", server.http_url());
     for (host, origin, expected) in [
         ("proxy.internal:8443", None, 200),
@@ -612,14 +593,11 @@ async fn open_mcp_endpoint_needs_no_token() {
         edge_config(),
     )
     .await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let response = mcp_post(
-        reply["mcp_url"].as_str().expect("url"),
-        &initialize_body(1, "2025-11-25"),
-    )
-    .send()
-    .await
-    .expect("POST");
+    let session = TestSession::legacy(&server).await;
+    let response = mcp_post(&session.mcp_url, &initialize_body(1, "2025-11-25"))
+        .send()
+        .await
+        .expect("POST");
     assert_eq!(response.status(), 200);
 }
 
@@ -641,9 +619,8 @@ fn sse_messages(body: &str) -> Vec<Value> {
 #[tokio::test]
 async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let url = reply["mcp_url"].as_str().expect("url").to_owned();
+    let session = TestSession::legacy(&server).await;
+    let url = &session.mcp_url;
     let call = |token: &str| {
         json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
             "name": "echo_text", "arguments": {"text": "x"}, "_meta": {"progressToken": token}
@@ -664,10 +641,10 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
     };
 
     // The legacy app reports progress with JSON frames.
-    let mut ws_app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+    let mut ws_app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
-    let request = mcp_post(&url, &call("ws-token"))
+    let request = mcp_post(url, &call("ws-token"))
         .bearer_auth(OPENCLAW_TOKEN)
         .send();
     let request = tokio::spawn(request);
@@ -693,11 +670,11 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
     check(&response.text().await.expect("body"), "ws-token");
 
     // The native app reports progress with ToolProgress messages.
-    let mut grpc_app = GrpcBridge::open(server.channel().await, APP_TOKEN, &id)
+    let mut grpc_app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
         .expect("grpc");
     let request = tokio::spawn(
-        mcp_post(&url, &call("grpc-token"))
+        mcp_post(url, &call("grpc-token"))
             .bearer_auth(OPENCLAW_TOKEN)
             .send(),
     );
@@ -724,10 +701,8 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
 #[tokio::test]
 async fn client_disconnect_ends_the_call_on_the_server() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let url = reply["mcp_url"].as_str().expect("url").to_owned();
-    let mut app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo_text", "arguments": {}}});
@@ -735,7 +710,8 @@ async fn client_disconnect_ends_the_call_on_the_server() {
         .await
         .expect("connect");
     let text = body.to_string();
-    let path = url
+    let path = session
+        .mcp_url
         .split_once(&server.addr.to_string())
         .expect("url")
         .1
@@ -751,9 +727,11 @@ async fn client_disconnect_ends_the_call_on_the_server() {
     app.next_json().await.expect("invoke");
     drop(socket);
     server
-        .wait_for_session(&id, "the abandoned call leaving the server", |session| {
-            session.calls_in_flight == 0
-        })
+        .wait_for_session(
+            &session.id,
+            "the abandoned call leaving the server",
+            |session| session.calls_in_flight == 0,
+        )
         .await;
 }
 
@@ -770,8 +748,8 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
     )
     .await;
     let tools = json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
-    let (id, _app) = session_with_ws_app(&server, tools, mapping_app).await;
-    let url = format!("{}/v1/mcp/{id}", server.http_url());
+    let app = TestApp::start(&server, BridgeKind::Ws, tools, mapping_app).await;
+    let url = &app.session.mcp_url;
     let cases = [
         (
             "object",
@@ -800,7 +778,7 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
                 }
                 let body =
                     json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params});
-                let mut request = mcp_post(&url, &body).bearer_auth(OPENCLAW_TOKEN);
+                let mut request = mcp_post(url, &body).bearer_auth(OPENCLAW_TOKEN);
                 if let Some(version) = version {
                     request = request.header("mcp-protocol-version", version);
                 }
@@ -831,8 +809,8 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
         }
     }
     // No bridge: the same sentence either way.
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let url = reply["mcp_url"].as_str().expect("url");
+    let session = TestSession::legacy(&server).await;
+    let url = &session.mcp_url;
     let mut bodies = Vec::new();
     for params in [
         json!({"name": "echo_text"}),

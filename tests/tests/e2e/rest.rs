@@ -42,14 +42,14 @@ async fn health_answers_ok() {
 #[tokio::test]
 async fn create_with_documented_body_answers_urls_from_host() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let session_id = reply["mcpSessionId"].as_str().expect("mcpSessionId");
+    let session = TestSession::legacy(&server).await;
+    let session_id = session.id.as_str();
     assert_eq!(
-        reply["bridge_url"],
+        session.bridge_url,
         format!("ws://{}/v1/chat/sessions/{session_id}/bridge", server.addr)
     );
     assert_eq!(
-        reply["mcp_url"],
+        session.mcp_url,
         format!("http://{}/v1/mcp/{session_id}", server.addr)
     );
     let tools = server.hub.tools(session_id).await.expect("session exists");
@@ -72,8 +72,8 @@ async fn create_accepts_the_original_camel_case_body() {
         "chatId": "chat-9",
         "tools": [{"name": "read_chat", "inputSchema": {"type": "object", "required": ["limit"]}}]
     });
-    let reply = create_session_rest(&server, &body).await;
-    let session_id = reply["mcpSessionId"].as_str().expect("id");
+    let session = TestSession::register(&server, &body).await;
+    let session_id = session.id.as_str();
     let described = server
         .hub
         .get_session(openclaw_proxy_core::proto::GetSessionRequest {
@@ -96,14 +96,14 @@ async fn urls_follow_public_url_and_forwarded_proto() {
         },
     )
     .await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id");
+    let session = TestSession::legacy(&server).await;
+    let id = &session.id;
     assert_eq!(
-        reply["bridge_url"],
+        session.bridge_url,
         format!("wss://proxy.example.com/base/v1/chat/sessions/{id}/bridge")
     );
     assert_eq!(
-        reply["mcp_url"],
+        session.mcp_url,
         format!("https://proxy.example.com/base/v1/mcp/{id}")
     );
 
@@ -126,13 +126,14 @@ async fn urls_follow_public_url_and_forwarded_proto() {
         .await
         .expect("POST");
     let reply: Value = response.json().await.expect("JSON");
-    let id = reply["mcpSessionId"].as_str().expect("id");
+    let session = TestSession::from_rest_reply(&reply).expect("registration reply");
+    let id = &session.id;
     assert_eq!(
-        reply["bridge_url"],
+        session.bridge_url,
         format!("wss://proxy.internal:9443/v1/chat/sessions/{id}/bridge")
     );
     assert_eq!(
-        reply["mcp_url"],
+        session.mcp_url,
         format!("https://proxy.internal:9443/v1/mcp/{id}")
     );
 }
@@ -140,8 +141,8 @@ async fn urls_follow_public_url_and_forwarded_proto() {
 #[tokio::test]
 async fn delete_is_idempotent_and_needs_the_token() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id");
+    let session = TestSession::legacy(&server).await;
+    let id = session.id.as_str();
     let url = format!("{}/v1/chat/sessions/{id}", server.http_url());
     let client = reqwest::Client::new();
 
@@ -290,5 +291,5 @@ async fn oversized_body_is_413_with_json() {
         "larger than the limit of 1048576 bytes",
     );
     // The server is unharmed.
-    create_session_rest(&server, &legacy_session_body()).await;
+    TestSession::legacy(&server).await;
 }

@@ -14,18 +14,14 @@ fn args(value: Value) -> Map<String, Value> {
     }
 }
 
-async fn legacy_session(server: &TestServer) -> (String, String) {
-    let reply = create_session_rest(server, &legacy_session_body()).await;
-    (
-        reply["mcpSessionId"].as_str().expect("id").to_owned(),
-        reply["bridge_url"].as_str().expect("url").to_owned(),
-    )
-}
-
 #[tokio::test]
 async fn invoke_frames_carry_both_spellings_and_either_is_accepted() {
     let server = TestServer::start().await;
-    let (id, url) = legacy_session(&server).await;
+    let TestSession {
+        id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");
@@ -71,7 +67,11 @@ async fn invoke_frames_carry_both_spellings_and_either_is_accepted() {
 #[tokio::test]
 async fn error_results_and_missing_ok() {
     let server = TestServer::start().await;
-    let (id, url) = legacy_session(&server).await;
+    let TestSession {
+        id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");
@@ -104,7 +104,11 @@ async fn error_results_and_missing_ok() {
 #[tokio::test]
 async fn close_codes_for_token_session_and_replacement() {
     let server = TestServer::start().await;
-    let (id, url) = legacy_session(&server).await;
+    let TestSession {
+        id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
 
     let mut app = WsApp::connect(&url, Some("wrong")).await.expect("upgrade");
     assert_eq!(app.closed().await, (4401, "invalid app token".into()));
@@ -157,7 +161,11 @@ async fn json_pings_and_websocket_ping_frames_are_sent() {
         edge_config(),
     )
     .await;
-    let (id, url) = legacy_session(&server).await;
+    let TestSession {
+        id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");
@@ -194,7 +202,11 @@ async fn silent_app_is_dropped_with_4408() {
         edge_config(),
     )
     .await;
-    let (id, url) = legacy_session(&server).await;
+    let TestSession {
+        id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");
@@ -218,7 +230,11 @@ async fn silent_app_is_dropped_with_4408() {
 #[tokio::test]
 async fn malformed_frames_get_error_frames_and_the_bridge_stays_up() {
     let server = TestServer::start().await;
-    let (id, url) = legacy_session(&server).await;
+    let TestSession {
+        id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");
@@ -291,7 +307,11 @@ async fn app_closing_its_socket_fails_calls_at_once() {
         edge_config(),
     )
     .await;
-    let (id, url) = legacy_session(&server).await;
+    let TestSession {
+        id,
+        bridge_url: url,
+        ..
+    } = TestSession::legacy(&server).await;
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");
@@ -308,7 +328,7 @@ async fn app_closing_its_socket_fails_calls_at_once() {
 #[tokio::test]
 async fn shutdown_closes_websocket_bridges_with_1001() {
     let server = TestServer::start().await;
-    let (_, url) = legacy_session(&server).await;
+    let url = TestSession::legacy(&server).await.bridge_url;
     let mut app = WsApp::connect(&url, Some(APP_TOKEN))
         .await
         .expect("connect");

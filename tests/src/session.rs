@@ -1,0 +1,97 @@
+//! A registered session, typed: its id, its two URLs and, when the proxy
+//! mints them, its own tokens. Registered over REST (the documented body) or
+//! over gRPC (`SessionService.CreateSession`), the test gets the same shape.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use openclaw_proxy_core::proto;
+use serde_json::Value;
+
+use crate::grpc_app::Sessions;
+use crate::server::TestServer;
+use crate::ws_app::{create_session_rest, legacy_session_body};
+
+/// A session as the app that registered it knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestSession {
+    /// The session id (`mcpSessionId`, the `MCP-Session-Id` value).
+    pub id: String,
+    /// `ws://…/v1/chat/sessions/{id}/bridge`.
+    pub bridge_url: String,
+    /// `http://…/v1/mcp/{id}`.
+    pub mcp_url: String,
+    /// The session's own app-side token (`ocps_…`), when the reply carries one.
+    pub session_token: Option<String>,
+    /// The session's own MCP token (`ocpm_…`), when the reply carries one.
+    pub mcp_token: Option<String>,
+}
+
+impl TestSession {
+    /// Registers a session over REST with `body`; the registration must
+    /// succeed.
+    pub async fn register(server: &TestServer, body: &Value) -> Self {
+        let reply = create_session_rest(server, body).await;
+        Self::from_rest_reply(&reply).expect("the documented registration reply")
+    }
+
+    /// Registers the documented body with one `echo_text` tool over REST.
+    pub async fn legacy(server: &TestServer) -> Self {
+        Self::register(server, &legacy_session_body()).await
+    }
+
+    /// Registers a session over gRPC with `tools` and the sample metadata;
+    /// the registration must succeed.
+    pub async fn register_grpc(server: &TestServer, tools: Vec<proto::ToolDefinition>) -> Self {
+        server
+            .sessions()
+            .await
+            .create(tools)
+            .await
+            .expect("CreateSession")
+    }
+
+    /// Reads the REST reply `{"mcpSessionId", "bridge_url", "mcp_url"}`, and
+    /// `session_token` / `mcp_token` when present; an error names the field
+    /// that is missing or not a string.
+    pub fn from_rest_reply(reply: &Value) -> anyhow::Result<Self> {
+        let field = |name: &str| {
+            reply[name]
+                .as_str()
+                .map(str::to_owned)
+                .with_context(|| format!("no string {name:?} in the registration reply {reply}"))
+        };
+        let token = |name: &str| reply[name].as_str().map(str::to_owned);
+        Ok(Self {
+            id: field("mcpSessionId")?,
+            bridge_url: field("bridge_url")?,
+            mcp_url: field("mcp_url")?,
+            session_token: token("session_token"),
+            mcp_token: token("mcp_token"),
+        })
+    }
+
+    /// A session created over gRPC on the server at `addr`, with the URLs the server's
+    /// REST reply would carry for it (no public URL configured).
+    pub(crate) fn at(
+        addr: SocketAddr,
+        id: String,
+        session_token: Option<String>,
+        mcp_token: Option<String>,
+    ) -> Self {
+        Self {
+            bridge_url: format!("ws://{addr}/v1/chat/sessions/{id}/bridge"),
+            mcp_url: format!("http://{addr}/v1/mcp/{id}"),
+            id,
+            session_token,
+            mcp_token,
+        }
+    }
+}
+
+impl TestServer {
+    /// A gRPC session client on this server, carrying the test app token.
+    pub async fn sessions(&self) -> Sessions {
+        Sessions::new(self.addr, self.channel().await)
+    }
+}
