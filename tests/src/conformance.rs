@@ -1,7 +1,8 @@
-//! The conformance fixture: a real gRPC app whose tools are the ones the
-//! official MCP conformance suite calls, answered as the suite's reference
-//! server answers them. The suite's requests travel the whole path: HTTP
-//! edge, core, gRPC bridge, this app, and back.
+//! The conformance fixture: a real gRPC app, written with the app crate
+//! (`openclaw_proxy_app`), whose tools are the ones the official MCP
+//! conformance suite calls, answered as the suite's reference server answers
+//! them. The suite's requests travel the whole path: HTTP edge, core, gRPC
+//! bridge, this app, and back.
 //!
 //! Also: installing the pinned Node.js tools (`tests/node/package.json`) on
 //! first use, from the npm registry only.
@@ -11,16 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use openclaw_proxy_core::proto::{
-    self, app_message, bridge_service_client::BridgeServiceClient, proxy_message,
-    session_service_client::SessionServiceClient,
-};
+use openclaw_proxy_app::{App, CallContext, Serving, Tool, ToolError};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
-
-use crate::grpc_app::with_token;
 
 /// A 1×1 red PNG.
 pub const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -31,184 +24,127 @@ pub const WAV_SILENCE: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZ
 pub const JSON_SCHEMA_2020_12: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}"##;
 
 /// The fixture's tools: name, description, input schema.
-pub fn fixture_tools() -> Vec<proto::ToolDefinition> {
-    let plain = |name: &str, description: &str| proto::ToolDefinition {
-        name: name.into(),
-        description: description.into(),
-        input_schema_json: r#"{"type":"object","properties":{}}"#.into(),
-        path: String::new(),
-    };
-    vec![
-        plain("test_simple_text", "Returns simple text content."),
-        plain("test_image_content", "Returns image content."),
-        plain("test_audio_content", "Returns audio content."),
-        plain("test_embedded_resource", "Returns an embedded resource."),
-        plain(
-            "test_multiple_content_types",
-            "Returns text, image and resource content.",
-        ),
-        plain("test_error_handling", "Always fails, as an error result."),
-        plain(
-            "test_tool_with_progress",
-            "Reports progress three times, then answers.",
-        ),
-        proto::ToolDefinition {
-            name: "json_schema_2020_12_tool".into(),
-            description: "Tool with JSON Schema 2020-12 features".into(),
-            input_schema_json: JSON_SCHEMA_2020_12.into(),
-            path: String::new(),
-        },
-        proto::ToolDefinition {
-            name: "echo".into(),
-            description: "Echoes its arguments.".into(),
-            input_schema_json:
-                r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#
-                    .into(),
-            path: String::new(),
-        },
-    ]
-}
+const FIXTURE_TOOLS: [(&str, &str, &str); 9] = [
+    ("test_simple_text", "Returns simple text content.", PLAIN),
+    ("test_image_content", "Returns image content.", PLAIN),
+    ("test_audio_content", "Returns audio content.", PLAIN),
+    (
+        "test_embedded_resource",
+        "Returns an embedded resource.",
+        PLAIN,
+    ),
+    (
+        "test_multiple_content_types",
+        "Returns text, image and resource content.",
+        PLAIN,
+    ),
+    (
+        "test_error_handling",
+        "Always fails, as an error result.",
+        PLAIN,
+    ),
+    (
+        "test_tool_with_progress",
+        "Reports progress three times, then answers.",
+        PLAIN,
+    ),
+    (
+        "json_schema_2020_12_tool",
+        "Tool with JSON Schema 2020-12 features",
+        JSON_SCHEMA_2020_12,
+    ),
+    (
+        "echo",
+        "Echoes its arguments.",
+        r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#,
+    ),
+];
 
-/// What the fixture answers for one call: progress steps, then ok/content/error.
-fn answer(tool: &str, arguments: &str) -> (Vec<f64>, bool, Value, &'static str) {
+const PLAIN: &str = r#"{"type":"object","properties":{}}"#;
+
+/// What the fixture answers for one call: progress steps, then the content
+/// or the error text.
+fn answer(tool: &str, arguments: Value) -> (Vec<f64>, Result<Value, &'static str>) {
     let text = |text: &str| json!({"type": "text", "text": text});
     match tool {
         "test_simple_text" => (
             vec![],
-            true,
-            json!([text("This is a simple text response for testing.")]),
-            "",
+            Ok(json!([text("This is a simple text response for testing.")])),
         ),
         "test_image_content" => (
             vec![],
-            true,
-            json!([{"type": "image", "data": PNG_1X1, "mimeType": "image/png"}]),
-            "",
+            Ok(json!([{"type": "image", "data": PNG_1X1, "mimeType": "image/png"}])),
         ),
         "test_audio_content" => (
             vec![],
-            true,
-            json!([{"type": "audio", "data": WAV_SILENCE, "mimeType": "audio/wav"}]),
-            "",
+            Ok(json!([{"type": "audio", "data": WAV_SILENCE, "mimeType": "audio/wav"}])),
         ),
         "test_embedded_resource" => (
             vec![],
-            true,
-            json!([{"type": "resource", "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}}]),
-            "",
+            Ok(
+                json!([{"type": "resource", "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}}]),
+            ),
         ),
         "test_multiple_content_types" => (
             vec![],
-            true,
-            json!([
+            Ok(json!([
                 text("Multiple content types test:"),
                 {"type": "image", "data": PNG_1X1, "mimeType": "image/png"},
                 {"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}
-            ]),
-            "",
+            ])),
         ),
         "test_error_handling" => (
             vec![],
-            false,
-            Value::Null,
-            "This tool intentionally returns an error for testing",
+            Err("This tool intentionally returns an error for testing"),
         ),
         "test_tool_with_progress" => (
             vec![0.0, 50.0, 100.0],
-            true,
-            json!([text("Progress test completed")]),
-            "",
+            Ok(json!([text("Progress test completed")])),
         ),
-        "json_schema_2020_12_tool" => (vec![], true, json!([text("ok")]), ""),
-        "echo" => (
-            vec![],
-            true,
-            serde_json::from_str(arguments).unwrap_or(Value::Null),
-            "",
-        ),
-        _ => (vec![], false, Value::Null, "unknown tool"),
+        "json_schema_2020_12_tool" => (vec![], Ok(json!([text("ok")]))),
+        "echo" => (vec![], Ok(arguments)),
+        _ => (vec![], Err("unknown tool")),
     }
 }
 
+/// The fixture app, written with the app crate: it registers its session
+/// over gRPC and serves it until dropped.
+pub struct Fixture {
+    /// The session the suite calls.
+    pub session_id: String,
+    _serving: Serving,
+}
+
 /// Registers the fixture session over gRPC and serves its bridge until the
-/// server ends it; returns the session id.
-pub async fn start_fixture(base_url: &str, app_token: &str) -> anyhow::Result<String> {
-    let channel = Channel::from_shared(base_url.to_owned())?.connect().await?;
-    let request = proto::CreateSessionRequest {
-        metadata: Some(proto::SessionMetadata {
-            device_id: "conformance".into(),
-            device_name: "conformance fixture".into(),
-            app_version: env!("CARGO_PKG_VERSION").into(),
-            chat_id: "conformance".into(),
-        }),
-        tools: fixture_tools(),
-    };
-    let session_id = SessionServiceClient::new(channel.clone())
-        .create_session(with_token(request, app_token))
-        .await?
-        .into_inner()
-        .session_id;
-    let (outbound, receiver) = mpsc::channel(64);
-    let send = |kind| proto::AppMessage { kind: Some(kind) };
-    outbound
-        .send(send(app_message::Kind::Hello(proto::Hello {
-            session_id: session_id.clone(),
-        })))
-        .await?;
-    let mut inbound = BridgeServiceClient::new(channel)
-        .attach(with_token(ReceiverStream::new(receiver), app_token))
-        .await?
-        .into_inner();
-    inbound
-        .message()
-        .await?
-        .context("the bridge closed before attaching")?;
-    tokio::spawn(async move {
-        while let Ok(Some(message)) = inbound.message().await {
-            match message.kind {
-                Some(proxy_message::Kind::Invoke(invoke)) => {
-                    let outbound = outbound.clone();
-                    // Each call on its own task, as a real app would run them.
-                    tokio::spawn(async move {
-                        let (steps, ok, content, error) =
-                            answer(&invoke.tool_name, &invoke.arguments_json);
-                        for progress in steps {
-                            let report = proto::ToolProgress {
-                                request_id: invoke.request_id.clone(),
-                                progress,
-                                total: Some(100.0),
-                                message: String::new(),
-                            };
-                            let _ = outbound
-                                .send(send(app_message::Kind::Progress(report)))
-                                .await;
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                        let result = proto::ToolResult {
-                            request_id: invoke.request_id,
-                            ok,
-                            content_json: if content.is_null() {
-                                String::new()
-                            } else {
-                                content.to_string()
-                            },
-                            error: error.into(),
-                        };
-                        let _ = outbound.send(send(app_message::Kind::Result(result))).await;
-                    });
+/// returned fixture is dropped.
+pub async fn start_fixture(base_url: &str, app_token: &str) -> anyhow::Result<Fixture> {
+    let mut app = App::builder(base_url)
+        .app_token(app_token)
+        .device_id("conformance")
+        .device_name("conformance fixture")
+        .app_version(env!("CARGO_PKG_VERSION"))
+        .chat_id("conformance");
+    for (name, description, schema) in FIXTURE_TOOLS {
+        let schema: Value = serde_json::from_str(schema)?;
+        app = app.tool(Tool::with_schema(
+            name,
+            description,
+            schema,
+            |arguments: Value, call: CallContext| async move {
+                let (steps, result) = answer(call.tool_name(), arguments);
+                for progress in steps {
+                    call.progress(progress, Some(100.0), "").await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Some(proxy_message::Kind::Ping(ping)) => {
-                    let _ = outbound
-                        .send(send(app_message::Kind::Pong(proto::Pong {
-                            nonce: ping.nonce,
-                        })))
-                        .await;
-                }
-                _ => {}
-            }
-        }
-    });
-    Ok(session_id)
+                result.map_err(ToolError::new)
+            },
+        ));
+    }
+    let serving = app.build()?.serve().await?;
+    Ok(Fixture {
+        session_id: serving.session().session_id,
+        _serving: serving,
+    })
 }
 
 /// `tests/node`, where the pinned Node.js tools live.

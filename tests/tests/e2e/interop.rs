@@ -23,10 +23,10 @@ async fn run_conformance(spec_version: &str, suite: &str) -> (std::process::Exit
     // The suite sends no Authorization header: the MCP token is off here
     // (authentication has its own tests).
     let server = TestServer::start_with(CoreConfig::default(), edge_config()).await;
-    let session = start_fixture(&server.http_url(), "")
+    let fixture = start_fixture(&server.http_url(), "")
         .await
         .expect("fixture app");
-    let url = format!("{}/v1/mcp/{session}", server.http_url());
+    let url = format!("{}/v1/mcp/{}", server.http_url(), fixture.session_id);
     let dir = node_dir();
     let results = std::env::temp_dir().join(format!(
         "openclaw-conformance-{spec_version}-{}",
@@ -83,14 +83,14 @@ async fn conformance_suite_2026_07_28() {
 async fn typescript_sdk_client_configured_as_openclaw_does() {
     let node = node().await;
     let server = TestServer::start().await;
-    let session = start_fixture(&server.http_url(), APP_TOKEN)
+    let fixture = start_fixture(&server.http_url(), APP_TOKEN)
         .await
         .expect("fixture app");
     let output = tokio::process::Command::new(&node)
         .arg(node_dir().join("openclaw-client.mjs"))
         .arg(format!("{}/v1/mcp", server.http_url()))
         .arg(OPENCLAW_TOKEN)
-        .arg(&session)
+        .arg(&fixture.session_id)
         .current_dir(node_dir())
         .output()
         .await
