@@ -33,24 +33,26 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_tungstenite::tungstenite::Message;
 use tonic::transport::Channel;
 
+use openclaw_proxy_app::{App, CallContext, Tool, ToolError};
+
 use crate::grpc_app::with_token;
+use crate::session::TestSession;
 
-/// Which bridge the app side uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BridgeKind {
-    /// JSON over WebSocket, sessions registered over REST.
-    Ws,
-    /// gRPC `BridgeService.Attach`, sessions registered over gRPC.
-    Grpc,
-}
+pub use crate::app::BridgeKind;
 
-impl BridgeKind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Ws => "ws",
-            Self::Grpc => "grpc",
-        }
-    }
+/// What answers on the gRPC bridge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GrpcApp {
+    /// A lean hand-written loop, a hundred bridges per HTTP/2 connection:
+    /// the app side takes as little of the shared machine as it can, so the
+    /// numbers are the server's.
+    #[default]
+    Lean,
+    /// Apps written with the app crate (`openclaw_proxy_app`), each on its
+    /// own connection as real native apps run: the numbers include the
+    /// crate's own cost per call (a task, JSON parsed and written again, the
+    /// call bookkeeping).
+    Crate,
 }
 
 /// Where the server is and how to authenticate.
@@ -80,6 +82,8 @@ pub struct LoadConfig {
     pub target: Target,
     /// The app's bridge.
     pub bridge: BridgeKind,
+    /// What answers on a gRPC bridge.
+    pub grpc_app: GrpcApp,
     /// Concurrent MCP clients.
     pub concurrency: usize,
     /// Sessions (each with its own app bridge); clients are spread over them.
@@ -127,12 +131,30 @@ impl LoadReport {
 }
 
 /// Registers `sessions` sessions with one `echo` tool and starts an app on
-/// each; returns the session ids once every bridge answers calls.
+/// each (the lean one on gRPC); returns the session ids once every bridge
+/// answers calls.
 pub async fn start_apps(
     target: &Target,
     bridge: BridgeKind,
     sessions: usize,
 ) -> anyhow::Result<Vec<String>> {
+    start_apps_with(target, bridge, GrpcApp::Lean, sessions).await
+}
+
+/// [`start_apps`] with the choice of gRPC app.
+pub async fn start_apps_with(
+    target: &Target,
+    bridge: BridgeKind,
+    grpc_app: GrpcApp,
+    sessions: usize,
+) -> anyhow::Result<Vec<String>> {
+    if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Crate {
+        let mut ids = Vec::with_capacity(sessions);
+        for _ in 0..sessions {
+            ids.push(start_crate_app(target).await?);
+        }
+        return Ok(ids);
+    }
     let http = reqwest::Client::new();
     let mut ids = Vec::with_capacity(sessions);
     let mut channel = None;
@@ -183,10 +205,7 @@ async fn register_rest(http: &reqwest::Client, target: &Target) -> anyhow::Resul
         .error_for_status()?
         .json()
         .await?;
-    reply["mcpSessionId"]
-        .as_str()
-        .map(str::to_owned)
-        .context("no mcpSessionId in the registration reply")
+    Ok(TestSession::from_rest_reply(&reply)?.id)
 }
 
 async fn register_grpc(channel: Channel, token: &str) -> anyhow::Result<String> {
@@ -257,7 +276,41 @@ async fn start_ws_app(target: &Target, session_id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A gRPC app that answers every call with its arguments.
+/// A gRPC app written with the app crate that answers every call with its
+/// arguments; it registers its own session and serves until the runtime
+/// ends.
+async fn start_crate_app(target: &Target) -> anyhow::Result<String> {
+    let echo =
+        |arguments: Value, _call: CallContext| std::future::ready(Ok::<_, ToolError>(arguments));
+    let serving = App::builder(target.base_url.clone())
+        .app_token(target.app_token.clone())
+        .device_id("loadgen")
+        .app_version(env!("CARGO_PKG_VERSION"))
+        // Never answer "busy": the load decides the concurrency.
+        .max_concurrent_calls(4096)
+        .tool(Tool::with_schema(
+            "echo",
+            "Echo.",
+            serde_json::from_str(ECHO_SCHEMA)?,
+            echo,
+        ))
+        .build()?
+        .serve()
+        .await?;
+    let id = serving.session().session_id;
+    tokio::spawn(async move {
+        let mut serving = serving;
+        // Pending while it serves; dropping `serving` stops it.
+        let _ = serving.closed().await;
+    });
+    Ok(id)
+}
+
+/// A gRPC app that answers every call with its arguments: the lean loop
+/// (see [`GrpcApp::Lean`]). It does not parse the arguments, runs no task
+/// per call and shares a connection with 99 other bridges, which the app
+/// crate (one connection per app, a task and a JSON round trip per call)
+/// does not, so the benchmark's app side stays out of the server's way.
 async fn start_grpc_app(channel: Channel, token: &str, session_id: &str) -> anyhow::Result<()> {
     let (outbound, receiver) = mpsc::channel(1024);
     outbound
@@ -425,7 +478,13 @@ pub async fn drive_calls(
 
 /// Registers sessions, starts their apps and drives calls.
 pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
-    let sessions = start_apps(&config.target, config.bridge, config.sessions.max(1)).await?;
+    let sessions = start_apps_with(
+        &config.target,
+        config.bridge,
+        config.grpc_app,
+        config.sessions.max(1),
+    )
+    .await?;
     drive_calls(config, &sessions).await
 }
 
@@ -435,6 +494,10 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
     json!({
         "bench": "mcp_tools_call",
         "bridge": config.bridge.name(),
+        "app": match (config.bridge, config.grpc_app) {
+            (BridgeKind::Grpc, GrpcApp::Crate) => "crate",
+            _ => "lean",
+        },
         "concurrency": config.concurrency,
         "sessions": config.sessions,
         "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
@@ -477,6 +540,7 @@ pub async fn measure_memory(
     let probe = LoadConfig {
         target: target.clone(),
         bridge,
+        grpc_app: GrpcApp::Lean,
         concurrency: 1,
         sessions: 1,
         duration: Duration::from_secs(60),

@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo build --release -p openclaw-proxy-edge -p openclaw-proxy-stdio -p openclaw-proxy-tests
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app crate
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
 //! ```
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use openclaw_proxy_tests::bench::{self, BridgeKind, LoadConfig, Target};
+use openclaw_proxy_tests::bench::{self, BridgeKind, GrpcApp, LoadConfig, Target};
 
 #[derive(Parser)]
 #[command(about = "Throughput, latency and memory of openclaw-proxy's whole path")]
@@ -31,6 +32,10 @@ enum Command {
         server: ServerArgs,
         #[arg(long, value_enum, default_value = "ws")]
         bridge: BridgeKind,
+        /// What answers on the gRPC bridge: the lean loop, or apps written
+        /// with the openclaw-proxy-app crate.
+        #[arg(long, value_enum, default_value = "lean")]
+        grpc_app: GrpcApp,
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
         #[arg(long, default_value_t = 1)]
@@ -139,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Calls {
             server: args,
             bridge,
+            grpc_app,
             concurrency,
             sessions,
             duration,
@@ -147,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
             let config = LoadConfig {
                 target: server.target.clone(),
                 bridge,
+                grpc_app,
                 concurrency: concurrency.max(1),
                 sessions: sessions.max(1),
                 duration: Duration::from_secs(duration),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_tests::bench::{self, BridgeKind, LoadConfig, Target};
+use openclaw_proxy_tests::bench::{self, GrpcApp, LoadConfig, Target};
 use openclaw_proxy_tests::*;
 
 fn target(server: &TestServer) -> Target {
@@ -16,19 +16,24 @@ fn target(server: &TestServer) -> Target {
 
 #[tokio::test]
 async fn load_generator_smoke_run_on_both_bridges() {
-    for bridge in [BridgeKind::Ws, BridgeKind::Grpc] {
+    for (bridge, grpc_app) in [
+        (BridgeKind::Ws, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Crate),
+    ] {
         let server = TestServer::start().await;
         let config = LoadConfig {
             target: target(&server),
             bridge,
+            grpc_app,
             concurrency: 4,
             sessions: 2,
             duration: Duration::from_secs(120),
             max_calls: Some(300),
         };
         let report = bench::run_load(&config).await.expect("load run");
-        assert_eq!(report.errors, 0, "{bridge:?}");
-        assert_eq!(report.calls, 300, "{bridge:?}");
+        assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");
+        assert_eq!(report.calls, 300, "{bridge:?} {grpc_app:?}");
         let line = bench::report_json(&config, &report);
         assert_eq!(line["calls"], 300);
         assert!(line["p50_us"].as_u64().expect("p50") <= line["max_us"].as_u64().expect("max"));
@@ -41,7 +46,7 @@ async fn wrong_answers_count_as_errors() {
     // An app that answers with something else than the echo: every call is
     // an error, however fast.
     let server = TestServer::start().await;
-    let reply = create_session_rest(
+    let session = TestSession::register(
         &server,
         &serde_json::json!({
             "device_id": "d", "device_name": "d", "app_version": "1", "chat_id": "c",
@@ -49,33 +54,31 @@ async fn wrong_answers_count_as_errors() {
         }),
     )
     .await;
-    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let mut app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
-    tokio::spawn(async move {
-        // The warm-up call is echoed; every later one gets a wrong answer.
-        let mut answered = 0;
-        while let Ok(frame) = app.next_json().await {
-            answered += 1;
-            let content = if answered == 1 {
-                frame["arguments"].clone()
-            } else {
-                serde_json::json!({"text": "wrong"})
-            };
-            app.send_json(serde_json::json!({"type": "invoke_result", "request_id": frame["request_id"], "ok": true, "content": content}))
-                .await;
+    // The warm-up call is echoed; every later one gets a wrong answer.
+    let mut answered = 0;
+    let _app = serve_app(app, move |call| {
+        answered += 1;
+        if answered == 1 {
+            echo(call)
+        } else {
+            Answer::Content(serde_json::json!({"text": "wrong"}))
         }
     });
     let config = LoadConfig {
         target: target(&server),
         bridge: BridgeKind::Ws,
+        grpc_app: GrpcApp::Lean,
         concurrency: 1,
         sessions: 1,
         duration: Duration::from_secs(120),
         max_calls: Some(20),
     };
-    let report = bench::drive_calls(&config, &[id]).await.expect("run");
+    let report = bench::drive_calls(&config, &[session.id])
+        .await
+        .expect("run");
     assert_eq!(report.calls, 0);
     assert_eq!(report.errors, 20);
 }
