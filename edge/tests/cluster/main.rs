@@ -470,3 +470,101 @@ async fn bad_cluster_settings_stop_the_node_and_an_absent_nats_is_not_ready() {
     assert_eq!(node.status_of("/health").await, 200);
     node.wait_ready(503).await;
 }
+
+/// Registers on `node` and returns `(id, session_token, mcp_token)`.
+async fn create_with_tokens(node: &Node) -> (String, String, String) {
+    let reply: Value = reqwest::Client::new()
+        .post(format!("{}/v1/chat/sessions", node.url()))
+        .bearer_auth(APP_TOKEN)
+        .json(&legacy_session_body())
+        .send()
+        .await
+        .expect("POST /v1/chat/sessions")
+        .json()
+        .await
+        .expect("JSON");
+    let field = |name: &str| reply[name].as_str().expect(name).to_owned();
+    (
+        field("mcpSessionId"),
+        field("session_token"),
+        field("mcp_token"),
+    )
+}
+
+/// `tools/list` on `node` with `token`: the HTTP status.
+async fn list_with(node: &Node, session_id: &str, token: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}/v1/mcp/{session_id}", node.url()))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("POST")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn per_session_tokens_work_on_every_node() {
+    let nats = Nats::start().await;
+    let settings = NodeSettings {
+        nats_url: nats.url(),
+        prefix: format!("test_{}", nats::free_port()),
+        session_ttl_seconds: 300,
+        tool_timeout_seconds: 60,
+    };
+    let strict = [("OPENCLAW_PROXY_REQUIRE_SESSION_TOKENS", "true")];
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let node = Node::start_with(&settings, &strict)
+            .await
+            .expect("node starts");
+        node.wait_ready(200).await;
+        nodes.push(node);
+    }
+    let (id, session_token, mcp_token) = create_with_tokens(&nodes[0]).await;
+    let (other_id, _, other_mcp_token) = create_with_tokens(&nodes[0]).await;
+    for node in &nodes {
+        assert_eq!(list_with(node, &id, &mcp_token).await, 200, "{}", node.addr);
+        assert_eq!(
+            list_with(node, &id, &other_mcp_token).await,
+            401,
+            "another session's token, on {}",
+            node.addr
+        );
+        assert_eq!(list_with(node, &other_id, &mcp_token).await, 401);
+        assert_eq!(list_with(node, &id, OPENCLAW_TOKEN).await, 401);
+    }
+    // The session token opens the bridge on another node; the MCP token
+    // reaches it from a third.
+    let app = WsApp::connect(&bridge_url(&nodes[1], &id), Some(&session_token))
+        .await
+        .expect("bridge with the session token");
+    let (seen_tx, _seen) = tokio::sync::mpsc::unbounded_channel();
+    let _app = progress_app(app, seen_tx);
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "echo_text", "arguments": {"text": "t"}}});
+    let mut answered = Value::Null;
+    for _ in 0..500 {
+        answered = reqwest::Client::new()
+            .post(format!("{}/v1/mcp/{id}", nodes[2].url()))
+            .bearer_auth(&mcp_token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+            .await
+            .expect("POST")
+            .json()
+            .await
+            .expect("JSON");
+        if answered["result"]["isError"] != json!(true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        answered["result"]["structuredContent"]["echoed_text"], "t",
+        "{answered}"
+    );
+}
