@@ -9,4 +9,5 @@ mod interop;
 mod mcp;
 mod rest;
 mod security;
+mod tls;
 mod ws;

@@ -78,7 +78,7 @@ pub fn assert_minted(token: &str, prefix: &str) {
     assert_eq!(bytes.len(), 32, "{token}");
 }
 
-fn with_bearer<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+pub fn with_bearer<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     if let Some(token) = token {
         let value = format!("Bearer {token}").parse().expect("metadata value");
@@ -526,7 +526,7 @@ async fn session_tokens_carry_a_call_end_to_end() {
 
 /// Collects every log line the server writes while the test runs.
 #[derive(Clone, Default)]
-struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for CapturedLogs {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -543,7 +543,23 @@ impl std::io::Write for CapturedLogs {
 }
 
 impl CapturedLogs {
-    fn lines(&self) -> Vec<String> {
+    /// Captures this thread's logs (the server's, on a current-thread
+    /// runtime) until the guard drops: everything of ours down to TRACE,
+    /// other crates from INFO.
+    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                "info,openclaw_proxy_core=trace,openclaw_proxy_edge=trace",
+            ))
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    pub fn lines(&self) -> Vec<String> {
         let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         String::from_utf8_lossy(&bytes)
             .lines()
@@ -557,16 +573,7 @@ impl CapturedLogs {
 #[tokio::test(flavor = "current_thread")]
 async fn logs_show_no_token_at_any_level_and_no_full_session_id_at_info_or_above() {
     let logs = CapturedLogs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            "info,openclaw_proxy_core=trace,openclaw_proxy_edge=trace",
-        ))
-        .with_ansi(false)
-        .without_time()
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = logs.install();
 
     let server = TestServer::start_with(
         CoreConfig {
