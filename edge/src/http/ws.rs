@@ -297,7 +297,10 @@ fn app_messages(
                         Some(pong())
                     }
                     Err(problem) => {
-                        tracing::warn!(%problem, "malformed bridge frame");
+                        // The problem may quote the frame, which may hold
+                        // ids: in full only below INFO.
+                        tracing::warn!("malformed bridge frame; the app got an error frame");
+                        tracing::debug!(%problem, "malformed bridge frame");
                         reply(&to_app, error_frame(&problem, ""));
                         None
                     }
