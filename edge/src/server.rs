@@ -10,6 +10,11 @@
 //! because the accept loop is the one place that knows both ends of a
 //! connection: every request carries a [`ConnectionInfo`] in its extensions,
 //! so answer URLs can name the address the client really reached.
+//!
+//! With [`crate::tls`] configured, each accepted connection first completes a
+//! TLS handshake (in its own task, under the header-read limit) and is then
+//! served the same way; ALPN picks HTTP/2 or HTTP/1.1. The `Host`/`Origin`
+//! guard wraps the whole router, gRPC included, so it runs before any route.
 
 use std::convert::Infallible;
 use std::future::Future;
