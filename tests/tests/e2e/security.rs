@@ -989,3 +989,29 @@ async fn creating_a_session_needs_a_json_content_type() {
         .expect("POST");
     assert_eq!(response.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn grpc_from_a_foreign_host_is_refused_too() {
+    let server = TestServer::start().await;
+    // The client connects to the server but names another host, as a
+    // request relayed by a rebinding page would.
+    let channel = tonic::transport::Endpoint::from_shared(server.http_url())
+        .expect("URI")
+        .origin("http://evil.example:8000".parse().expect("origin"))
+        .connect()
+        .await
+        .expect("connect");
+    let status = proto::session_service_client::SessionServiceClient::new(channel)
+        .create_session(with_bearer(
+            session_request(vec![tool("echo", "")]),
+            Some(APP_TOKEN),
+        ))
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert!(
+        status.message().contains("OPENCLAW_PROXY_ALLOWED_HOSTS"),
+        "{status:?}"
+    );
+    assert_eq!(server.hub.session_count(), 0);
+}
