@@ -71,7 +71,12 @@ struct Waiting {
 struct Calls {
     waiting: HashMap<String, Waiting>,
     ended: Option<BridgeEnd>,
+    /// The last calls cancelled, whose late results are dropped quietly.
+    cancelled: std::collections::VecDeque<String>,
 }
+
+/// How many cancelled request ids a bridge remembers.
+const CANCELLED_REMEMBERED: usize = 64;
 
 /// The proxy's side of one attached bridge.
 pub(crate) struct Bridge {
@@ -166,6 +171,31 @@ impl Bridge {
     /// Drops a waiting call (it timed out or its caller went away).
     pub(crate) fn forget(&self, request_id: &str) {
         self.calls().waiting.remove(request_id);
+    }
+
+    /// Forgets a call its caller gave up on and tells the app to stop
+    /// working on it; a result that still comes is dropped quietly.
+    pub(crate) fn cancel(&self, request_id: &str, reason: &str) {
+        {
+            let mut calls = self.calls();
+            if calls.ended.is_some() {
+                return;
+            }
+            calls.waiting.remove(request_id);
+            if calls.cancelled.len() == CANCELLED_REMEMBERED {
+                calls.cancelled.pop_front();
+            }
+            calls.cancelled.push_back(request_id.to_owned());
+        }
+        self.notify(proxy(proxy_message::Kind::Cancel(proto::CancelTool {
+            request_id: request_id.to_owned(),
+            reason: reason.to_owned(),
+        })));
+    }
+
+    /// Whether the call was cancelled recently.
+    fn was_cancelled(&self, request_id: &str) -> bool {
+        self.calls().cancelled.iter().any(|id| id == request_id)
     }
 
     /// Hands the app's answer to the waiting call; false when none waits.
@@ -359,6 +389,10 @@ impl Bridge {
                     error: result.error,
                 });
                 if !self.complete(&request_id, answer) {
+                    if self.was_cancelled(&request_id) {
+                        tracing::debug!(session = short_id(&self.session_id), request = short_request(&request_id), "result of a cancelled call dropped");
+                        return;
+                    }
                     tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), "result for no waiting call ignored");
                     self.notify(notice(
                         format!(
@@ -370,7 +404,7 @@ impl Bridge {
             }
             Some(app_message::Kind::Progress(report)) => {
                 let request_id = report.request_id.clone();
-                if !self.progress(report) {
+                if !self.progress(report) && !self.was_cancelled(&request_id) {
                     tracing::debug!(session_id = %self.session_id, %request_id, "progress for no waiting call ignored");
                     self.notify(notice(
                         format!("no call is waiting for request id {request_id:?}: progress ignored"),

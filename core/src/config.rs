@@ -23,6 +23,8 @@ pub struct CoreConfig {
     pub sweep_interval: Duration,
     /// One tool call's limit, from sending it to the app to its answer.
     pub tool_timeout: Duration,
+    /// The longest limit a tool may ask for with its own `timeout_seconds`.
+    pub max_tool_timeout: Duration,
     /// How often the proxy pings an attached bridge.
     pub ping_interval: Duration,
     /// A bridge silent for this many ping intervals is dropped.
@@ -38,6 +40,7 @@ impl Default for CoreConfig {
             session_ttl: Duration::from_secs(300),
             sweep_interval: Duration::from_secs(15),
             tool_timeout: Duration::from_secs(120),
+            max_tool_timeout: Duration::from_secs(3600),
             ping_interval: Duration::from_secs(20),
             missed_pings_allowed: 3,
         }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::bridge::ProgressSink;
 use crate::directory::SessionRecord;
+use crate::hub::CallContext;
 use crate::outcome::{InvokeError, ToolOutcome};
 
 /// A call for a session whose bridge is not attached to this process.
@@ -24,8 +24,8 @@ pub struct RemoteCall<'a> {
     pub tool: &'a str,
     /// The arguments, a JSON object.
     pub arguments_json: String,
-    /// Where progress reports go, if the caller wants them.
-    pub progress: Option<ProgressSink>,
+    /// The request's context, progress sink included.
+    pub context: CallContext,
     /// How long the caller waits for the answer.
     pub timeout: Duration,
 }

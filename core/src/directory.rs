@@ -76,7 +76,12 @@ impl SessionRecord {
 
     /// Whether the session offers a tool of this name.
     pub fn has_tool(&self, name: &str) -> bool {
-        self.tools.iter().any(|tool| &*tool.name == name)
+        self.tool(name).is_some()
+    }
+
+    /// The session's tool of this name.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|tool| &*tool.name == name)
     }
 
     /// The tool names, for an error message.

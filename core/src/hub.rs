@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
 use futures_util::Stream;
 use serde_json::{Map, Value};
@@ -53,6 +54,18 @@ pub enum HubError {
     Unauthenticated(#[from] AuthError),
     #[error(transparent)]
     NoRandomness(#[from] RandomnessUnavailable),
+}
+
+/// What the proxy knows about a call besides its tool and arguments: it
+/// reaches the app with the invocation.
+#[derive(Debug, Default)]
+pub struct CallContext {
+    /// The MCP request's `params._meta`, as JSON text; empty when it had none.
+    pub meta_json: String,
+    /// Who is calling.
+    pub client: proto::CallerInfo,
+    /// Where the app's progress reports go, if the caller wants them.
+    pub progress: Option<ProgressSink>,
 }
 
 /// Where a hub keeps its sessions and finds bridges it does not hold.
@@ -371,18 +384,22 @@ impl Hub {
         tool_name: &str,
         arguments: &Map<String, Value>,
     ) -> Result<ToolOutcome, InvokeError> {
-        self.invoke_with_progress(session_id, tool_name, arguments, None)
+        self.invoke_with(session_id, tool_name, arguments, CallContext::default())
             .await
     }
 
-    /// Like [`Hub::invoke`], passing the app's progress reports for this call
-    /// to `progress`. Every report is queued before the answer is returned.
-    pub async fn invoke_with_progress(
+    /// Like [`Hub::invoke`], with the request's context for the app and,
+    /// when `context.progress` is set, the app's progress reports for this
+    /// call, every one queued before the answer is returned.
+    ///
+    /// A caller that stops waiting (drops the future) cancels the call: the
+    /// app is told to stop working on it.
+    pub async fn invoke_with(
         &self,
         session_id: &str,
         tool_name: &str,
         arguments: &Map<String, Value>,
-        progress: Option<ProgressSink>,
+        context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
         let record = match self.record(session_id).await {
             Ok(record) => record,
@@ -396,19 +413,18 @@ impl Hub {
             });
         }
         let arguments_json = Value::Object(arguments.clone()).to_string();
-        let timeout = self.inner.config.tool_timeout;
         if self.inner.local_bridge(&record.id).is_none() {
             self.inner.directory.touch(&record.id);
             let call = RemoteCall {
                 session_id: &record.id,
                 tool: tool_name,
                 arguments_json,
-                progress,
-                timeout,
+                context,
+                timeout: self.tool_timeout(&record, tool_name),
             };
             return self.inner.remote.invoke(call).await;
         }
-        self.invoke_local(&record, tool_name, arguments_json, progress)
+        self.invoke_local(&record, tool_name, arguments_json, context)
             .await
     }
 
@@ -419,15 +435,27 @@ impl Hub {
         session_id: &str,
         tool_name: &str,
         arguments_json: String,
-        progress: Option<ProgressSink>,
+        context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
         let record = match self.record(session_id).await {
             Ok(record) => record,
             Err(HubError::Unavailable(error)) => return Err(InvokeError::Unavailable(error.0)),
             Err(_) => return Err(InvokeError::UnknownSession(session_id.to_owned())),
         };
-        self.invoke_local(&record, tool_name, arguments_json, progress)
+        self.invoke_local(&record, tool_name, arguments_json, context)
             .await
+    }
+
+    /// The limit of one call of `tool_name`: the tool's own, capped by the
+    /// server's maximum, or the server's default.
+    fn tool_timeout(&self, record: &SessionRecord, tool_name: &str) -> Duration {
+        let config = &self.inner.config;
+        match record.tool(tool_name).map(|tool| tool.timeout_seconds) {
+            Some(seconds) if seconds > 0 => {
+                Duration::from_secs(u64::from(seconds)).min(config.max_tool_timeout)
+            }
+            _ => config.tool_timeout,
+        }
     }
 
     async fn invoke_local(
@@ -435,9 +463,9 @@ impl Hub {
         record: &SessionRecord,
         tool_name: &str,
         arguments_json: String,
-        progress: Option<ProgressSink>,
+        context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
-        let timeout = self.inner.config.tool_timeout;
+        let timeout = self.tool_timeout(record, tool_name);
         let Some((local, bridge)) = self.inner.local_bridge(&record.id) else {
             return Err(InvokeError::NotConnected);
         };
@@ -450,15 +478,17 @@ impl Hub {
         self.inner.directory.touch(&record.id);
         // From here on the guard undoes the bookkeeping however the call ends,
         // including when the caller stops waiting.
-        let call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id);
+        let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id);
         let answer = bridge
-            .register(&request_id, tool_name, progress)
+            .register(&request_id, tool_name, context.progress)
             .map_err(InvokeError::BridgeEnded)?;
         let message = proxy(proxy_message::Kind::Invoke(proto::InvokeTool {
             session_id: record.id.to_string(),
             request_id: request_id.clone(),
             tool_name: tool_name.to_owned(),
             arguments_json,
+            meta_json: context.meta_json,
+            client: Some(context.client),
         }));
         let outcome = tokio::time::timeout(timeout, async {
             bridge
@@ -471,6 +501,13 @@ impl Hub {
         })
         .await
         .unwrap_or(Err(InvokeError::Timeout(timeout)));
+        call.cancel_reason = match &outcome {
+            Err(InvokeError::Timeout(limit)) => Some(format!(
+                "the call timed out after {} seconds",
+                limit.as_secs_f64()
+            )),
+            _ => None,
+        };
         if let Err(InvokeError::Timeout(_)) = &outcome {
             tracing::warn!(
                 session = short(&record.id),
@@ -649,13 +686,17 @@ impl WeakHub {
     }
 }
 
-/// Undoes a call's bookkeeping when the call ends, however it ends.
+/// Undoes a call's bookkeeping when the call ends, however it ends; a call
+/// whose caller stopped waiting, or that timed out, is cancelled in the app.
 struct CallInFlight<'a> {
     hub: &'a Hub,
     session_id: &'a str,
     local: &'a Local,
     bridge: &'a Bridge,
     request_id: &'a str,
+    /// Why the app should stop working on the call when it ends; `None`
+    /// once it was answered (or failed in a way the app knows of).
+    cancel_reason: Option<String>,
 }
 
 impl<'a> CallInFlight<'a> {
@@ -673,13 +714,17 @@ impl<'a> CallInFlight<'a> {
             local,
             bridge,
             request_id,
+            cancel_reason: Some("the MCP client cancelled the call or went away".into()),
         }
     }
 }
 
 impl Drop for CallInFlight<'_> {
     fn drop(&mut self) {
-        self.bridge.forget(self.request_id);
+        match self.cancel_reason.take() {
+            Some(reason) => self.bridge.cancel(self.request_id, &reason),
+            None => self.bridge.forget(self.request_id),
+        }
         let idle = {
             let mut state = self.local.state();
             state.calls_in_flight = state.calls_in_flight.saturating_sub(1);

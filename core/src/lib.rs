@@ -42,7 +42,7 @@ pub mod tools;
 pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTokens, Side};
 pub use bridge::{BridgeStream, Inbound, ProgressSink};
 pub use config::CoreConfig;
-pub use hub::{Backend, Hub, HubError};
+pub use hub::{Backend, CallContext, Hub, HubError};
 pub use openclaw_proxy_proto::v1 as proto;
 pub use outcome::{BridgeEnd, InvokeError, ToolOutcome};
 pub use tools::{Tool, ToolError};

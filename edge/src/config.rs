@@ -79,6 +79,14 @@ pub struct ServerConfig {
     )]
     pub tool_timeout_seconds: u64,
 
+    /// The longest limit a tool may ask for with its own timeout_seconds, in seconds.
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_MAX_TOOL_TIMEOUT_SECONDS",
+        default_value_t = 3600
+    )]
+    pub max_tool_timeout_seconds: u64,
+
     /// Seconds between pings on an attached bridge; a bridge silent for three intervals is dropped.
     #[arg(
         long,
@@ -208,6 +216,7 @@ impl ServerConfig {
             require_session_tokens: self.require_session_tokens,
             session_ttl: Duration::from_secs(self.session_ttl_seconds),
             tool_timeout: Duration::from_secs(self.tool_timeout_seconds),
+            max_tool_timeout: Duration::from_secs(self.max_tool_timeout_seconds),
             ping_interval: Duration::from_secs(self.ping_interval_seconds.max(1)),
             // Short TTLs are swept often enough to hold them.
             sweep_interval: Duration::from_secs((self.session_ttl_seconds / 4).clamp(1, 15)),

@@ -25,6 +25,8 @@ pub struct Definition {
     pub input_schema_json: String,
     /// The app's informational path for the tool; may be empty.
     pub path: String,
+    /// The tool's own time limit in seconds; 0 for the server's.
+    pub timeout_seconds: u32,
 }
 
 #[cfg(feature = "grpc")]
@@ -35,6 +37,7 @@ impl From<crate::v1::ToolDefinition> for Definition {
             description: definition.description,
             input_schema_json: definition.input_schema_json,
             path: definition.path,
+            timeout_seconds: definition.timeout_seconds,
         }
     }
 }
@@ -53,6 +56,8 @@ pub struct Tool {
     pub input_schema: Arc<Map<String, Value>>,
     /// The app's informational path for the tool; may be empty.
     pub path: Arc<str>,
+    /// The tool's own time limit in seconds; 0 for the server's.
+    pub timeout_seconds: u32,
 }
 
 #[cfg(feature = "grpc")]
@@ -64,6 +69,7 @@ impl Tool {
             description: self.description.to_string(),
             input_schema_json: schema_json(&self.input_schema),
             path: self.path.to_string(),
+            timeout_seconds: self.timeout_seconds,
         }
     }
 }
@@ -132,6 +138,7 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
             description: definition.description.into(),
             input_schema: Arc::new(input_schema),
             path: definition.path.into(),
+            timeout_seconds: definition.timeout_seconds,
         });
     }
     Ok(tools)

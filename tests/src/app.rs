@@ -164,7 +164,7 @@ impl AppBridge for GrpcBridge {
                         tool_name: invoke.tool_name,
                     });
                 }
-                Received::Notice(_) => {}
+                Received::Notice(_) | Received::Cancel(_) => {}
                 Received::Ended(status) => return Err(status),
             }
         }

@@ -219,7 +219,7 @@ async fn register_grpc(channel: Channel, token: &str) -> anyhow::Result<String> 
             name: "echo".into(),
             description: "Echo.".into(),
             input_schema_json: ECHO_SCHEMA.into(),
-            path: String::new(),
+            ..Default::default()
         }],
     };
     Ok(SessionServiceClient::new(channel)

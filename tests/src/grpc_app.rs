@@ -32,6 +32,7 @@ pub fn tool(name: &str, schema: &str) -> proto::ToolDefinition {
         description: format!("The {name} tool."),
         input_schema_json: schema.into(),
         path: format!("/tools/{name}"),
+        ..Default::default()
     }
 }
 
@@ -122,6 +123,8 @@ pub enum Received {
     Invoke(proto::InvokeTool),
     /// An error notice.
     Notice(proto::ErrorNotice),
+    /// A call the app should stop working on.
+    Cancel(proto::CancelTool),
     /// The stream ended with this status.
     Ended(Status),
 }
@@ -160,6 +163,7 @@ impl GrpcBridge {
                 Ok(Some(message)) => match message.kind {
                     Some(proxy_message::Kind::Invoke(invoke)) => return Received::Invoke(invoke),
                     Some(proxy_message::Kind::Error(notice)) => return Received::Notice(notice),
+                    Some(proxy_message::Kind::Cancel(cancel)) => return Received::Cancel(cancel),
                     Some(proxy_message::Kind::Ping(ping)) => {
                         self.pong(ping.nonce).await;
                     }

@@ -29,7 +29,7 @@ use super::wire::{
 };
 use crate::delivery::{RemoteCall, RemoteDelivery};
 use crate::directory::SessionRecord;
-use crate::hub::{WeakHub, short};
+use crate::hub::{CallContext, WeakHub, short};
 use crate::outcome::{InvokeError, ToolOutcome};
 use crate::proto;
 
@@ -104,18 +104,25 @@ impl NatsDelivery {
     /// Delivers a call; a node that answers "not connected" held the bridge
     /// a moment ago (it just moved), so the call is offered again, briefly.
     async fn call(&self, call: RemoteCall<'_>) -> Result<ToolOutcome, InvokeError> {
-        let mut progress = call.progress;
+        let RemoteCall {
+            session_id,
+            tool,
+            arguments_json,
+            context,
+            timeout,
+        } = call;
+        let mut context = Some(context);
         for delay_ms in [5, 20, 50, 100] {
             let attempt = RemoteCall {
-                session_id: call.session_id,
-                tool: call.tool,
-                arguments_json: call.arguments_json.clone(),
-                progress: progress.take(),
-                timeout: call.timeout,
+                session_id,
+                tool,
+                arguments_json: arguments_json.clone(),
+                context: context.take().unwrap_or_default(),
+                timeout,
             };
             match self.call_once(attempt).await {
-                Err(Moved(sink)) => {
-                    progress = sink;
+                Err(Moved(back)) => {
+                    context = Some(back);
                     tokio::time::sleep(Duration::from_millis(delay_ms)).await;
                 }
                 Ok(outcome) => return outcome,
@@ -144,6 +151,12 @@ impl NatsDelivery {
             wire::TIMEOUT_MS,
             call.timeout.as_millis().to_string().as_str(),
         );
+        if !call.context.meta_json.is_empty() {
+            headers.insert(wire::META, call.context.meta_json.as_str());
+        }
+        if let Ok(client) = serde_json::to_string(&wire::Client::of(&call.context.client)) {
+            headers.insert(wire::CLIENT, client.as_str());
+        }
         let published = self
             .node
             .client
@@ -188,7 +201,7 @@ impl NatsDelivery {
                 KIND_ALIVE => {}
                 KIND_PROGRESS => {
                     if let (Some(sink), Ok(report)) = (
-                        &call.progress,
+                        &call.context.progress,
                         serde_json::from_slice::<Progress>(&message.payload),
                     ) {
                         let _ = sink.try_send(proto::ToolProgress {
@@ -210,7 +223,7 @@ impl NatsDelivery {
                 }
                 KIND_FAILURE => {
                     return match serde_json::from_slice::<Failure>(&message.payload) {
-                        Ok(Failure::NotConnected) => Err(Moved(call.progress)),
+                        Ok(Failure::NotConnected) => Err(Moved(call.context)),
                         Ok(failure) => Ok(Err(failure.into_error(call.session_id))),
                         Err(error) => Ok(Err(InvokeError::Remote(format!(
                             "The proxy node holding the app's bridge failed the call unreadably: {error}"
@@ -238,9 +251,9 @@ impl NatsDelivery {
     }
 }
 
-/// The node that answered no longer holds the bridge; the caller's progress
-/// sink comes back for the next attempt.
-struct Moved(Option<crate::bridge::ProgressSink>);
+/// The node that answered no longer holds the bridge; the call's context
+/// (its progress sink) comes back for the next attempt.
+struct Moved(CallContext);
 
 /// Removes a call's reply route when the call ends, however it ends.
 struct Registered<'a> {
@@ -323,7 +336,22 @@ async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, messag
         }
     };
     let (sink, mut reports) = mpsc::channel::<proto::ToolProgress>(64);
-    let invoke = hub.invoke_here(&session_id, &tool, arguments, Some(sink));
+    let header = |name: &str| {
+        message
+            .headers
+            .as_ref()
+            .and_then(|headers| headers.get(name))
+            .map(|value| value.as_str().to_owned())
+    };
+    let context = CallContext {
+        meta_json: header(wire::META).unwrap_or_default(),
+        client: header(wire::CLIENT)
+            .and_then(|json| serde_json::from_str::<wire::Client>(&json).ok())
+            .map(wire::Client::into_proto)
+            .unwrap_or_default(),
+        progress: Some(sink),
+    };
+    let invoke = hub.invoke_here(&session_id, &tool, arguments, context);
     tokio::pin!(invoke);
     let mut alive =
         tokio::time::interval_at(tokio::time::Instant::now() + ALIVE_INTERVAL, ALIVE_INTERVAL);

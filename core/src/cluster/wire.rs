@@ -23,6 +23,41 @@ pub const KIND: &str = "Ocp-Kind";
 pub const TOOL: &str = "Ocp-Tool";
 /// Header carrying how long the caller waits, in milliseconds.
 pub const TIMEOUT_MS: &str = "Ocp-Timeout-Ms";
+/// Header carrying the MCP request's `params._meta` (JSON text).
+pub const META: &str = "Ocp-Meta";
+/// Header carrying the caller's [`Client`] (JSON text).
+pub const CLIENT: &str = "Ocp-Client";
+
+/// [`proto::CallerInfo`] between nodes.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Client {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub protocol_version: String,
+}
+
+impl Client {
+    /// The wire form of a caller.
+    pub fn of(info: &proto::CallerInfo) -> Self {
+        Self {
+            name: info.name.clone(),
+            version: info.version.clone(),
+            protocol_version: info.protocol_version.clone(),
+        }
+    }
+
+    /// The caller it describes.
+    pub fn into_proto(self) -> proto::CallerInfo {
+        proto::CallerInfo {
+            name: self.name,
+            version: self.version,
+            protocol_version: self.protocol_version,
+        }
+    }
+}
 
 /// Reply kind: a progress report (body [`Progress`]).
 pub const KIND_PROGRESS: &str = "progress";
@@ -69,6 +104,8 @@ pub struct StoredTool {
     pub input_schema: Map<String, Value>,
     #[serde(default)]
     pub path: String,
+    #[serde(default)]
+    pub timeout_seconds: u32,
 }
 
 impl StoredSession {
@@ -91,6 +128,7 @@ impl StoredSession {
                     description: tool.description.to_string(),
                     input_schema: (*tool.input_schema).clone(),
                     path: tool.path.to_string(),
+                    timeout_seconds: tool.timeout_seconds,
                 })
                 .collect(),
             holder,
@@ -121,6 +159,7 @@ impl StoredSession {
                 description: tool.description.into(),
                 input_schema: Arc::new(tool.input_schema),
                 path: tool.path.into(),
+                timeout_seconds: tool.timeout_seconds,
             })
             .collect();
         Ok(StoredParts {

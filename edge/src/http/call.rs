@@ -1,19 +1,30 @@
 //! One MCP `tools/call`, for every path that serves one.
 //!
 //! The rmcp handler ([`super::mcp::SessionTools`]) and the direct path
-//! ([`super::direct`]) both come here, so whatever a call does (progress,
-//! cancellation, the mapping of its outcome to an MCP answer) is written
-//! once and no path can miss it.
+//! ([`super::direct`]) both come here, so whatever a call does (its context
+//! for the app, progress, cancellation, the mapping of its outcome to an MCP
+//! answer) is written once and no path can miss it.
+//!
+//! Cancellation: a call ends without a result, and the app is told to stop
+//! (`CancelTool`), when its client goes away or cancels it. In stateless
+//! streamable HTTP a client cancels with `notifications/cancelled` in a POST
+//! of its own, which rmcp ignores; [`InFlight`] finds the call by session and
+//! JSON-RPC id instead. Two concurrent calls of one session with the same
+//! JSON-RPC id are cancelled together.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Mutex, PoisonError};
 
-use openclaw_proxy_core::proto::ToolProgress;
-use openclaw_proxy_core::{Hub, InvokeError, ToolOutcome};
+use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
+use openclaw_proxy_core::{CallContext, Hub, InvokeError, ToolOutcome};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken,
+    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ProgressNotificationParam,
+    ProgressToken, RequestMetaObject,
 };
 use rmcp::service::Peer;
 use rmcp::{ErrorData as McpError, RoleServer};
+use tokio_util::sync::CancellationToken;
 
 /// Progress reports buffered per call before older ones are dropped.
 const PROGRESS_BUFFER: usize = 64;
@@ -26,33 +37,151 @@ pub struct ProgressTo {
     pub peer: Peer<RoleServer>,
 }
 
+/// One `tools/call` as the edge received it.
+pub struct ToolCall<'a> {
+    /// The session it is routed to.
+    pub session_id: &'a str,
+    /// The JSON-RPC id, as JSON text (`7`, `"a"`), for cancellation.
+    pub jsonrpc_id: String,
+    /// The request's params (`_meta` included).
+    pub request: CallToolRequestParams,
+    /// Who is calling.
+    pub client: CallerInfo,
+}
+
 /// Runs a `tools/call` over the session's bridge and maps its outcome to the
-/// MCP answer. The call is abandoned (and released on the bridge at once)
-/// when `cancelled` resolves: the client went away or cancelled.
+/// MCP answer. The call is abandoned (and cancelled in the app) when
+/// `cancelled` resolves (the client went away) or a `notifications/cancelled`
+/// names it.
 pub async fn call_tool(
     hub: &Hub,
-    session_id: &str,
-    request: CallToolRequestParams,
+    in_flight: &InFlight,
+    call: ToolCall<'_>,
     progress: Option<ProgressTo>,
     cancelled: impl Future<Output = ()>,
 ) -> Result<CallToolResult, McpError> {
+    let ToolCall {
+        session_id,
+        jsonrpc_id,
+        request,
+        client,
+    } = call;
+    let registered = in_flight.register(session_id, &jsonrpc_id);
     let arguments = request.arguments.unwrap_or_default();
+    let meta_json = request
+        .meta
+        .as_ref()
+        .filter(|meta| !meta.0.0.is_empty())
+        .and_then(|meta| serde_json::to_string(meta).ok())
+        .unwrap_or_default();
+    let context = CallContext {
+        meta_json,
+        client,
+        progress: None,
+    };
     let invoke = async {
         match progress {
-            None => hub.invoke(session_id, &request.name, &arguments).await,
+            None => {
+                hub.invoke_with(session_id, &request.name, &arguments, context)
+                    .await
+            }
             Some(to) => {
-                invoke_reporting_progress(hub, to, session_id, &request.name, &arguments).await
+                invoke_reporting_progress(hub, to, session_id, &request.name, &arguments, context)
+                    .await
             }
         }
     };
     let outcome = tokio::select! {
         outcome = invoke => outcome,
         () = cancelled => {
-            tracing::debug!(tool = %request.name, "call cancelled by the client");
+            tracing::debug!(tool = %request.name, "call abandoned: the client went away");
             return Err(McpError::internal_error("the request was cancelled", None));
+        }
+        () = registered.token.cancelled() => {
+            tracing::debug!(tool = %request.name, "call cancelled by the client");
+            return Err(McpError::internal_error("the request was cancelled by the client", None));
         }
     };
     answer(outcome)
+}
+
+/// What the request says about its client: `clientInfo` from its `_meta`
+/// (2026-07-28) or from the connection's `initialize`, and its protocol
+/// revision.
+pub fn caller(
+    meta: Option<&RequestMetaObject>,
+    initialized: Option<&Implementation>,
+    protocol_version: Option<&str>,
+) -> CallerInfo {
+    let from_meta = meta.and_then(RequestMetaObject::client_info);
+    let info = from_meta.as_ref().or(initialized);
+    CallerInfo {
+        name: info.map(|info| info.name.clone()).unwrap_or_default(),
+        version: info.map(|info| info.version.clone()).unwrap_or_default(),
+        protocol_version: protocol_version.unwrap_or_default().to_owned(),
+    }
+}
+
+/// The calls in flight, by session and JSON-RPC id.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    calls: Mutex<HashMap<String, (CancellationToken, usize)>>,
+}
+
+/// A call's entry in [`InFlight`], removed when dropped.
+struct Registered<'a> {
+    in_flight: &'a InFlight,
+    key: String,
+    token: CancellationToken,
+}
+
+impl InFlight {
+    fn key(session_id: &str, jsonrpc_id: &str) -> String {
+        format!("{session_id}\u{0}{jsonrpc_id}")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (CancellationToken, usize)>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn register(&self, session_id: &str, jsonrpc_id: &str) -> Registered<'_> {
+        let key = Self::key(session_id, jsonrpc_id);
+        let token = {
+            let mut calls = self.lock();
+            let entry = calls.entry(key.clone()).or_default();
+            entry.1 += 1;
+            entry.0.clone()
+        };
+        Registered {
+            in_flight: self,
+            key,
+            token,
+        }
+    }
+
+    /// Cancels the calls of `session_id` with this JSON-RPC id; whether any was
+    /// in flight.
+    pub fn cancel(&self, session_id: &str, jsonrpc_id: &str) -> bool {
+        match self.lock().get(&Self::key(session_id, jsonrpc_id)) {
+            Some((token, _)) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.in_flight.lock();
+        if let Some(entry) = calls.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                calls.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// Invokes a tool and turns the app's progress reports into
@@ -63,9 +192,11 @@ async fn invoke_reporting_progress(
     session_id: &str,
     tool: &str,
     arguments: &serde_json::Map<String, serde_json::Value>,
+    mut context: CallContext,
 ) -> Result<ToolOutcome, InvokeError> {
     let (sink, mut reports) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
-    let invoke = hub.invoke_with_progress(session_id, tool, arguments, Some(sink));
+    context.progress = Some(sink);
+    let invoke = hub.invoke_with(session_id, tool, arguments, context);
     tokio::pin!(invoke);
     let notify = |report: ToolProgress| {
         let mut param = ProgressNotificationParam::new(to.token.clone(), report.progress);

@@ -3,9 +3,9 @@
 //! rmcp's stateless transport builds a service per request, spawns it, and
 //! passes the call through a one-shot transport: several task hand-offs that
 //! together cost more than the whole bridge round trip. For the common shape
-//! of `tools/call` (one JSON-RPC request, no progress token, no per-request
-//! protocol metadata, a protocol revision with an `initialize` handshake, as
-//! rmcp defines them), this module answers directly: it parses the request
+//! of `tools/call` (one JSON-RPC request, no progress token, a protocol
+//! revision with an `initialize` handshake, as rmcp defines them; a `_meta`
+//! is fine and reaches the app), this module answers directly: it parses the request
 //! with rmcp's own model types, runs the one [`call_tool`] every MCP path
 //! runs, applies the same legacy-peer adjustments rmcp applies, and
 //! serializes rmcp's response type. Everything else (`initialize`,
@@ -21,13 +21,13 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::Hub;
 use rmcp::model::{
-    CallToolRequestParams, JsonObject, ProtocolVersion, RequestId, ServerJsonRpcMessage,
-    ServerResult,
+    CallToolRequestParams, JsonObject, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde::Deserialize;
 
-use super::call::call_tool;
+use super::call::{InFlight, ToolCall, call_tool, caller};
 
 /// The response header that names the path which served a `tools/call`.
 pub const SERVED_BY_HEADER: HeaderName = HeaderName::from_static("openclaw-proxy-served-by");
@@ -93,6 +93,10 @@ struct DirectParams {
     name: String,
     #[serde(default)]
     arguments: Option<JsonObject>,
+    /// Passed to the app unchanged; a `progressToken` in it sends the call
+    /// to rmcp, which streams progress.
+    #[serde(rename = "_meta", default)]
+    meta: Option<RequestMetaObject>,
 }
 
 #[derive(Deserialize)]
@@ -108,18 +112,40 @@ enum ToolsCall {
 }
 
 /// Parses `body` when it is exactly a plain `tools/call` request; anything
-/// else (other methods, `_meta`, batches, unknown fields) returns `None` and
-/// is left to rmcp.
+/// else (other methods, a progress token, batches, unknown fields) returns
+/// `None` and is left to rmcp.
 pub fn parse(body: &Bytes) -> Option<DirectCall> {
-    serde_json::from_slice(body).ok()
+    let call: DirectCall = serde_json::from_slice(body).ok()?;
+    let wants_progress = call
+        .params
+        .meta
+        .as_ref()
+        .is_some_and(|meta| meta.get_progress_token().is_some());
+    (!wants_progress).then_some(call)
 }
 
 /// Answers a parsed call. A client that goes away drops this future, which
 /// releases the call on the bridge.
-pub async fn answer(hub: &Hub, session_id: &str, call: DirectCall) -> Response {
+pub async fn answer(
+    hub: &Hub,
+    in_flight: &InFlight,
+    session_id: &str,
+    headers: &HeaderMap,
+    call: DirectCall,
+) -> Response {
     let mut request = CallToolRequestParams::new(call.params.name);
     request.arguments = call.params.arguments;
-    let answer = call_tool(hub, session_id, request, None, std::future::pending()).await;
+    request.meta = call.params.meta;
+    let version = headers
+        .get(HEADER_MCP_PROTOCOL_VERSION)
+        .and_then(|value| value.to_str().ok());
+    let call_ = ToolCall {
+        session_id,
+        jsonrpc_id: serde_json::to_string(&call.id).unwrap_or_default(),
+        client: caller(request.meta.as_ref(), None, version),
+        request,
+    };
+    let answer = call_tool(hub, in_flight, call_, None, std::future::pending()).await;
     let message = match answer {
         Err(error) => ServerJsonRpcMessage::error(error, Some(call.id)),
         Ok(result) => {

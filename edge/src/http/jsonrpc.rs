@@ -63,6 +63,29 @@ pub fn refusal(body: &[u8]) -> Option<Response> {
     None
 }
 
+/// The JSON-RPC id (as JSON text) a `notifications/cancelled` names, when
+/// `body` is one.
+pub fn cancelled_request(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Cancelled<'a> {
+        #[serde(borrow)]
+        method: Cow<'a, str>,
+        params: CancelledParams<'a>,
+    }
+    #[derive(Deserialize)]
+    struct CancelledParams<'a> {
+        #[serde(rename = "requestId", borrow)]
+        request_id: &'a RawValue,
+    }
+    let cancelled: Cancelled<'_> = serde_json::from_slice(body).ok()?;
+    if cancelled.method != "notifications/cancelled" {
+        return None;
+    }
+    // Normalized through Value, so `7` and ` 7` name the same call.
+    let id: Value = serde_json::from_str(cancelled.params.request_id.get()).ok()?;
+    serde_json::to_string(&id).ok()
+}
+
 /// Largest refusal body read back from rmcp to be reshaped.
 const PLAIN_ERROR_LIMIT: usize = 4096;
 

@@ -29,11 +29,12 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
-use super::call::{self, ProgressTo};
+use super::call::{self, InFlight, ProgressTo, ToolCall};
 use super::error::ApiError;
 use super::{EdgeState, SessionIdPath, check_session_token, direct, jsonrpc};
 use crate::config::EdgeConfig;
@@ -45,8 +46,8 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 pub type McpService = Arc<StreamableHttpService<SessionTools, NeverSessionManager>>;
 
 /// Builds the MCP service over `hub`.
-pub fn service(hub: Hub, config: &EdgeConfig) -> McpService {
-    let handler = SessionTools { hub };
+pub fn service(hub: Hub, config: &EdgeConfig, in_flight: Arc<InFlight>) -> McpService {
+    let handler = SessionTools { hub, in_flight };
     let http_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -102,10 +103,23 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
+    if let Some(jsonrpc_id) = jsonrpc::cancelled_request(&bytes) {
+        // rmcp ignores this in stateless mode: the call is found here.
+        let found = state.in_flight.cancel(&session_id, &jsonrpc_id);
+        tracing::debug!(found, "notifications/cancelled");
+        return axum::http::StatusCode::ACCEPTED.into_response();
+    }
     if direct::headers_allow(&parts.headers)
         && let Some(call) = direct::parse(&bytes)
     {
-        return direct::answer(&state.hub, &session_id, call).await;
+        return direct::answer(
+            &state.hub,
+            &state.in_flight,
+            &session_id,
+            &parts.headers,
+            call,
+        )
+        .await;
     }
     if let Some(refusal) = jsonrpc::refusal(&bytes) {
         return refusal;
@@ -147,6 +161,7 @@ async fn admit(
 #[derive(Clone)]
 pub struct SessionTools {
     hub: Hub,
+    in_flight: Arc<InFlight>,
 }
 
 fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError> {
@@ -194,11 +209,29 @@ impl ServerHandler for SessionTools {
             token,
             peer: context.peer.clone(),
         });
-        // rmcp cancels `context.ct` when the client disconnects or cancels.
+        let version = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.headers.get(HEADER_MCP_PROTOCOL_VERSION))
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let peer = context.peer.peer_info();
+        let client = call::caller(
+            request.meta.as_ref(),
+            peer.as_ref().map(|info| &info.client_info),
+            version.as_deref(),
+        );
+        let call = ToolCall {
+            session_id: &session,
+            jsonrpc_id: serde_json::to_string(&context.id).unwrap_or_default(),
+            request,
+            client,
+        };
+        // rmcp cancels `context.ct` when the client disconnects.
         call::call_tool(
             &self.hub,
-            &session,
-            request,
+            &self.in_flight,
+            call,
             progress,
             context.ct.cancelled(),
         )

@@ -48,12 +48,16 @@ pub struct EdgeState {
     pub mcp: mcp::McpService,
     /// The Host/Origin policy of the MCP endpoint.
     pub guard: Arc<guard::HostGuard>,
+    /// MCP calls in flight, for `notifications/cancelled`.
+    pub in_flight: Arc<call::InFlight>,
 }
 
 /// The HTTP edge's routes.
 pub fn router(hub: Hub, config: EdgeConfig) -> Router {
+    let in_flight = Arc::new(call::InFlight::default());
     let state = EdgeState {
-        mcp: mcp::service(hub.clone(), &config),
+        mcp: mcp::service(hub.clone(), &config, in_flight.clone()),
+        in_flight,
         guard: Arc::new(guard::HostGuard::new(&config)),
         hub,
         config: Arc::new(config),

@@ -57,6 +57,10 @@ pub struct ToolBody {
     #[serde(rename = "inputSchema")]
     input_schema_camel: Option<Value>,
     path: Option<String>,
+    /// The tool's own time limit in seconds (capped by the server's maximum).
+    timeout_seconds: Option<u32>,
+    #[serde(rename = "timeoutSeconds")]
+    timeout_seconds_camel: Option<u32>,
 }
 
 impl CreateSessionBody {
@@ -116,6 +120,13 @@ impl ToolBody {
             self.input_schema_camel,
         )
         .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
+        let timeout_seconds = pick(
+            "timeout_seconds",
+            self.timeout_seconds,
+            "timeoutSeconds",
+            self.timeout_seconds_camel,
+        )
+        .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
         Ok(proto::ToolDefinition {
             name: self.name,
             description: self.description.unwrap_or_default(),
@@ -124,6 +135,7 @@ impl ToolBody {
                 .map(|schema| schema.to_string())
                 .unwrap_or_default(),
             path: self.path.unwrap_or_default(),
+            timeout_seconds: timeout_seconds.unwrap_or_default(),
         })
     }
 }

@@ -190,7 +190,7 @@ fn render(message: proto::ProxyMessage) -> Vec<Message> {
         proxy_message::Kind::Invoke(invoke) => {
             // The core always sends a JSON object; `null` would only show a bug.
             let arguments = RawValue::from_string(invoke.arguments_json).ok();
-            json!({
+            let mut frame = json!({
                 "type": "invoke_tool",
                 "mcpSessionId": invoke.session_id,
                 "request_id": invoke.request_id,
@@ -198,8 +198,33 @@ fn render(message: proto::ProxyMessage) -> Vec<Message> {
                 "tool_name": invoke.tool_name,
                 "toolName": invoke.tool_name,
                 "arguments": arguments,
-            })
+            });
+            // The request's context; apps written for the original ignore it.
+            if let Some(meta) = (!invoke.meta_json.is_empty())
+                .then(|| RawValue::from_string(invoke.meta_json).ok())
+                .flatten()
+            {
+                frame["_meta"] = json!(meta);
+            }
+            if let Some(client) = invoke.client.filter(|client| {
+                !(client.name.is_empty()
+                    && client.version.is_empty()
+                    && client.protocol_version.is_empty())
+            }) {
+                frame["client"] = json!({
+                    "name": client.name,
+                    "version": client.version,
+                    "protocolVersion": client.protocol_version,
+                });
+            }
+            frame
         }
+        proxy_message::Kind::Cancel(cancel) => json!({
+            "type": "cancel_tool",
+            "request_id": cancel.request_id,
+            "requestId": cancel.request_id,
+            "reason": cancel.reason,
+        }),
         proxy_message::Kind::Ping(ping) => {
             let frame = json!({"type": "ping", "nonce": ping.nonce}).to_string();
             return vec![

@@ -381,10 +381,13 @@ async fn serve_bridge(
             Ok(Err(status)) => return classify(status, session, "serving the bridge"),
         };
         // Every kind the proxy can send has its arm: a new kind in the
-        // contract fails to compile here until it is handled. The planned
-        // `CancelTool{request_id, reason}` is one arm:
-        // `shared.in_flight.cancel(&request_id, CancelReason::Proxy(reason))`.
+        // contract fails to compile here until it is handled.
         match message.kind {
+            Some(proxy_message::Kind::Cancel(cancel)) => {
+                shared
+                    .in_flight
+                    .cancel(&cancel.request_id, CancelReason::Proxy(cancel.reason));
+            }
             Some(proxy_message::Kind::Invoke(invoke)) => {
                 shared.start_call(invoke, &bridge, scope);
             }

@@ -168,10 +168,6 @@ impl InFlight {
     }
 
     /// Cancels one call; false when no such call is running.
-    #[expect(
-        dead_code,
-        reason = "the proxy's coming CancelTool message is handled by calling this"
-    )]
     pub(crate) fn cancel(&self, request_id: &str, reason: CancelReason) -> bool {
         match self.lock().remove(request_id) {
             Some(entry) => {

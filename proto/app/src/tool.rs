@@ -211,6 +211,7 @@ impl Tool {
             description: self.description.clone(),
             input_schema_json: self.input_schema.to_string(),
             path: self.path.clone(),
+            ..Default::default()
         }
     }
 }

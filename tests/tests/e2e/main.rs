@@ -4,6 +4,7 @@
 mod app_sdk;
 mod bench;
 mod compat;
+mod conversation;
 mod grpc;
 mod interop;
 mod mcp;

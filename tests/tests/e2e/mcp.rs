@@ -200,6 +200,12 @@ async fn proxy_side_failures_are_error_results() {
         texts(&result),
         vec!["The tool did not answer within 0.3 seconds.".to_owned()]
     );
+    let cancel = app.next_json().await.expect("cancel_tool");
+    assert_eq!(
+        cancel["type"], "cancel_tool",
+        "the timed-out call is cancelled"
+    );
+    assert_eq!(cancel["request_id"], frame["request_id"]);
 
     // A bridge lost mid-call fails the call at once.
     let pending = tokio::spawn({
@@ -770,11 +776,12 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
     ] {
         for (tool, arguments) in &cases {
             let mut bodies = Vec::new();
-            for meta in [None, Some(json!({"trace": "x"}))] {
-                let direct = meta.is_none();
-                let mut params = json!({"name": tool, "arguments": arguments});
-                if let Some(meta) = meta {
-                    params["_meta"] = meta;
+            // An unknown params field is left to rmcp; `_meta` is not.
+            for extra in [None, Some(json!({"trace": "x"}))] {
+                let direct = extra.is_none();
+                let mut params = json!({"name": tool, "arguments": arguments, "_meta": {"k": 1}});
+                if let Some(extra) = extra {
+                    params["x-extension"] = extra;
                 }
                 let body =
                     json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params});
@@ -814,7 +821,7 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
     let mut bodies = Vec::new();
     for params in [
         json!({"name": "echo_text"}),
-        json!({"name": "echo_text", "_meta": {}}),
+        json!({"name": "echo_text", "x-extension": {}}),
     ] {
         let body = json!({"jsonrpc": "2.0", "id": "s", "method": "tools/call", "params": params});
         let response = mcp_post(url, &body)
