@@ -33,39 +33,46 @@ async fn main() -> anyhow::Result<()> {
             cluster.hub(config.core())
         }
     };
+    let shutdown = shutdown_signal();
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "openclaw-proxy listening (HTTP, WebSocket and gRPC)");
-    serve(listener, hub, config.edge(), shutdown_signal()).await?;
+    serve(listener, hub, config.edge(), shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
+/// Resolves on Ctrl-C or SIGTERM. The SIGTERM handler is installed when this
+/// is called, not when first polled: a SIGTERM right after the server says it
+/// listens is then a graceful stop, not the default kill.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    async move {
+        let ctrl_c = async {
+            if let Err(error) = tokio::signal::ctrl_c().await {
+                tracing::error!(%error, "cannot listen for Ctrl-C");
                 std::future::pending::<()>().await;
             }
+        };
+        #[cfg(unix)]
+        let terminate = async {
+            match terminate {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot listen for SIGTERM");
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        #[cfg(not(unix))]
+        let terminate = std::future::pending::<()>();
+        tokio::select! {
+            () = ctrl_c => {},
+            () = terminate => {},
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
     }
 }
