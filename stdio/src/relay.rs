@@ -311,7 +311,10 @@ async fn forward(
         .http
         .post(&url)
         .header(HEADER_SESSION_ID, session)
-        .header("accept", format!("{JSON_MIME_TYPE}, {EVENT_STREAM_MIME_TYPE}"))
+        .header(
+            "accept",
+            format!("{JSON_MIME_TYPE}, {EVENT_STREAM_MIME_TYPE}"),
+        )
         .header("content-type", JSON_MIME_TYPE)
         .body(message.to_string());
     if !state.config.token.is_empty() {

@@ -1,8 +1,8 @@
 //! Calls to the Gateway's `POST /tools/invoke`, and the mapping of its
 //! answers to MCP results.
 
-use reqwest::StatusCode;
 use openclaw_proxy_proto::mcp::content_result;
+use reqwest::StatusCode;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

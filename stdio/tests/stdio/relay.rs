@@ -389,6 +389,7 @@ async fn stdio_benchmark_smoke_run() {
         base_url: server.http_url(),
         app_token: APP_TOKEN.into(),
         openclaw_token: OPENCLAW_TOKEN.into(),
+        mcp_base_url: None,
     };
     let sessions = openclaw_proxy_tests::bench::start_apps(
         &target,

@@ -10,6 +10,13 @@
 //!
 //! `--url` targets a server that is already running instead of `--spawn`ing
 //! one (memory needs `--spawn` or `--pid`). Each run prints one JSON line.
+//!
+//! Cluster mode, the bridge on node A and the calls on node B (both started
+//! with the same `OPENCLAW_PROXY_NATS_URL` and tokens):
+//!
+//! ```sh
+//! target/release/loadgen calls --url http://127.0.0.1:8001 --mcp-url http://127.0.0.1:8002 --concurrency 64
+//! ```
 
 use std::time::Duration;
 
@@ -76,6 +83,10 @@ struct ServerArgs {
     /// The running server's process id (for memory with --url).
     #[arg(long)]
     pid: Option<u32>,
+    /// Send the MCP calls to this node instead (cluster mode: the bridge on
+    /// one node, the calls on another).
+    #[arg(long)]
+    mcp_url: Option<String>,
     #[arg(long, env = "OPENCLAW_PROXY_APP_TOKEN", default_value = "bench-app")]
     app_token: String,
     #[arg(
@@ -97,6 +108,7 @@ async fn server(args: &ServerArgs) -> anyhow::Result<Server> {
         base_url,
         app_token: args.app_token.clone(),
         openclaw_token: args.openclaw_token.clone(),
+        mcp_base_url: args.mcp_url.clone(),
     };
     if let Some(binary) = &args.spawn {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?

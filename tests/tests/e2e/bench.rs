@@ -11,6 +11,7 @@ fn target(server: &TestServer) -> Target {
         base_url: server.http_url(),
         app_token: APP_TOKEN.into(),
         openclaw_token: OPENCLAW_TOKEN.into(),
+        mcp_base_url: None,
     }
 }
 
