@@ -737,11 +737,8 @@ impl Drop for CallInFlight<'_> {
     }
 }
 
-/// The short form of a session id used in log lines at INFO and above: enough
-/// to correlate, not enough to use.
-pub fn short(session_id: &str) -> &str {
-    session_id.get(..8).unwrap_or(session_id)
-}
+/// The short form of a session id used in log lines at INFO and above.
+pub use crate::escape::short_id as short;
 
 #[cfg(test)]
 mod tests {

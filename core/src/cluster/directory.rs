@@ -238,17 +238,23 @@ impl NatsDirectory {
         }
     }
 
+    /// The session's current entry in the bucket, unless it is gone.
+    async fn live_entry(&self, id: &str) -> Result<Option<kv::Entry>, DirectoryError> {
+        let store = self.store()?;
+        let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(id.to_owned()))
+            .await
+            .map_err(|_| unavailable("read a session", "timed out"))?
+            .map_err(|error| unavailable("read a session", error))?;
+        Ok(entry.filter(|entry| entry.operation == Operation::Put))
+    }
+
     /// Claims the session for this node: compare-and-set of its holder.
     /// Returns the revision written, from which request ids continue.
     pub(crate) async fn claim(&self, record: &SessionRecord) -> Result<u64, DirectoryError> {
         let store = self.store()?;
         let value = encode(&StoredSession::of(record, Some(self.node.id.clone())))?;
         for _ in 0..5 {
-            let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(record.id.to_string()))
-                .await
-                .map_err(|_| unavailable("read a session", "timed out"))?
-                .map_err(|error| unavailable("read a session", error))?;
-            let Some(entry) = entry.filter(|entry| entry.operation == Operation::Put) else {
+            let Some(entry) = self.live_entry(&record.id).await? else {
                 return Err(DirectoryError("the session no longer exists".into()));
             };
             let updated = tokio::time::timeout(
@@ -365,12 +371,7 @@ impl SessionDirectory for Shared {
                 return Ok(Some(record));
             }
             let directory = &self.0;
-            let store = directory.store()?;
-            let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(id.to_owned()))
-                .await
-                .map_err(|_| unavailable("read a session", "timed out"))?
-                .map_err(|error| unavailable("read a session", error))?;
-            let Some(entry) = entry.filter(|entry| entry.operation == Operation::Put) else {
+            let Some(entry) = directory.live_entry(id).await? else {
                 directory.write().remove(id);
                 return Ok(None);
             };
@@ -393,11 +394,7 @@ impl SessionDirectory for Shared {
         Box::pin(async move {
             let directory = &self.0;
             let store = directory.store()?;
-            let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(id.to_owned()))
-                .await
-                .map_err(|_| unavailable("read a session", "timed out"))?
-                .map_err(|error| unavailable("read a session", error))?;
-            let existed = entry.is_some_and(|entry| entry.operation == Operation::Put);
+            let existed = directory.live_entry(id).await?.is_some();
             if existed {
                 tokio::time::timeout(KV_TIMEOUT, store.delete(id))
                     .await

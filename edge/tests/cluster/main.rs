@@ -39,16 +39,7 @@ async fn cluster(count: usize, ttl: u64) -> (Nats, Vec<Node>, NodeSettings) {
 
 /// Registers the documented session on `node`; returns its id.
 async fn create(node: &Node) -> String {
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", node.url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&legacy_session_body())
-        .send()
-        .await
-        .expect("POST /v1/chat/sessions");
-    assert_eq!(response.status(), 200, "create on {}", node.addr);
-    let reply: Value = response.json().await.expect("JSON");
-    reply["mcpSessionId"].as_str().expect("id").to_owned()
+    create_with_tokens(node).await.0
 }
 
 fn bridge_url(node: &Node, session_id: &str) -> String {
@@ -473,16 +464,15 @@ async fn bad_cluster_settings_stop_the_node_and_an_absent_nats_is_not_ready() {
 
 /// Registers on `node` and returns `(id, session_token, mcp_token)`.
 async fn create_with_tokens(node: &Node) -> (String, String, String) {
-    let reply: Value = reqwest::Client::new()
+    let response = reqwest::Client::new()
         .post(format!("{}/v1/chat/sessions", node.url()))
         .bearer_auth(APP_TOKEN)
         .json(&legacy_session_body())
         .send()
         .await
-        .expect("POST /v1/chat/sessions")
-        .json()
-        .await
-        .expect("JSON");
+        .expect("POST /v1/chat/sessions");
+    assert_eq!(response.status(), 200, "create on {}", node.addr);
+    let reply: Value = response.json().await.expect("JSON");
     let field = |name: &str| reply[name].as_str().expect(name).to_owned();
     (
         field("mcpSessionId"),
