@@ -75,6 +75,9 @@ struct Calls {
     cancelled: std::collections::VecDeque<String>,
 }
 
+/// Tool updates from the app waiting to be applied; more are refused.
+const TOOL_UPDATES_CAPACITY: usize = 4;
+
 /// How many cancelled request ids a bridge remembers.
 const CANCELLED_REMEMBERED: usize = 64;
 
@@ -83,20 +86,31 @@ pub(crate) struct Bridge {
     /// The session it serves, for log lines.
     session_id: Arc<str>,
     outbound: mpsc::Sender<Queued>,
+    tool_updates: mpsc::Sender<proto::UpdateTools>,
     closed: CancellationToken,
     calls: Mutex<Calls>,
 }
 
 impl Bridge {
-    pub(crate) fn new(session_id: Arc<str>) -> (Arc<Self>, mpsc::Receiver<Queued>) {
+    /// A bridge, its outbound queue, and the tool updates the app sends on
+    /// it (the bridge's owner applies them: the bridge knows no sessions).
+    pub(crate) fn new(
+        session_id: Arc<str>,
+    ) -> (
+        Arc<Self>,
+        mpsc::Receiver<Queued>,
+        mpsc::Receiver<proto::UpdateTools>,
+    ) {
         let (outbound, receiver) = mpsc::channel(OUTBOUND_CAPACITY);
+        let (tool_updates, updates) = mpsc::channel(TOOL_UPDATES_CAPACITY);
         let bridge = Arc::new(Self {
             session_id,
             outbound,
+            tool_updates,
             closed: CancellationToken::new(),
             calls: Mutex::default(),
         });
-        (bridge, receiver)
+        (bridge, receiver, updates)
     }
 
     fn calls(&self) -> MutexGuard<'_, Calls> {
@@ -413,6 +427,15 @@ impl Bridge {
                 }
             }
             Some(app_message::Kind::Pong(_)) => {}
+            Some(app_message::Kind::UpdateTools(update)) => {
+                if self.tool_updates.try_send(update).is_err() {
+                    self.notify(notice(
+                        "too many tool updates at once: wait for ToolsUpdated before sending the next"
+                            .into(),
+                        String::new(),
+                    ));
+                }
+            }
             Some(app_message::Kind::Hello(_)) => self.notify(notice(
                 format!(
                     "this bridge is already attached to session {}; hello is only valid as the first message",

@@ -26,8 +26,9 @@ pub struct SessionRecord {
     pub id: Arc<str>,
     /// What the app said about itself at registration.
     pub metadata: proto::SessionMetadata,
-    /// The validated tools, shared between sessions that registered the same set.
-    pub tools: Arc<[Tool]>,
+    /// The validated tools, shared between sessions that registered the same
+    /// set; replaced whole by a tool update.
+    tools: RwLock<Arc<[Tool]>>,
     /// The digests of the session's own tokens (never the tokens).
     pub credentials: SessionCredentials,
     /// Counts the calls made in this session, for request ids.
@@ -56,7 +57,7 @@ impl SessionRecord {
         Self {
             id,
             metadata,
-            tools,
+            tools: RwLock::new(tools),
             credentials,
             calls_made: AtomicU64::new(calls_made),
         }
@@ -74,22 +75,37 @@ impl SessionRecord {
         self.calls_made.fetch_max(calls_made, Ordering::Relaxed);
     }
 
+    /// The session's tools.
+    pub fn tools(&self) -> Arc<[Tool]> {
+        self.tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the session's tools.
+    pub fn replace_tools(&self, tools: Arc<[Tool]>) {
+        *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+    }
+
     /// Whether the session offers a tool of this name.
     pub fn has_tool(&self, name: &str) -> bool {
         self.tool(name).is_some()
     }
 
     /// The session's tool of this name.
-    pub fn tool(&self, name: &str) -> Option<&Tool> {
-        self.tools.iter().find(|tool| &*tool.name == name)
+    pub fn tool(&self, name: &str) -> Option<Tool> {
+        let tools = self.tools.read().unwrap_or_else(PoisonError::into_inner);
+        tools.iter().find(|tool| &*tool.name == name).cloned()
     }
 
     /// The tool names, for an error message.
     pub fn tool_names(&self) -> String {
-        if self.tools.is_empty() {
+        let tools = self.tools();
+        if tools.is_empty() {
             return "no tools".into();
         }
-        let names: Vec<&str> = self.tools.iter().map(|tool| &*tool.name).collect();
+        let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
         names.join(", ")
     }
 }
@@ -120,6 +136,13 @@ pub trait SessionDirectory: Send + Sync + 'static {
 
     /// Removes a session; whether it existed.
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, DirectoryError>>;
+
+    /// Replaces a session's tools everywhere; whether the session exists.
+    fn update_tools<'a>(
+        &'a self,
+        id: &'a str,
+        tools: Arc<[Tool]>,
+    ) -> BoxFuture<'a, Result<bool, DirectoryError>>;
 
     /// Sessions without activity for `ttl`, for the hub to remove unless
     /// this node is still using them. A store that expires entries by itself
@@ -193,6 +216,20 @@ impl SessionDirectory for MemoryDirectory {
         let removed = self.write().remove(id);
         // The record is dropped outside the lock.
         Box::pin(std::future::ready(Ok(removed.is_some())))
+    }
+
+    fn update_tools<'a>(
+        &'a self,
+        id: &'a str,
+        tools: Arc<[Tool]>,
+    ) -> BoxFuture<'a, Result<bool, DirectoryError>> {
+        let record = self.cached(id);
+        let found = record.is_some();
+        if let Some(record) = record {
+            record.replace_tools(tools);
+            self.touch(id);
+        }
+        Box::pin(std::future::ready(Ok(found)))
     }
 
     fn expired(&self, ttl: Duration) -> Vec<Arc<str>> {

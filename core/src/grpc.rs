@@ -216,6 +216,21 @@ impl SessionService for GrpcService {
             .map_err(status_of)
     }
 
+    async fn update_tools(
+        &self,
+        request: Request<proto::UpdateToolsRequest>,
+    ) -> Result<Response<proto::UpdateToolsResponse>, Status> {
+        let (metadata, _, request) = request.into_parts();
+        self.authorize(&metadata, &request.session_id)
+            .await
+            .map_err(status_of)?;
+        self.hub
+            .update_tools(&request.session_id, request.tools)
+            .await
+            .map(Response::new)
+            .map_err(status_of)
+    }
+
     async fn delete_session(
         &self,
         request: Request<proto::DeleteSessionRequest>,

@@ -272,7 +272,7 @@ impl Hub {
         Ok(proto::GetSessionResponse {
             session_id: record.id.to_string(),
             metadata: Some(record.metadata.clone()),
-            tools: record.tools.iter().map(Tool::to_proto).collect(),
+            tools: record.tools().iter().map(Tool::to_proto).collect(),
             bridge_connected,
             calls_in_flight,
         })
@@ -280,7 +280,7 @@ impl Hub {
 
     /// The tools of a live session, for MCP `tools/list`.
     pub async fn tools(&self, session_id: &str) -> Result<Arc<[Tool]>, HubError> {
-        Ok(self.record(session_id).await?.tools.clone())
+        Ok(self.record(session_id).await?.tools())
     }
 
     /// Whether a live session has this id.
@@ -290,6 +290,22 @@ impl Hub {
             Err(HubError::UnknownSession(_)) => Ok(false),
             Err(error) => Err(error),
         }
+    }
+
+    /// Replaces a session's tools, validated as at creation.
+    pub async fn update_tools(
+        &self,
+        session_id: &str,
+        definitions: Vec<proto::ToolDefinition>,
+    ) -> Result<proto::UpdateToolsResponse, HubError> {
+        let tools = validate_tools(definitions)?;
+        let count = u32::try_from(tools.len()).unwrap_or(u32::MAX);
+        let tools = self.inner.tool_sets.intern(tools);
+        if !self.inner.directory.update_tools(session_id, tools).await? {
+            return Err(HubError::UnknownSession(session_id.to_owned()));
+        }
+        tracing::info!(session = short(session_id), tools = count, "tools updated");
+        Ok(proto::UpdateToolsResponse { tools: count })
     }
 
     /// Number of live sessions this process knows of.
@@ -325,7 +341,7 @@ impl Hub {
         }
         let record = self.record(&hello.session_id).await?;
         let id = record.id.clone();
-        let (bridge, receiver) = Bridge::new(id.clone());
+        let (bridge, receiver, mut tool_updates) = Bridge::new(id.clone());
         let replaced = {
             let local = self.inner.local_or_insert(&id);
             let mut state = local.state();
@@ -364,13 +380,24 @@ impl Hub {
         tokio::spawn(async move {
             let mut inbound = std::pin::pin!(inbound);
             let config = &hub.inner.config;
-            let end = bridge::drive(
-                &driven,
-                inbound.as_mut(),
-                config.ping_interval,
-                config.missed_pings_allowed,
-            )
-            .await;
+            let end = {
+                let drive = bridge::drive(
+                    &driven,
+                    inbound.as_mut(),
+                    config.ping_interval,
+                    config.missed_pings_allowed,
+                );
+                tokio::pin!(drive);
+                loop {
+                    tokio::select! {
+                        end = &mut drive => break end,
+                        Some(update) = tool_updates.recv() => {
+                            let answer = hub.update_tools(&id, update.tools).await;
+                            driven.notify(tools_updated(answer));
+                        }
+                    }
+                }
+            };
             hub.detach(&id, &driven, end);
             bridge::drain(inbound).await;
         });
@@ -675,6 +702,19 @@ impl Inner {
     }
 }
 
+/// The answer on the bridge to a tool update it carried.
+fn tools_updated(answer: Result<proto::UpdateToolsResponse, HubError>) -> proto::ProxyMessage {
+    match answer {
+        Ok(updated) => proxy(proxy_message::Kind::ToolsUpdated(proto::ToolsUpdated {
+            tools: updated.tools,
+        })),
+        Err(error) => proxy(proxy_message::Kind::Error(proto::ErrorNotice {
+            message: format!("the tool update was refused: {error}"),
+            request_id: String::new(),
+        })),
+    }
+}
+
 /// A [`Hub`] that may be gone (see [`Hub::downgrade`]).
 #[derive(Clone)]
 pub struct WeakHub(std::sync::Weak<Inner>);
@@ -886,7 +926,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_late_result_is_ignored_and_the_app_told() {
+    async fn a_timed_out_call_is_cancelled_and_its_late_result_ignored() {
         let hub = hub();
         let id = session(&hub).await;
         let mut app = App::attach(&hub, &id).await;
@@ -895,11 +935,20 @@ mod tests {
         tokio::time::advance(hub.config().tool_timeout).await;
         let error = call.await.expect("join").expect_err("timed out");
         assert!(matches!(error, InvokeError::Timeout(_)), "{error}");
+        match app.next().await {
+            Ok(proxy_message::Kind::Cancel(cancel)) => {
+                assert_eq!(cancel.request_id, invoke.request_id);
+            }
+            other => panic!("expected a cancel, got {other:?}"),
+        }
 
+        // The late result is dropped quietly; a result nobody asked for is
+        // answered with a notice.
         app.answer(&invoke.request_id, json!("too late")).await;
+        app.answer("made-up:1", json!("never asked")).await;
         match app.next().await {
             Ok(proxy_message::Kind::Error(notice)) => {
-                assert_eq!(notice.request_id, invoke.request_id);
+                assert_eq!(notice.request_id, "made-up:1");
                 assert!(
                     notice.message.contains("no call is waiting"),
                     "{}",
@@ -996,6 +1045,13 @@ mod tests {
             id: &'a str,
         ) -> futures_util::future::BoxFuture<'a, Result<bool, DirectoryError>> {
             self.0.remove(id)
+        }
+        fn update_tools<'a>(
+            &'a self,
+            id: &'a str,
+            tools: Arc<[Tool]>,
+        ) -> futures_util::future::BoxFuture<'a, Result<bool, DirectoryError>> {
+            self.0.update_tools(id, tools)
         }
         fn expired(&self, ttl: Duration) -> Vec<Arc<str>> {
             self.0.expired(ttl)

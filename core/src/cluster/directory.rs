@@ -23,7 +23,7 @@ use super::wire::StoredSession;
 use crate::directory::{DirectoryError, SessionDirectory, SessionRecord};
 use crate::hub::{WeakHub, short};
 use crate::outcome::BridgeEnd;
-use crate::tools::ToolSetCache;
+use crate::tools::{Tool, ToolSetCache};
 
 /// Longest wait for one KV operation.
 const KV_TIMEOUT: Duration = Duration::from_secs(3);
@@ -202,6 +202,11 @@ impl NatsDirectory {
                 cached.revision = revision;
                 cached.holder = stored.holder.clone();
                 cached.written = Instant::now();
+                // A tool update on another node: the new list, here too.
+                let tools = stored.tools_parsed();
+                if *cached.record.tools() != *tools {
+                    cached.record.replace_tools(self.tool_sets.intern(tools));
+                }
             }
             return stored.holder;
         }
@@ -403,6 +408,45 @@ impl SessionDirectory for Shared {
             }
             directory.write().remove(id);
             Ok(existed)
+        })
+    }
+
+    fn update_tools<'a>(
+        &'a self,
+        id: &'a str,
+        tools: Arc<[Tool]>,
+    ) -> BoxFuture<'a, Result<bool, DirectoryError>> {
+        Box::pin(async move {
+            let directory = &self.0;
+            let store = directory.store()?;
+            for _ in 0..5 {
+                let Some(entry) = directory.live_entry(id).await? else {
+                    return Ok(false);
+                };
+                let mut stored: StoredSession =
+                    serde_json::from_slice(&entry.value).map_err(|error| {
+                        DirectoryError(format!("unreadable session entry: {error}"))
+                    })?;
+                stored.tools = StoredSession::stored_tools(&tools);
+                let value = encode(&stored)?;
+                let updated =
+                    tokio::time::timeout(KV_TIMEOUT, store.update(id, value, entry.revision))
+                        .await
+                        .map_err(|_| unavailable("update a session's tools", "timed out"))?;
+                match updated {
+                    Ok(_) => {
+                        if let Some(cached) = directory.read().get(id) {
+                            cached.record.replace_tools(tools);
+                        }
+                        return Ok(true);
+                    }
+                    Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {}
+                    Err(error) => return Err(unavailable("update a session's tools", error)),
+                }
+            }
+            Err(DirectoryError(
+                "the session kept changing while its tools were updated".into(),
+            ))
         })
     }
 

@@ -120,21 +120,39 @@ impl StoredSession {
                 app_version: metadata.app_version.clone(),
                 chat_id: metadata.chat_id.clone(),
             },
-            tools: record
-                .tools
-                .iter()
-                .map(|tool| StoredTool {
-                    name: tool.name.to_string(),
-                    description: tool.description.to_string(),
-                    input_schema: (*tool.input_schema).clone(),
-                    path: tool.path.to_string(),
-                    timeout_seconds: tool.timeout_seconds,
-                })
-                .collect(),
+            tools: Self::stored_tools(&record.tools()),
             holder,
             session_token_sha256: hex(&record.credentials.session_token_digest),
             mcp_token_sha256: hex(&record.credentials.mcp_token_digest),
         }
+    }
+
+    /// Tools in their stored form.
+    pub fn stored_tools(tools: &[Tool]) -> Vec<StoredTool> {
+        tools
+            .iter()
+            .map(|tool| StoredTool {
+                name: tool.name.to_string(),
+                description: tool.description.to_string(),
+                input_schema: (*tool.input_schema).clone(),
+                path: tool.path.to_string(),
+                timeout_seconds: tool.timeout_seconds,
+            })
+            .collect()
+    }
+
+    /// The stored tools (validated when they were stored).
+    pub fn tools_parsed(&self) -> Vec<Tool> {
+        self.tools
+            .iter()
+            .map(|tool| Tool {
+                name: tool.name.as_str().into(),
+                description: tool.description.as_str().into(),
+                input_schema: Arc::new(tool.input_schema.clone()),
+                path: tool.path.as_str().into(),
+                timeout_seconds: tool.timeout_seconds,
+            })
+            .collect()
     }
 
     /// The record's parts (its tools were validated when it was stored).
@@ -145,23 +163,13 @@ impl StoredSession {
             mcp_token_digest: unhex(&self.mcp_token_sha256)
                 .ok_or("mcp_token_sha256 is not 64 hex digits")?,
         };
+        let tools = self.tools_parsed();
         let metadata = proto::SessionMetadata {
             device_id: self.metadata.device_id,
             device_name: self.metadata.device_name,
             app_version: self.metadata.app_version,
             chat_id: self.metadata.chat_id,
         };
-        let tools = self
-            .tools
-            .into_iter()
-            .map(|tool| Tool {
-                name: tool.name.into(),
-                description: tool.description.into(),
-                input_schema: Arc::new(tool.input_schema),
-                path: tool.path.into(),
-                timeout_seconds: tool.timeout_seconds,
-            })
-            .collect();
         Ok(StoredParts {
             metadata,
             tools,

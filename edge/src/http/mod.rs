@@ -71,6 +71,10 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
             "/v1/chat/sessions/{session_id}",
             delete(rest::delete_session).get(rest::get_session),
         )
+        .route(
+            "/v1/chat/sessions/{session_id}/tools",
+            axum::routing::put(rest::update_tools),
+        )
         .route("/v1/chat/sessions/{session_id}/bridge", get(ws::bridge))
         .route("/v1/mcp", post(mcp::by_header))
         .route("/v1/mcp/", post(mcp::by_header))

@@ -92,13 +92,7 @@ impl CreateSessionBody {
         .map_err(invalid)?;
         let chat_id =
             pick("chat_id", self.chat_id, "chatId", self.chat_id_camel).map_err(invalid)?;
-        let tools = self
-            .tools
-            .unwrap_or_default()
-            .into_iter()
-            .enumerate()
-            .map(|(index, tool)| tool.into_definition(index))
-            .collect::<Result<_, _>>()?;
+        let tools = tool_definitions(self.tools.unwrap_or_default())?;
         Ok(proto::CreateSessionRequest {
             metadata: Some(proto::SessionMetadata {
                 device_id,
@@ -263,6 +257,44 @@ pub async fn delete_session(
         .delete_session(proto::DeleteSessionRequest { session_id })
         .await?;
     Ok(Json(serde_json::json!({"ok": true})))
+}
+
+/// The body of `PUT /v1/chat/sessions/{id}/tools`: the creation body's tool
+/// array, which replaces the session's tools.
+#[derive(Debug, Deserialize)]
+pub struct UpdateToolsBody {
+    tools: Vec<ToolBody>,
+}
+
+/// Tool definitions as apps send them (REST body, WebSocket `update_tools`
+/// frame), both spellings of each field.
+pub(crate) fn tool_definitions(
+    tools: Vec<ToolBody>,
+) -> Result<Vec<proto::ToolDefinition>, ApiError> {
+    tools
+        .into_iter()
+        .enumerate()
+        .map(|(index, tool)| tool.into_definition(index))
+        .collect()
+}
+
+/// `PUT /v1/chat/sessions/{session_id}/tools` (the session token, or the app
+/// token where allowed): replaces the session's tools, validated as at
+/// creation. Answers `{"ok": true, "tools": n}`.
+pub async fn update_tools(
+    State(state): State<EdgeState>,
+    headers: HeaderMap,
+    SessionIdPath(session_id): SessionIdPath,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    check_session_token(&state, &session_id, Side::App, &headers).await?;
+    require_json(&headers)?;
+    let body = read_body(body, state.config.max_body_bytes).await?;
+    let tools = tool_definitions(parse_json::<UpdateToolsBody>(&body)?.tools)?;
+    let updated = state.hub.update_tools(&session_id, tools).await?;
+    Ok(Json(
+        serde_json::json!({"ok": true, "tools": updated.tools}),
+    ))
 }
 
 /// Reads a body up to `limit` bytes; the error names the problem.

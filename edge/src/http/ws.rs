@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::error::ApiError;
+use super::rest::{ToolBody, tool_definitions};
 use super::spelling::pick;
 use super::{EdgeState, SessionIdPath, check_session_token};
 
@@ -219,6 +220,9 @@ fn render(message: proto::ProxyMessage) -> Vec<Message> {
             }
             frame
         }
+        proxy_message::Kind::ToolsUpdated(updated) => {
+            json!({"type": "tools_updated", "tools": updated.tools})
+        }
         proxy_message::Kind::Cancel(cancel) => json!({
             "type": "cancel_tool",
             "request_id": cancel.request_id,
@@ -270,6 +274,8 @@ struct AppFrame<'a> {
     total: Option<&'a RawValue>,
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tools: Option<&'a RawValue>,
 }
 
 /// Types one raw field; the error says what the field must be.
@@ -377,7 +383,7 @@ fn parse_frame(text: &str) -> Result<Parsed, String> {
     let frame: AppFrame<'_> = serde_json::from_str(text)
         .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
     let kind: Cow<'_, str> = typed(frame.kind, "type", "a string")?.ok_or_else(|| {
-        "frame has no \"type\": expected \"invoke_result\", \"progress\" or \"pong\"".to_owned()
+        "frame has no \"type\": expected \"invoke_result\", \"progress\", \"update_tools\" or \"pong\"".to_owned()
     })?;
     let request_id = || -> Result<Option<String>, String> {
         let snake: Option<Cow<'_, str>> = typed(frame.request_id, "request_id", "a string")?;
@@ -418,10 +424,21 @@ fn parse_frame(text: &str) -> Result<Parsed, String> {
                 },
             ))
         }
+        "update_tools" => {
+            let tools = frame
+                .tools
+                .ok_or_else(|| "update_tools has no \"tools\" array".to_owned())?;
+            let tools: Vec<ToolBody> = serde_json::from_str(tools.get())
+                .map_err(|error| format!("update_tools \"tools\" is not a tool array: {error}"))?;
+            let tools = tool_definitions(tools).map_err(|error| error.to_string())?;
+            Ok(Parsed::ToCore(Inbound::Message(proto::AppMessage {
+                kind: Some(app_message::Kind::UpdateTools(proto::UpdateTools { tools })),
+            })))
+        }
         "pong" => Ok(Parsed::ToCore(pong())),
         "ping" => Ok(Parsed::Ping),
         other => Err(format!(
-            "unknown frame type {:?}: expected \"invoke_result\", \"progress\" or \"pong\"",
+            "unknown frame type {:?}: expected \"invoke_result\", \"progress\", \"update_tools\" or \"pong\"",
             truncate(other)
         )),
     }

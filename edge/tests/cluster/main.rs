@@ -558,3 +558,35 @@ async fn per_session_tokens_work_on_every_node() {
         "{answered}"
     );
 }
+
+#[tokio::test]
+async fn a_tool_update_on_one_node_is_seen_on_every_node() {
+    let (_nats, nodes, _) = cluster(3, 300).await;
+    let id = create(&nodes[0]).await;
+    // Every node has the session cached before the update.
+    for node in &nodes {
+        let client = mcp_connect(&node.url(), &id, Route::Path).await;
+        assert_eq!(client.list_all_tools().await.expect("tools/list").len(), 1);
+    }
+    let response = reqwest::Client::new()
+        .put(format!("{}/v1/chat/sessions/{id}/tools", nodes[1].url()))
+        .bearer_auth(APP_TOKEN)
+        .json(&json!({"tools": [{"name": "a"}, {"name": "b"}]}))
+        .send()
+        .await
+        .expect("PUT");
+    assert_eq!(response.status(), 200);
+    for node in &nodes {
+        let mut names = Vec::new();
+        for _ in 0..500 {
+            let client = mcp_connect(&node.url(), &id, Route::Path).await;
+            let tools = client.list_all_tools().await.expect("tools/list");
+            names = tools.iter().map(|tool| tool.name.to_string()).collect();
+            if names.len() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(names, vec!["a", "b"], "on {}", node.addr);
+    }
+}

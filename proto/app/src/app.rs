@@ -401,6 +401,9 @@ async fn serve_bridge(
                     "the proxy could not use a message from the app"
                 );
             }
+            Some(proxy_message::Kind::ToolsUpdated(updated)) => {
+                tracing::debug!(tools = updated.tools, "the proxy took the new tool list");
+            }
             Some(proxy_message::Kind::Attached(_)) | None => {}
         }
     }

@@ -257,3 +257,117 @@ async fn a_tool_can_have_its_own_timeout_capped_by_the_server() {
         .expect("session");
     assert_eq!(described.tools[0].timeout_seconds, 1);
 }
+
+/// The session's tool names as an MCP client sees them.
+async fn listed(server: &TestServer, session: &TestSession) -> Vec<String> {
+    let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    tools.iter().map(|tool| tool.name.to_string()).collect()
+}
+
+#[tokio::test]
+async fn an_app_replaces_its_tools_on_every_channel() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    assert_eq!(listed(&server, &session).await, vec!["echo_text"]);
+    let put = |body: Value| {
+        reqwest::Client::new()
+            .put(format!(
+                "{}/v1/chat/sessions/{}/tools",
+                server.http_url(),
+                session.id
+            ))
+            .bearer_auth(APP_TOKEN)
+            .json(&body)
+            .send()
+    };
+
+    // REST, both spellings of the schema.
+    let response = put(json!({"tools": [
+        {"name": "read_chat", "inputSchema": {"type": "object"}},
+        {"name": "post_message", "input_schema": {"type": "object"}}
+    ]}))
+    .await
+    .expect("PUT");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body, json!({"ok": true, "tools": 2}));
+    assert_eq!(
+        listed(&server, &session).await,
+        vec!["read_chat", "post_message"]
+    );
+    // Validated as at creation, naming the field; the old list stays.
+    let response = put(json!({"tools": [{"name": "a b"}]})).await.expect("PUT");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("JSON");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tools[0].name"),
+        "{body}"
+    );
+    assert_eq!(listed(&server, &session).await.len(), 2);
+
+    // The WebSocket bridge, answered on the bridge.
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    app.send_json(json!({"type": "update_tools", "tools": [{"name": "only_one"}]}))
+        .await;
+    let answer = app.next_json().await.expect("tools_updated");
+    assert_eq!(answer, json!({"type": "tools_updated", "tools": 1}));
+    assert_eq!(listed(&server, &session).await, vec!["only_one"]);
+    app.send_json(json!({"type": "update_tools", "tools": [{"name": "x"}, {"name": "x"}]}))
+        .await;
+    let refused = app.next_json().await.expect("error frame");
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tools[1].name"),
+        "{refused}"
+    );
+
+    // gRPC: the RPC, and the bridge message.
+    let grpc_session = TestSession::register_grpc(&server, vec![tool("first", "")]).await;
+    let mut sessions =
+        proto::session_service_client::SessionServiceClient::new(server.channel().await);
+    let updated = sessions
+        .update_tools(with_token(
+            proto::UpdateToolsRequest {
+                session_id: grpc_session.id.clone(),
+                tools: vec![tool("second", ""), tool("third", "")],
+            },
+            APP_TOKEN,
+        ))
+        .await
+        .expect("UpdateTools")
+        .into_inner();
+    assert_eq!(updated.tools, 2);
+    assert_eq!(
+        listed(&server, &grpc_session).await,
+        vec!["second", "third"]
+    );
+    let bridge = GrpcBridge::open(server.channel().await, APP_TOKEN, &grpc_session.id)
+        .await
+        .expect("attach");
+    bridge
+        .send(proto::app_message::Kind::UpdateTools(proto::UpdateTools {
+            tools: vec![tool("fourth", "")],
+        }))
+        .await;
+    let mut bridge = bridge;
+    loop {
+        match no_hang(bridge.raw_message()).await {
+            Ok(Some(proxy_message::Kind::ToolsUpdated(updated))) => {
+                assert_eq!(updated.tools, 1);
+                break;
+            }
+            Ok(Some(proxy_message::Kind::Ping(_))) => {}
+            other => panic!("expected ToolsUpdated, got {other:?}"),
+        }
+    }
+    assert_eq!(listed(&server, &grpc_session).await, vec!["fourth"]);
+}
