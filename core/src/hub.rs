@@ -529,10 +529,9 @@ impl Hub {
         .await
         .unwrap_or(Err(InvokeError::Timeout(timeout)));
         call.cancel_reason = match &outcome {
-            Err(InvokeError::Timeout(limit)) => Some(format!(
-                "the call timed out after {} seconds",
-                limit.as_secs_f64()
-            )),
+            Err(InvokeError::Timeout(limit)) => {
+                Some(format!("the call timed out after {} seconds", limit.as_secs_f64()).into())
+            }
             _ => None,
         };
         if let Err(InvokeError::Timeout(_)) = &outcome {
@@ -736,7 +735,7 @@ struct CallInFlight<'a> {
     request_id: &'a str,
     /// Why the app should stop working on the call when it ends; `None`
     /// once it was answered (or failed in a way the app knows of).
-    cancel_reason: Option<String>,
+    cancel_reason: Option<std::borrow::Cow<'static, str>>,
 }
 
 impl<'a> CallInFlight<'a> {

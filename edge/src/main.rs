@@ -11,6 +11,10 @@ use openclaw_proxy_edge::{ServerConfig, serve};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+/// See edge/Cargo.toml for why.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = ServerConfig::parse();

@@ -33,7 +33,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
 use openclaw_proxy_core::{BridgeEnd, BridgeStream, HubError, Inbound, Side};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -189,36 +189,13 @@ fn render(message: proto::ProxyMessage) -> Vec<Message> {
         // The legacy protocol has no attach confirmation: the upgrade is it.
         proxy_message::Kind::Attached(_) => return Vec::new(),
         proxy_message::Kind::Invoke(invoke) => {
-            // The core always sends a JSON object; `null` would only show a bug.
-            let arguments = RawValue::from_string(invoke.arguments_json).ok();
-            let mut frame = json!({
-                "type": "invoke_tool",
-                "mcpSessionId": invoke.session_id,
-                "request_id": invoke.request_id,
-                "requestId": invoke.request_id,
-                "tool_name": invoke.tool_name,
-                "toolName": invoke.tool_name,
-                "arguments": arguments,
-            });
-            // The request's context; apps written for the original ignore it.
-            if let Some(meta) = (!invoke.meta_json.is_empty())
-                .then(|| RawValue::from_string(invoke.meta_json).ok())
-                .flatten()
-            {
-                frame["_meta"] = json!(meta);
-            }
-            if let Some(client) = invoke.client.filter(|client| {
-                !(client.name.is_empty()
-                    && client.version.is_empty()
-                    && client.protocol_version.is_empty())
-            }) {
-                frame["client"] = json!({
-                    "name": client.name,
-                    "version": client.version,
-                    "protocolVersion": client.protocol_version,
-                });
-            }
-            frame
+            return match invoke_frame(&invoke) {
+                Ok(text) => vec![Message::Text(text.into())],
+                Err(error) => {
+                    tracing::error!(%error, "an invocation could not be rendered as JSON");
+                    Vec::new()
+                }
+            };
         }
         proxy_message::Kind::ToolsUpdated(updated) => {
             json!({"type": "tools_updated", "tools": updated.tools})
@@ -239,6 +216,68 @@ fn render(message: proto::ProxyMessage) -> Vec<Message> {
         proxy_message::Kind::Error(notice) => error_frame(&notice.message, &notice.request_id),
     };
     vec![Message::Text(text.to_string().into())]
+}
+
+/// `invoke_tool`, serialized straight from the invocation (the call's hot
+/// path: no intermediate JSON tree). `_meta` and `client` are left out when
+/// there is nothing to say.
+fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error> {
+    #[derive(Serialize)]
+    struct Client<'a> {
+        name: &'a str,
+        version: &'a str,
+        #[serde(rename = "protocolVersion")]
+        protocol_version: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Frame<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        #[serde(rename = "mcpSessionId")]
+        session_id: &'a str,
+        request_id: &'a str,
+        #[serde(rename = "requestId")]
+        request_id_camel: &'a str,
+        tool_name: &'a str,
+        #[serde(rename = "toolName")]
+        tool_name_camel: &'a str,
+        arguments: &'a RawValue,
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<&'a RawValue>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        client: Option<Client<'a>>,
+    }
+    // The core always sends a JSON object as arguments, and JSON as `_meta`.
+    let arguments: &RawValue = serde_json::from_str(&invoke.arguments_json)?;
+    let meta: Option<&RawValue> = if invoke.meta_json.is_empty() {
+        None
+    } else {
+        Some(serde_json::from_str(&invoke.meta_json)?)
+    };
+    let client = invoke
+        .client
+        .as_ref()
+        .filter(|client| {
+            !(client.name.is_empty()
+                && client.version.is_empty()
+                && client.protocol_version.is_empty())
+        })
+        .map(|client| Client {
+            name: &client.name,
+            version: &client.version,
+            protocol_version: &client.protocol_version,
+        });
+    serde_json::to_string(&Frame {
+        kind: "invoke_tool",
+        session_id: &invoke.session_id,
+        request_id: &invoke.request_id,
+        request_id_camel: &invoke.request_id,
+        tool_name: &invoke.tool_name,
+        tool_name_camel: &invoke.tool_name,
+        arguments,
+        meta,
+        client,
+    })
 }
 
 fn error_frame(message: &str, request_id: &str) -> Value {
