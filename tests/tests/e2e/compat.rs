@@ -372,7 +372,7 @@ async fn unknown_routes_are_json_404_and_wrong_methods_405() {
     for (method, path, status, code) in [
         (
             reqwest::Method::PUT,
-            "/v1/chat/sessions/x/tools",
+            "/v1/chat/sessions/x/nothing",
             404,
             "not_found",
         ),
