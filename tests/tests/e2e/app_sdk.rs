@@ -757,6 +757,31 @@ async fn bridge_loss_cancels_the_calls_it_delivered() {
 }
 
 #[tokio::test]
+async fn a_call_the_proxy_cancels_is_cancelled_in_the_handler() {
+    let server = TestServer::start().await;
+    let (waits, started, seen) = waits_until_cancelled();
+    let serving = app(&server.http_url(), vec![waits], &Reported::default())
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session_id = serving.session().session_id;
+    // The caller stops waiting: the proxy sends CancelTool.
+    let call = server.spawn_invoke(&session_id, "waits", json!({}));
+    no_hang(started.notified()).await;
+    call.abort();
+    assert!(
+        matches!(
+            cancellation_seen(&seen).await,
+            Some(openclaw_proxy_app::CancelReason::Proxy(_))
+        ),
+        "the handler sees the proxy's cancel"
+    );
+    no_hang(serving.shutdown()).await.expect("shutdown");
+}
+
+#[tokio::test]
 async fn shutdown_cancels_the_running_calls() {
     let server = TestServer::start().await;
     let (waits, started, seen) = waits_until_cancelled();
