@@ -25,6 +25,8 @@ pub struct CoreConfig {
     pub tool_timeout: Duration,
     /// The longest limit a tool may ask for with its own `timeout_seconds`.
     pub max_tool_timeout: Duration,
+    /// How long a gRPC bridge may take to send its `hello`.
+    pub hello_timeout: Duration,
     /// How often the proxy pings an attached bridge.
     pub ping_interval: Duration,
     /// A bridge silent for this many ping intervals is dropped.
@@ -41,6 +43,7 @@ impl Default for CoreConfig {
             sweep_interval: Duration::from_secs(15),
             tool_timeout: Duration::from_secs(120),
             max_tool_timeout: Duration::from_secs(3600),
+            hello_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(20),
             missed_pings_allowed: 3,
         }

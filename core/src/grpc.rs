@@ -280,7 +280,18 @@ impl BridgeService for GrpcService {
         request: Request<Streaming<proto::AppMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let (metadata, _, mut inbound) = request.into_parts();
-        let hello = match inbound.message().await? {
+        // A stream that never says hello must not hold a task and a stream
+        // forever.
+        let limit = self.hub.config().hello_timeout;
+        let first = tokio::time::timeout(limit, inbound.message())
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no `hello` within {} seconds of opening the bridge (OPENCLAW_PROXY_HELLO_TIMEOUT_SECONDS)",
+                    limit.as_secs_f64()
+                ))
+            })?;
+        let hello = match first? {
             Some(proto::AppMessage {
                 kind: Some(app_message::Kind::Hello(hello)),
             }) => hello,

@@ -79,6 +79,11 @@ pub struct ServerConfig {
     )]
     pub tool_timeout_seconds: u64,
 
+    /// Seconds a gRPC bridge may take to send its `hello` after opening.
+    #[arg(long, env = "OPENCLAW_PROXY_HELLO_TIMEOUT_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub hello_timeout_seconds: u64,
+
     /// The longest limit a tool may ask for with its own timeout_seconds, in seconds.
     #[arg(
         long,
@@ -217,6 +222,7 @@ impl ServerConfig {
             session_ttl: Duration::from_secs(self.session_ttl_seconds),
             tool_timeout: Duration::from_secs(self.tool_timeout_seconds),
             max_tool_timeout: Duration::from_secs(self.max_tool_timeout_seconds),
+            hello_timeout: Duration::from_secs(self.hello_timeout_seconds),
             ping_interval: Duration::from_secs(self.ping_interval_seconds.max(1)),
             // Short TTLs are swept often enough to hold them.
             sweep_interval: Duration::from_secs((self.session_ttl_seconds / 4).clamp(1, 15)),

@@ -7,6 +7,7 @@ mod compat;
 mod conversation;
 mod grpc;
 mod interop;
+mod limits;
 mod mcp;
 mod rest;
 mod security;
