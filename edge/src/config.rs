@@ -79,6 +79,12 @@ pub struct ServerConfig {
     )]
     pub tool_timeout_seconds: u64,
 
+    /// Concurrent HTTP/2 streams per connection (each gRPC bridge is one).
+    #[arg(long, env = "OPENCLAW_PROXY_HTTP2_MAX_CONCURRENT_STREAMS",
+          default_value_t = DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub http2_max_concurrent_streams: u32,
+
     /// Seconds a gRPC bridge may take to send its `hello` after opening.
     #[arg(long, env = "OPENCLAW_PROXY_HELLO_TIMEOUT_SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -244,7 +250,15 @@ pub struct EdgeConfig {
     pub allowed_origins: Vec<String>,
     /// Largest accepted HTTP request body, in bytes.
     pub max_body_bytes: usize,
+    /// Concurrent HTTP/2 streams per connection (gRPC bridges of one app
+    /// connection); `None` for [`DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS`].
+    pub http2_max_concurrent_streams: Option<u32>,
 }
+
+/// Streams per HTTP/2 connection unless configured: enough for a backend
+/// app to multiplex thousands of session bridges on one connection (hyper's
+/// own default is 200).
+pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 10_000;
 
 impl ServerConfig {
     /// The HTTP edge's share of the settings.
@@ -269,6 +283,7 @@ impl ServerConfig {
             allowed_hosts: list(&self.allowed_hosts),
             allowed_origins: list(&self.allowed_origins),
             max_body_bytes: self.max_body_bytes,
+            http2_max_concurrent_streams: Some(self.http2_max_concurrent_streams),
         }
     }
 

@@ -92,9 +92,12 @@ pub async fn serve(
     let reloader = tls
         .clone()
         .map(|tls| tokio::spawn(tls.reload_when_changed()));
+    let streams = edge
+        .http2_max_concurrent_streams
+        .unwrap_or(crate::config::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS);
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
-    let builder = connection_builder();
+    let builder = connection_builder(streams);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -185,12 +188,15 @@ pub async fn serve(
 }
 
 /// hyper's per-connection settings.
-fn connection_builder() -> auto::Builder<TokioExecutor> {
+fn connection_builder(max_concurrent_streams: u32) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
-    builder.http2().timer(TokioTimer::new());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(max_concurrent_streams);
     builder
 }

@@ -31,3 +31,31 @@ async fn a_grpc_bridge_that_never_says_hello_is_ended() {
         status.message()
     );
 }
+
+#[tokio::test]
+async fn one_connection_carries_hundreds_of_bridges() {
+    // hyper's own limit is 200 streams per HTTP/2 connection; a backend app
+    // multiplexing its sessions' bridges needs more.
+    const BRIDGES: usize = 300;
+    let server = TestServer::start().await;
+    let channel = server.channel().await;
+    let mut ids = Vec::with_capacity(BRIDGES);
+    let mut sessions = server.sessions().await;
+    for _ in 0..BRIDGES {
+        ids.push(
+            sessions
+                .create(vec![tool("echo_text", "")])
+                .await
+                .expect("create")
+                .id,
+        );
+    }
+    let mut bridges = Vec::with_capacity(BRIDGES);
+    for id in &ids {
+        let bridge = no_hang(GrpcBridge::open(channel.clone(), APP_TOKEN, id))
+            .await
+            .expect("attached on the shared connection");
+        bridges.push(bridge);
+    }
+    assert_eq!(bridges.len(), BRIDGES);
+}
