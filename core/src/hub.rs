@@ -342,10 +342,19 @@ impl Hub {
         let record = self.record(&hello.session_id).await?;
         let id = record.id.clone();
         let (bridge, receiver, mut tool_updates) = Bridge::new(id.clone());
-        let replaced = {
-            let local = self.inner.local_or_insert(&id);
-            let mut state = local.state();
-            state.bridge.replace(bridge.clone())
+        // First in the queue, before any invocation a call could queue once
+        // the bridge is installed.
+        bridge.notify(proxy(proxy_message::Kind::Attached(proto::Attached {
+            session_id: id.to_string(),
+        })));
+        let replaced = self.inner.install(&id, &bridge);
+        // From here until its driver runs, a failure or a dropped future
+        // must not leave the bridge installed.
+        let mut unattached = Unattached {
+            hub: self,
+            id: &id,
+            bridge: &bridge,
+            armed: true,
         };
         let was_replaced = replaced.is_some();
         if let Some(old) = replaced {
@@ -354,17 +363,11 @@ impl Hub {
         }
         // Installed first, checked second: a sweep, delete or shutdown that
         // ran in between either sees this bridge and ends it, or is seen here.
-        let gone = if self.inner.shutdown.is_cancelled() {
-            Some(HubError::ShuttingDown)
-        } else if self.inner.directory.get(&id).await?.is_none() {
-            Some(HubError::UnknownSession(hello.session_id))
-        } else {
-            None
-        };
-        if let Some(error) = gone {
-            bridge.end(BridgeEnd::SessionDeleted);
-            self.detach(&id, &bridge, BridgeEnd::SessionDeleted);
-            return Err(error);
+        if self.inner.shutdown.is_cancelled() {
+            return Err(HubError::ShuttingDown);
+        }
+        if self.inner.directory.get(&id).await?.is_none() {
+            return Err(HubError::UnknownSession(hello.session_id));
         }
         self.inner.directory.touch(&id);
         // Before the app hears `attached`, calls from anywhere can find it.
@@ -372,11 +375,9 @@ impl Hub {
         if !was_replaced {
             tracing::info!(session = short(&id), "bridge attached");
         }
-        bridge.notify(proxy(proxy_message::Kind::Attached(proto::Attached {
-            session_id: id.to_string(),
-        })));
         let hub = self.clone();
         let driven = bridge.clone();
+        let session = id.clone();
         tokio::spawn(async move {
             let mut inbound = std::pin::pin!(inbound);
             let config = &hub.inner.config;
@@ -392,15 +393,22 @@ impl Hub {
                     tokio::select! {
                         end = &mut drive => break end,
                         Some(update) = tool_updates.recv() => {
-                            let answer = hub.update_tools(&id, update.tools).await;
-                            driven.notify(tools_updated(answer));
+                            // Applied beside the bridge, which keeps reading
+                            // results and answering pings meanwhile.
+                            let (hub, bridge, id) = (hub.clone(), driven.clone(), session.clone());
+                            tokio::spawn(async move {
+                                let answer = hub.update_tools(&id, update.tools).await;
+                                bridge.notify(tools_updated(answer));
+                            });
                         }
                     }
                 }
             };
-            hub.detach(&id, &driven, end);
+            hub.detach(&session, &driven, end);
             bridge::drain(inbound).await;
         });
+        unattached.armed = false;
+        drop(unattached);
         Ok(BridgeStream::new(receiver, bridge))
     }
 
@@ -667,11 +675,14 @@ impl Inner {
         self.local_map().get(id).cloned()
     }
 
-    fn local_or_insert(&self, id: &Arc<str>) -> Arc<Local> {
-        if let Some(local) = self.local(id) {
-            return local;
-        }
-        self.local_map_mut().entry(id.clone()).or_default().clone()
+    /// Makes `bridge` the session's bridge here; returns the one it replaces.
+    /// Done under the map's lock, so that `forget_if_unused` cannot remove
+    /// the entry between its lookup and the installation.
+    fn install(&self, id: &Arc<str>, bridge: &Arc<Bridge>) -> Option<Arc<Bridge>> {
+        let mut map = self.local_map_mut();
+        let local = map.entry(id.clone()).or_default();
+        let mut state = local.state();
+        state.bridge.replace(bridge.clone())
     }
 
     /// The session's bridge here, if one is attached.
@@ -697,6 +708,25 @@ impl Inner {
         });
         if unused {
             map.remove(id);
+        }
+    }
+}
+
+/// Ends and detaches a bridge whose attach did not complete (an error, or
+/// the caller dropped the future), unless disarmed once its driver runs.
+struct Unattached<'a> {
+    hub: &'a Hub,
+    id: &'a Arc<str>,
+    bridge: &'a Arc<Bridge>,
+    armed: bool,
+}
+
+impl Drop for Unattached<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.bridge.end(BridgeEnd::SessionDeleted);
+            self.hub
+                .detach(self.id, self.bridge, BridgeEnd::SessionDeleted);
         }
     }
 }

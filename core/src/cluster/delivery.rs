@@ -112,7 +112,7 @@ impl NatsDelivery {
             timeout,
         } = call;
         let mut context = Some(context);
-        for delay_ms in [5, 20, 50, 100] {
+        for delay_ms in [2, 10, 30] {
             let attempt = RemoteCall {
                 session_id,
                 tool,
@@ -189,7 +189,9 @@ impl NatsDelivery {
                 return Ok(Err(unreachable()));
             };
             if message.status == Some(StatusCode::NO_RESPONDERS) {
-                return Ok(Err(InvokeError::NotConnected));
+                // No node holds the bridge, or one is just taking it over:
+                // offered again briefly before it counts as not connected.
+                return Err(Moved(call.context));
             }
             let kind = message
                 .headers

@@ -178,10 +178,13 @@ impl NatsDirectory {
                         return;
                     }
                 };
-                let holder = self.remember(&id, stored, entry.revision);
-                if holder
-                    .as_deref()
-                    .is_some_and(|holder| holder != self.node.id)
+                // Only news ends a bridge: an event older than what this node
+                // wrote itself (its own claim) must not end the bridge it
+                // just claimed.
+                if let Some(holder) = self.remember(&id, stored, entry.revision)
+                    && holder
+                        .as_deref()
+                        .is_some_and(|holder| holder != self.node.id)
                 {
                     self.end_bridge_here(&id, BridgeEnd::Replaced);
                 }
@@ -193,22 +196,30 @@ impl NatsDirectory {
         }
     }
 
-    /// Caches a stored session at `revision`; returns its holder. A session
-    /// already cached keeps its record (and so its request-id counter).
-    fn remember(&self, id: &Arc<str>, stored: StoredSession, revision: u64) -> Option<String> {
+    /// Caches a stored session at `revision`; returns its holder, or `None`
+    /// when the cache already knew a newer revision (or the entry is
+    /// unreadable). A session already cached keeps its record (and so its
+    /// request-id counter).
+    fn remember(
+        &self,
+        id: &Arc<str>,
+        stored: StoredSession,
+        revision: u64,
+    ) -> Option<Option<String>> {
         let mut cache = self.write();
         if let Some(cached) = cache.get_mut(id) {
-            if revision >= cached.revision {
-                cached.revision = revision;
-                cached.holder = stored.holder.clone();
-                cached.written = Instant::now();
-                // A tool update on another node: the new list, here too.
-                let tools = stored.tools_parsed();
-                if *cached.record.tools() != *tools {
-                    cached.record.replace_tools(self.tool_sets.intern(tools));
-                }
+            if revision < cached.revision {
+                return None;
             }
-            return stored.holder;
+            cached.revision = revision;
+            cached.holder = stored.holder.clone();
+            cached.written = Instant::now();
+            // A tool update on another node: the new list, here too.
+            let tools = stored.tools_parsed();
+            if *cached.record.tools() != *tools {
+                cached.record.replace_tools(self.tool_sets.intern(tools));
+            }
+            return Some(stored.holder);
         }
         let parts = match stored.into_parts() {
             Ok(parts) => parts,
@@ -234,7 +245,7 @@ impl NatsDirectory {
                 refreshing: false,
             },
         );
-        holder
+        Some(holder)
     }
 
     fn end_bridge_here(&self, id: &str, reason: BridgeEnd) {
@@ -245,6 +256,11 @@ impl NatsDirectory {
 
     /// The session's current entry in the bucket, unless it is gone.
     async fn live_entry(&self, id: &str) -> Result<Option<kv::Entry>, DirectoryError> {
+        // Session ids are UUIDs; anything else names no session (and some
+        // strings are not even valid KV keys).
+        if uuid::Uuid::parse_str(id).is_err() {
+            return Ok(None);
+        }
         let store = self.store()?;
         let entry = tokio::time::timeout(KV_TIMEOUT, store.entry(id.to_owned()))
             .await
@@ -291,6 +307,13 @@ impl NatsDirectory {
     /// unless it was written recently or the write would overwrite a newer
     /// revision (someone else wrote: that refreshed it too).
     fn refresh(self: &Arc<Self>, id: &str) {
+        // The common case (written recently) under the shared lock only.
+        let due = self.read().get(id).is_some_and(|cached| {
+            !cached.refreshing && cached.written.elapsed() >= self.node.ttl / 4
+        });
+        if !due {
+            return;
+        }
         let Ok(store) = self.store() else { return };
         let (key, value, revision) = {
             let mut cache = self.write();
