@@ -447,7 +447,8 @@ impl Hub {
                 available: record.tool_names(),
             });
         }
-        let arguments_json = Value::Object(arguments.clone()).to_string();
+        // Serializing a map of JSON values cannot fail; `{}` would only show a bug.
+        let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into());
         if self.inner.local_bridge(&record.id).is_none() {
             self.inner.directory.touch(&record.id);
             let call = RemoteCall {

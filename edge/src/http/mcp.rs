@@ -103,12 +103,8 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
-    if let Some(jsonrpc_id) = jsonrpc::cancelled_request(&bytes) {
-        // rmcp ignores this in stateless mode: the call is found here.
-        let found = state.in_flight.cancel(&session_id, &jsonrpc_id);
-        tracing::debug!(found, "notifications/cancelled");
-        return axum::http::StatusCode::ACCEPTED.into_response();
-    }
+    // The direct path first: it carries most traffic, and a body it does
+    // not take costs it little.
     if direct::headers_allow(&parts.headers)
         && let Some(call) = direct::parse(&bytes)
     {
@@ -120,6 +116,12 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
             call,
         )
         .await;
+    }
+    if let Some(jsonrpc_id) = jsonrpc::cancelled_request(&bytes) {
+        // rmcp ignores this in stateless mode: the call is found here.
+        let found = state.in_flight.cancel(&session_id, &jsonrpc_id);
+        tracing::debug!(found, "notifications/cancelled");
+        return axum::http::StatusCode::ACCEPTED.into_response();
     }
     if let Some(refusal) = jsonrpc::refusal(&bytes) {
         return refusal;
