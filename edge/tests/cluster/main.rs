@@ -104,6 +104,15 @@ fn progress_app(
     })
 }
 
+/// A call on `node` that the progress app holds without answering.
+fn hold(node: &Node, session_id: &str) -> JoinHandle<rmcp::model::CallToolResult> {
+    let (url, id) = (node.url(), session_id.to_owned());
+    tokio::spawn(async move {
+        let client = mcp_connect(&url, &id, Route::Path).await;
+        client.call_tool(echo("hold")).await.expect("tools/call")
+    })
+}
+
 /// A raw `tools/call` with a progress token: the SSE events in order.
 async fn call_with_progress(node: &Node, session_id: &str) -> Vec<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
@@ -177,14 +186,7 @@ async fn any_node_serves_any_request() {
 
     // A new bridge on C replaces the one on B, whose call in flight fails
     // at once; the next call reaches C.
-    let held = tokio::spawn({
-        let url = c.url();
-        let id = id.clone();
-        async move {
-            let client = mcp_connect(&url, &id, Route::Path).await;
-            client.call_tool(echo("hold")).await.expect("tools/call")
-        }
-    });
+    let held = hold(c, &id);
     let mut ids_on_b = Vec::new();
     loop {
         let request_id = seen.recv().await.expect("B sees the held call");
@@ -224,14 +226,7 @@ async fn any_node_serves_any_request() {
     }
 
     // DELETE on A ends the bridge on C (4404) and fails its call in flight.
-    let held = tokio::spawn({
-        let url = b.url();
-        let id = id.clone();
-        async move {
-            let client = mcp_connect(&url, &id, Route::Path).await;
-            client.call_tool(echo("hold")).await.expect("tools/call")
-        }
-    });
+    let held = hold(b, &id);
     seen_c.recv().await.expect("C sees the held call");
     let deleted = reqwest::Client::new()
         .delete(format!("{}/v1/chat/sessions/{id}", a.url()))
@@ -349,14 +344,7 @@ async fn a_killed_node_fails_its_calls_and_its_sessions_live_on() {
     seen.recv().await.expect("warm call seen");
 
     // A call waits on B; B dies.
-    let held = tokio::spawn({
-        let url = nodes[2].url();
-        let id = id.clone();
-        async move {
-            let client = mcp_connect(&url, &id, Route::Path).await;
-            client.call_tool(echo("hold")).await.expect("tools/call")
-        }
-    });
+    let held = hold(&nodes[2], &id);
     seen.recv().await.expect("B has the call");
     let b = nodes.remove(1);
     b.kill().await;
