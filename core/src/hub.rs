@@ -324,6 +324,15 @@ impl Hub {
             .ok_or_else(|| HubError::UnknownSession(session_id.to_owned()))
     }
 
+    /// The session a call is for, or the call's error.
+    async fn record_for_call(&self, session_id: &str) -> Result<Arc<SessionRecord>, InvokeError> {
+        match self.record(session_id).await {
+            Ok(record) => Ok(record),
+            Err(HubError::Unavailable(error)) => Err(InvokeError::Unavailable(error.0)),
+            Err(_) => Err(InvokeError::UnknownSession(session_id.to_owned())),
+        }
+    }
+
     /// Attaches a bridge to a session, replacing any bridge it had.
     ///
     /// `inbound` carries the app's messages after its `hello`; the returned
@@ -436,11 +445,7 @@ impl Hub {
         arguments: &Map<String, Value>,
         context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
-        let record = match self.record(session_id).await {
-            Ok(record) => record,
-            Err(HubError::Unavailable(error)) => return Err(InvokeError::Unavailable(error.0)),
-            Err(_) => return Err(InvokeError::UnknownSession(session_id.to_owned())),
-        };
+        let record = self.record_for_call(session_id).await?;
         if !record.has_tool(tool_name) {
             return Err(InvokeError::UnknownTool {
                 tool: tool_name.to_owned(),
@@ -473,11 +478,7 @@ impl Hub {
         arguments_json: String,
         context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
-        let record = match self.record(session_id).await {
-            Ok(record) => record,
-            Err(HubError::Unavailable(error)) => return Err(InvokeError::Unavailable(error.0)),
-            Err(_) => return Err(InvokeError::UnknownSession(session_id.to_owned())),
-        };
+        let record = self.record_for_call(session_id).await?;
         self.invoke_local(&record, tool_name, arguments_json, context)
             .await
     }

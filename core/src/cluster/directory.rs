@@ -272,35 +272,52 @@ impl NatsDirectory {
     /// Claims the session for this node: compare-and-set of its holder.
     /// Returns the revision written, from which request ids continue.
     pub(crate) async fn claim(&self, record: &SessionRecord) -> Result<u64, DirectoryError> {
+        let holder = self.node.id.clone();
+        let revision = self
+            .update_entry(&record.id, "claim a session", |stored| {
+                stored.holder = Some(holder.clone());
+            })
+            .await?
+            .ok_or_else(|| DirectoryError("the session no longer exists".into()))?;
+        if let Some(cached) = self.write().get_mut(&record.id) {
+            cached.revision = cached.revision.max(revision);
+            cached.holder = Some(self.node.id.clone());
+            cached.written = Instant::now();
+        }
+        Ok(revision)
+    }
+
+    /// Changes a session's stored entry by compare-and-set, reading it again
+    /// when someone wrote in between, so a change never undoes another (a
+    /// claim keeps a tool update made elsewhere, and the other way round).
+    /// `None` when the session no longer exists.
+    async fn update_entry(
+        &self,
+        id: &str,
+        what: &str,
+        change: impl Fn(&mut StoredSession),
+    ) -> Result<Option<u64>, DirectoryError> {
         let store = self.store()?;
-        let value = encode(&StoredSession::of(record, Some(self.node.id.clone())))?;
         for _ in 0..5 {
-            let Some(entry) = self.live_entry(&record.id).await? else {
-                return Err(DirectoryError("the session no longer exists".into()));
+            let Some(entry) = self.live_entry(id).await? else {
+                return Ok(None);
             };
-            let updated = tokio::time::timeout(
-                KV_TIMEOUT,
-                store.update(&*record.id, value.clone(), entry.revision),
-            )
-            .await
-            .map_err(|_| unavailable("claim a session", "timed out"))?;
+            let mut stored: StoredSession = serde_json::from_slice(&entry.value)
+                .map_err(|error| DirectoryError(format!("unreadable session entry: {error}")))?;
+            change(&mut stored);
+            let value = encode(&stored)?;
+            let updated = tokio::time::timeout(KV_TIMEOUT, store.update(id, value, entry.revision))
+                .await
+                .map_err(|_| unavailable(what, "timed out"))?;
             match updated {
-                Ok(revision) => {
-                    if let Some(cached) = self.write().get_mut(&record.id) {
-                        cached.revision = cached.revision.max(revision);
-                        cached.holder = Some(self.node.id.clone());
-                        cached.written = Instant::now();
-                    }
-                    return Ok(revision);
-                }
-                // Someone wrote in between: read again and retry.
+                Ok(revision) => return Ok(Some(revision)),
                 Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {}
-                Err(error) => return Err(unavailable("claim a session", error)),
+                Err(error) => return Err(unavailable(what, error)),
             }
         }
-        Err(DirectoryError(
-            "the session kept changing while this node claimed it".into(),
-        ))
+        Err(DirectoryError(format!(
+            "the session kept changing: could not {what}"
+        )))
     }
 
     /// Refreshes a session's key in the background (its TTL restarts),
@@ -441,35 +458,19 @@ impl SessionDirectory for Shared {
     ) -> BoxFuture<'a, Result<bool, DirectoryError>> {
         Box::pin(async move {
             let directory = &self.0;
-            let store = directory.store()?;
-            for _ in 0..5 {
-                let Some(entry) = directory.live_entry(id).await? else {
-                    return Ok(false);
-                };
-                let mut stored: StoredSession =
-                    serde_json::from_slice(&entry.value).map_err(|error| {
-                        DirectoryError(format!("unreadable session entry: {error}"))
-                    })?;
-                stored.tools = StoredSession::stored_tools(&tools);
-                let value = encode(&stored)?;
-                let updated =
-                    tokio::time::timeout(KV_TIMEOUT, store.update(id, value, entry.revision))
-                        .await
-                        .map_err(|_| unavailable("update a session's tools", "timed out"))?;
-                match updated {
-                    Ok(_) => {
-                        if let Some(cached) = directory.read().get(id) {
-                            cached.record.replace_tools(tools);
-                        }
-                        return Ok(true);
-                    }
-                    Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {}
-                    Err(error) => return Err(unavailable("update a session's tools", error)),
-                }
+            let stored_tools = StoredSession::stored_tools(&tools);
+            let updated = directory
+                .update_entry(id, "update a session's tools", |stored| {
+                    stored.tools.clone_from(&stored_tools);
+                })
+                .await?;
+            if updated.is_none() {
+                return Ok(false);
             }
-            Err(DirectoryError(
-                "the session kept changing while its tools were updated".into(),
-            ))
+            if let Some(cached) = directory.read().get(id) {
+                cached.record.replace_tools(tools);
+            }
+            Ok(true)
         })
     }
 

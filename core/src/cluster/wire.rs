@@ -96,7 +96,7 @@ pub struct StoredMetadata {
 }
 
 /// One validated tool, stored.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StoredTool {
     pub name: String,
     #[serde(default)]
