@@ -141,3 +141,18 @@ pub fn mcp_post(url: &str, body: &Value) -> reqwest::RequestBuilder {
         .header("content-type", "application/json")
         .body(body.to_string())
 }
+
+/// The `data:` messages of an SSE body, in order.
+pub fn sse_messages(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            let data = data.join("\n");
+            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).expect("JSON event"))
+        })
+        .collect()
+}

@@ -12,7 +12,8 @@ use std::time::Duration;
 use nats::Nats;
 use node::{Node, NodeSettings};
 use openclaw_proxy_tests::{
-    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, WsApp, legacy_session_body, mcp_connect, texts,
+    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, WsApp, legacy_session_body, mcp_connect,
+    sse_messages, texts,
 };
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -127,17 +128,7 @@ async fn call_with_progress(node: &Node, session_id: &str) -> Vec<Value> {
         .send()
         .await
         .expect("POST");
-    let text = response.text().await.expect("body");
-    text.split("\n\n")
-        .filter_map(|event| {
-            let data: String = event
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            serde_json::from_str(&data).ok()
-        })
-        .collect()
+    sse_messages(&response.text().await.expect("body"))
 }
 
 #[tokio::test]
@@ -170,18 +161,13 @@ async fn any_node_serves_any_request() {
         let client = mcp_connect(&node.url(), &id, Route::Header).await;
         let tools = client.list_all_tools().await.expect("tools/list");
         assert_eq!(tools.len(), 1, "on {}", node.addr);
-        let unknown = reqwest::Client::new()
-            .post(format!(
-                "{}/v1/mcp/00000000-0000-4000-8000-000000000000",
-                node.url()
-            ))
-            .bearer_auth(OPENCLAW_TOKEN)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-            .send()
-            .await
-            .expect("POST");
-        assert_eq!(unknown.status(), 404, "on {}", node.addr);
+        let unknown = "00000000-0000-4000-8000-000000000000";
+        assert_eq!(
+            list_with(node, unknown, OPENCLAW_TOKEN).await,
+            404,
+            "on {}",
+            node.addr
+        );
     }
 
     // A new bridge on C replaces the one on B, whose call in flight fails
@@ -245,15 +231,12 @@ async fn any_node_serves_any_request() {
         texts(&held)
     );
     for node in &nodes {
-        let gone = reqwest::Client::new()
-            .post(format!("{}/v1/mcp/{id}", node.url()))
-            .bearer_auth(OPENCLAW_TOKEN)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-            .send()
-            .await
-            .expect("POST");
-        assert_eq!(gone.status(), 404, "deleted everywhere ({})", node.addr);
+        assert_eq!(
+            list_with(node, &id, OPENCLAW_TOKEN).await,
+            404,
+            "deleted everywhere ({})",
+            node.addr
+        );
     }
 }
 
@@ -314,16 +297,7 @@ async fn the_idle_ttl_holds_across_the_cluster() {
 /// Waits (bounded) until `node` answers 404 for the session.
 async fn wait_gone(node: &Node, session_id: &str) {
     for _ in 0..1_000 {
-        let status = reqwest::Client::new()
-            .post(format!("{}/v1/mcp/{session_id}", node.url()))
-            .bearer_auth(OPENCLAW_TOKEN)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-            .send()
-            .await
-            .expect("POST")
-            .status();
-        if status == 404 {
+        if list_with(node, session_id, OPENCLAW_TOKEN).await == 404 {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

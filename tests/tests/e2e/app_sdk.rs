@@ -638,21 +638,6 @@ async fn handler_errors_and_panics_become_error_results_and_the_app_keeps_servin
     no_hang(serving.shutdown()).await.expect("shutdown");
 }
 
-/// The `data:` messages of an SSE body, in order.
-fn sse_messages(body: &str) -> Vec<Value> {
-    body.split("\n\n")
-        .filter_map(|event| {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            let data = data.join("\n");
-            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).expect("JSON event"))
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn progress_reported_by_a_handler_reaches_the_mcp_client_before_the_result() {
     let server = TestServer::start().await;

@@ -607,21 +607,6 @@ async fn open_mcp_endpoint_needs_no_token() {
     assert_eq!(response.status(), 200);
 }
 
-/// The `data:` messages of an SSE body, in order.
-fn sse_messages(body: &str) -> Vec<Value> {
-    body.split("\n\n")
-        .filter_map(|event| {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            let data = data.join("\n");
-            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).expect("JSON event"))
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
     let server = TestServer::start().await;
