@@ -20,7 +20,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::audit::Origin;
 use crate::escape::{short_id, short_request};
+use crate::metrics::{DropReason, Metrics};
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto::{self, ProxyMessage, app_message, proxy_message};
 
@@ -85,6 +87,9 @@ const CANCELLED_REMEMBERED: usize = 64;
 pub(crate) struct Bridge {
     /// The session it serves, for log lines.
     session_id: Arc<str>,
+    /// Where the app connected from, for metrics and audit events.
+    origin: Origin,
+    metrics: Arc<Metrics>,
     outbound: mpsc::Sender<Queued>,
     tool_updates: mpsc::Sender<proto::UpdateTools>,
     closed: CancellationToken,
@@ -96,6 +101,8 @@ impl Bridge {
     /// it (the bridge's owner applies them: the bridge knows no sessions).
     pub(crate) fn new(
         session_id: Arc<str>,
+        origin: Origin,
+        metrics: Arc<Metrics>,
     ) -> (
         Arc<Self>,
         mpsc::Receiver<Queued>,
@@ -105,6 +112,8 @@ impl Bridge {
         let (tool_updates, updates) = mpsc::channel(TOOL_UPDATES_CAPACITY);
         let bridge = Arc::new(Self {
             session_id,
+            origin,
+            metrics,
             outbound,
             tool_updates,
             closed: CancellationToken::new(),
@@ -135,6 +144,11 @@ impl Bridge {
             let _ = caller.answer.send(Err(InvokeError::BridgeEnded(reason)));
         }
         true
+    }
+
+    /// Where the app connected from.
+    pub(crate) fn origin(&self) -> Origin {
+        self.origin
     }
 
     pub(crate) fn end_reason(&self) -> Option<BridgeEnd> {
@@ -176,8 +190,10 @@ impl Bridge {
         let Some(waiting) = calls.waiting.get(&report.request_id) else {
             return false;
         };
-        if let Some(sink) = &waiting.progress {
-            let _ = sink.try_send(report);
+        if let Some(sink) = &waiting.progress
+            && sink.try_send(report).is_err()
+        {
+            self.metrics.dropped(DropReason::ProgressOverflow);
         }
         true
     }
@@ -248,7 +264,10 @@ impl Bridge {
     /// Queues a message for the app unless the queue is full (notices and
     /// pings are not worth blocking for).
     pub(crate) fn notify(&self, message: ProxyMessage) {
-        if self.outbound.try_send(Box::new(message)).is_err() {
+        if let Err(error) = self.outbound.try_send(Box::new(message)) {
+            if matches!(error, mpsc::error::TrySendError::Full(_)) {
+                self.metrics.dropped(DropReason::QueueFull);
+            }
             tracing::debug!("bridge queue full or closed; notice dropped");
         }
     }
@@ -404,9 +423,11 @@ impl Bridge {
                 });
                 if !self.complete(&request_id, answer) {
                     if self.was_cancelled(&request_id) {
+                        self.metrics.dropped(DropReason::Late);
                         tracing::debug!(session = short_id(&self.session_id), request = short_request(&request_id), "result of a cancelled call dropped");
                         return;
                     }
+                    self.metrics.dropped(DropReason::UnknownRequest);
                     tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), "result for no waiting call ignored");
                     self.notify(notice(
                         format!(
@@ -419,6 +440,7 @@ impl Bridge {
             Some(app_message::Kind::Progress(report)) => {
                 let request_id = report.request_id.clone();
                 if !self.progress(report) && !self.was_cancelled(&request_id) {
+                    self.metrics.dropped(DropReason::UnknownRequest);
                     tracing::debug!(session_id = %self.session_id, %request_id, "progress for no waiting call ignored");
                     self.notify(notice(
                         format!("no call is waiting for request id {request_id:?}: progress ignored"),
@@ -453,6 +475,7 @@ impl Bridge {
     /// Fails the call a malformed result or progress report names, and tells
     /// the app what was wrong; the bridge stays up.
     fn fail_malformed(&self, request_id: String, result: bool, problem: &str) {
+        self.metrics.dropped(DropReason::Malformed);
         let what = if result { "result" } else { "progress report" };
         let failed = self.fail(&request_id, |tool| InvokeError::MalformedAnswer {
             tool: tool.to_owned(),

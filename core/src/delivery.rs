@@ -50,6 +50,12 @@ pub trait RemoteDelivery: Send + Sync + 'static {
     fn ready(&self) -> Result<(), String> {
         Ok(())
     }
+
+    /// Whether this node is connected to the cluster; `None` on a single
+    /// node (no cluster to be connected to).
+    fn connected(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// A single node: no bridge exists anywhere but here.

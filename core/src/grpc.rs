@@ -25,9 +25,11 @@ use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::audit::{ClientAddr, Origin};
 use crate::auth::{AuthError, Credential};
 use crate::bridge::Inbound;
 use crate::hub::{Hub, HubError};
+use crate::metrics::{Surface, Transport};
 use crate::outcome::BridgeEnd;
 use crate::proto::{
     self, app_message,
@@ -85,13 +87,24 @@ impl GrpcService {
     fn authorize_create(&self, metadata: &MetadataMap) -> Result<(), Status> {
         self.hub
             .authorize_create(credential(metadata))
+            .inspect_err(|_| self.hub.metrics().auth_failure(Surface::Grpc))
             .map_err(status_of_auth)
     }
 
     /// Checks that the request may touch `session_id`.
     async fn authorize(&self, metadata: &MetadataMap, session_id: &str) -> Result<(), HubError> {
-        self.hub.authorize(session_id, credential(metadata)).await
+        let checked = self.hub.authorize(session_id, credential(metadata)).await;
+        if let Err(HubError::Unauthenticated(_)) = &checked {
+            self.hub.metrics().auth_failure(Surface::Grpc);
+        }
+        checked
     }
+}
+
+/// Where a gRPC request came from, for the audit log.
+fn origin<T>(request: &Request<T>) -> Origin {
+    let client = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
+    Origin::new(Transport::Grpc, client)
 }
 
 /// The app-side credential in a request's metadata.
@@ -146,7 +159,10 @@ where
         };
         match checked {
             Ok(()) => Either::Right(self.inner.call(request)),
-            Err(error) => Either::Left(ready(Ok(status_of_auth(error).into_http()))),
+            Err(error) => {
+                self.hub.metrics().auth_failure(Surface::Grpc);
+                Either::Left(ready(Ok(status_of_auth(error).into_http())))
+            }
         }
     }
 }
@@ -207,10 +223,11 @@ impl SessionService for GrpcService {
         request: Request<proto::CreateSessionRequest>,
     ) -> Result<Response<proto::CreateSessionResponse>, Status> {
         self.authorize_create(request.metadata())?;
+        let origin = origin(&request);
         let request = request.into_inner();
         check_required_metadata(&request)?;
         self.hub
-            .create_session(request)
+            .create_session_from(request, origin)
             .await
             .map(Response::new)
             .map_err(status_of)
@@ -235,6 +252,7 @@ impl SessionService for GrpcService {
         &self,
         request: Request<proto::DeleteSessionRequest>,
     ) -> Result<Response<proto::DeleteSessionResponse>, Status> {
+        let origin = origin(&request);
         let (metadata, _, request) = request.into_parts();
         match self.authorize(&metadata, &request.session_id).await {
             Ok(()) => {}
@@ -247,7 +265,7 @@ impl SessionService for GrpcService {
             Err(error) => return Err(status_of(error)),
         }
         self.hub
-            .delete_session(request)
+            .delete_session_from(request, origin)
             .await
             .map(Response::new)
             .map_err(status_of)
@@ -279,6 +297,7 @@ impl BridgeService for GrpcService {
         &self,
         request: Request<Streaming<proto::AppMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
+        let origin = origin(&request);
         let (metadata, _, mut inbound) = request.into_parts();
         // A stream that never says hello must not hold a task and a stream
         // forever.
@@ -316,7 +335,11 @@ impl BridgeService for GrpcService {
         // like a clean close: the hub sees the end of its inbound messages.
         let inbound = inbound.take_while(|item| std::future::ready(item.is_ok()));
         let inbound = inbound.filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
-        let outbound = self.hub.attach(hello, inbound).await.map_err(status_of)?;
+        let outbound = self
+            .hub
+            .attach_from(hello, inbound, origin)
+            .await
+            .map_err(status_of)?;
         let outbound = outbound.map(|item| item.map_err(status_of_end));
         Ok(Response::new(Box::pin(outbound)))
     }

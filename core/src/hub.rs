@@ -27,15 +27,19 @@ use std::time::Duration;
 use futures_util::Stream;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
+use crate::audit::{self, Origin};
 use crate::auth::{AuthError, Credential, RandomnessUnavailable, SessionTokens, Side};
 use crate::bridge::{self, Bridge, BridgeStream, Inbound, ProgressSink, proxy};
 use crate::config::CoreConfig;
 use crate::delivery::{NoRemote, RemoteCall, RemoteDelivery};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
+use crate::metrics::{CallOutcome, Metrics, Transport};
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto::{self, proxy_message};
 use crate::tools::{Tool, ToolError, ToolSetCache, validate_tools};
+use crate::trace;
 
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +70,11 @@ pub struct CallContext {
     pub client: proto::CallerInfo,
     /// Where the app's progress reports go, if the caller wants them.
     pub progress: Option<ProgressSink>,
+    /// The caller's W3C `traceparent` (from the MCP request or the node that
+    /// forwarded the call); empty when it sent none.
+    pub trace_parent: String,
+    /// Where the call came from, for the audit log.
+    pub origin: Origin,
 }
 
 /// Where a hub keeps its sessions and finds bridges it does not hold.
@@ -100,6 +109,10 @@ struct Inner {
     local: RwLock<HashMap<Arc<str>, Arc<Local>>>,
     tool_sets: ToolSetCache,
     shutdown: CancellationToken,
+    /// Set when the server starts to shut down but still serves for a
+    /// moment (`OPENCLAW_PROXY_SHUTDOWN_DELAY_SECONDS`): not ready.
+    draining: std::sync::atomic::AtomicBool,
+    metrics: Arc<Metrics>,
 }
 
 /// This process's share of a session.
@@ -129,6 +142,7 @@ impl Hub {
 
     /// A hub over the given directory and remote delivery.
     pub fn with_backend(config: CoreConfig, backend: Backend) -> Self {
+        let metrics = Arc::new(Metrics::new(backend.remote.connected().is_some()));
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -137,8 +151,22 @@ impl Hub {
                 local: RwLock::default(),
                 tool_sets: ToolSetCache::default(),
                 shutdown: CancellationToken::new(),
+                draining: std::sync::atomic::AtomicBool::new(false),
+                metrics,
             }),
         }
+    }
+
+    /// The metrics of this hub and the transports in front of it.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The metrics in the Prometheus (OpenMetrics) text format.
+    pub fn render_metrics(&self) -> String {
+        self.inner
+            .metrics
+            .render(self.session_count(), self.inner.remote.connected())
     }
 
     /// The settings the hub runs with.
@@ -150,6 +178,15 @@ impl Hub {
     pub async fn create_session(
         &self,
         request: proto::CreateSessionRequest,
+    ) -> Result<proto::CreateSessionResponse, HubError> {
+        self.create_session_from(request, Origin::default()).await
+    }
+
+    /// [`Hub::create_session`] for a request from `origin` (audit log).
+    pub async fn create_session_from(
+        &self,
+        request: proto::CreateSessionRequest,
+        origin: Origin,
     ) -> Result<proto::CreateSessionResponse, HubError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(HubError::ShuttingDown);
@@ -164,7 +201,7 @@ impl Hub {
             tokens.credentials(),
         );
         self.inner.directory.create(Arc::new(record)).await?;
-        tracing::info!(session = short(&id), "session created");
+        audit::event("session_created", &id, origin);
         Ok(proto::CreateSessionResponse {
             session_id: id.to_string(),
             session_token: tokens.session_token,
@@ -247,10 +284,19 @@ impl Hub {
         &self,
         request: proto::DeleteSessionRequest,
     ) -> Result<proto::DeleteSessionResponse, HubError> {
+        self.delete_session_from(request, Origin::default()).await
+    }
+
+    /// [`Hub::delete_session`] for a request from `origin` (audit log).
+    pub async fn delete_session_from(
+        &self,
+        request: proto::DeleteSessionRequest,
+        origin: Origin,
+    ) -> Result<proto::DeleteSessionResponse, HubError> {
         let existed = self.inner.directory.remove(&request.session_id).await?;
         self.end_local_bridge(&request.session_id, BridgeEnd::SessionDeleted);
         if existed {
-            tracing::info!(session = short(&request.session_id), "session deleted");
+            audit::event("session_deleted", &request.session_id, origin);
         }
         Ok(proto::DeleteSessionResponse { existed })
     }
@@ -342,6 +388,20 @@ impl Hub {
     where
         S: Stream<Item = Inbound> + Send + 'static,
     {
+        self.attach_from(hello, inbound, Origin::default()).await
+    }
+
+    /// [`Hub::attach`] for a bridge from `origin`: its transport labels the
+    /// bridge in metrics and audit events.
+    pub async fn attach_from<S>(
+        &self,
+        hello: proto::Hello,
+        inbound: S,
+        origin: Origin,
+    ) -> Result<BridgeStream, HubError>
+    where
+        S: Stream<Item = Inbound> + Send + 'static,
+    {
         if self.inner.shutdown.is_cancelled() {
             return Err(HubError::ShuttingDown);
         }
@@ -350,7 +410,8 @@ impl Hub {
         }
         let record = self.record(&hello.session_id).await?;
         let id = record.id.clone();
-        let (bridge, receiver, mut tool_updates) = Bridge::new(id.clone());
+        let (bridge, receiver, mut tool_updates) =
+            Bridge::new(id.clone(), origin, self.inner.metrics.clone());
         // First in the queue, before any invocation a call could queue once
         // the bridge is installed.
         bridge.notify(proxy(proxy_message::Kind::Attached(proto::Attached {
@@ -368,7 +429,6 @@ impl Hub {
         let was_replaced = replaced.is_some();
         if let Some(old) = replaced {
             old.end(BridgeEnd::Replaced);
-            tracing::info!(session = short(&id), "bridge replaced by a newer one");
         }
         // Installed first, checked second: a sweep, delete or shutdown that
         // ran in between either sees this bridge and ends it, or is seen here.
@@ -381,13 +441,19 @@ impl Hub {
         self.inner.directory.touch(&id);
         // Before the app hears `attached`, calls from anywhere can find it.
         self.inner.remote.bridge_attached(&record).await;
-        if !was_replaced {
-            tracing::info!(session = short(&id), "bridge attached");
-        }
+        let event = if was_replaced {
+            "bridge_replaced"
+        } else {
+            "bridge_attached"
+        };
+        audit::event(event, &id, origin);
+        // Counted from here to the end of the driver's task, however it ends.
+        let counted = BridgeCounted::new(&self.inner.metrics, origin.transport);
         let hub = self.clone();
         let driven = bridge.clone();
         let session = id.clone();
         tokio::spawn(async move {
+            let _counted = counted;
             let mut inbound = std::pin::pin!(inbound);
             let config = &hub.inner.config;
             let end = {
@@ -445,6 +511,42 @@ impl Hub {
         arguments: &Map<String, Value>,
         context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
+        let span = trace::span(|| {
+            tracing::info_span!(
+                "invoke_tool",
+                session = %audit::short_session(session_id),
+                tool = %crate::escape::truncated(tool_name),
+                outcome = tracing::field::Empty,
+            )
+        });
+        // Counts the call and writes its audit event however it ends; a
+        // caller that stops waiting drops it unfinished: `cancelled`.
+        let mut counted = CallCounted {
+            metrics: &self.inner.metrics,
+            started: tokio::time::Instant::now(),
+            session_id,
+            tool: tool_name,
+            client: context.origin.client,
+            transport: context.origin.transport,
+            finished: false,
+        };
+        let outcome = self
+            .invoke_routed(session_id, tool_name, arguments, context, &mut counted)
+            .instrument(span.clone())
+            .await;
+        let label = counted.finish(&outcome);
+        span.record("outcome", label.as_str());
+        outcome
+    }
+
+    async fn invoke_routed(
+        &self,
+        session_id: &str,
+        tool_name: &str,
+        arguments: &Map<String, Value>,
+        context: CallContext,
+        counted: &mut CallCounted<'_>,
+    ) -> Result<ToolOutcome, InvokeError> {
         let record = self.record_for_call(session_id).await?;
         if !record.has_tool(tool_name) {
             return Err(InvokeError::UnknownTool {
@@ -456,6 +558,9 @@ impl Hub {
         let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into());
         if self.inner.local_bridge(&record.id).is_none() {
             self.inner.directory.touch(&record.id);
+            if self.inner.remote.connected().is_some() {
+                counted.transport = Transport::Nats;
+            }
             let call = RemoteCall {
                 session_id: &record.id,
                 tool: tool_name,
@@ -463,7 +568,27 @@ impl Hub {
                 context,
                 timeout: self.tool_timeout(&record, tool_name),
             };
-            return self.inner.remote.invoke(call).await;
+            let span = trace::span(|| {
+                tracing::info_span!(
+                    "bridge_round_trip",
+                    otel.kind = "client",
+                    session = short(&record.id),
+                    tool = tool_name,
+                    transport = Transport::Nats.as_str(),
+                    outcome = tracing::field::Empty,
+                )
+            });
+            let outcome = self
+                .inner
+                .remote
+                .invoke(call)
+                .instrument(span.clone())
+                .await;
+            span.record("outcome", CallOutcome::of(&outcome).as_str());
+            return outcome;
+        }
+        if let Some((_, bridge)) = self.inner.local_bridge(&record.id) {
+            counted.transport = bridge.origin().transport;
         }
         self.invoke_local(&record, tool_name, arguments_json, context)
             .await
@@ -513,6 +638,16 @@ impl Hub {
         }
         let request_id = record.next_request_id();
         self.inner.directory.touch(&record.id);
+        let span = trace::span(|| {
+            tracing::info_span!(
+                "bridge_round_trip",
+                otel.kind = "client",
+                session = short(&record.id),
+                tool = tool_name,
+                transport = bridge.origin().transport.as_str(),
+                outcome = tracing::field::Empty,
+            )
+        });
         // From here on the guard undoes the bookkeeping however the call ends,
         // including when the caller stops waiting.
         let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id);
@@ -526,6 +661,7 @@ impl Hub {
             arguments_json,
             meta_json: context.meta_json,
             client: Some(context.client),
+            trace_parent: trace::hand_on(&span, &context.trace_parent),
         }));
         let outcome = tokio::time::timeout(timeout, async {
             bridge
@@ -536,8 +672,10 @@ impl Hub {
                 .await
                 .unwrap_or(Err(InvokeError::BridgeEnded(BridgeEnd::Disconnected)))
         })
+        .instrument(span.clone())
         .await
         .unwrap_or(Err(InvokeError::Timeout(timeout)));
+        span.record("outcome", CallOutcome::of(&outcome).as_str());
         call.cancel_reason = match &outcome {
             Err(InvokeError::Timeout(limit)) => {
                 Some(format!("the call timed out after {} seconds", limit.as_secs_f64()).into())
@@ -575,7 +713,7 @@ impl Hub {
                     // A bridge that attached since the check above must not
                     // outlive its session.
                     self.end_local_bridge(&id, BridgeEnd::SessionDeleted);
-                    tracing::info!(session = short(&id), "session expired");
+                    audit::event("session_expired", &id, Origin::default());
                 }
                 Ok(false) => {}
                 Err(error) => tracing::warn!(%error, "the idle sweep cannot remove sessions"),
@@ -620,10 +758,23 @@ impl Hub {
         self.inner.shutdown.is_cancelled()
     }
 
+    /// Reports not ready from now on while everything is still served, so
+    /// load balancers stop sending new work before [`Hub::shutdown`].
+    pub fn begin_drain(&self) {
+        self.inner
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether the hub can serve: not shutting down, and (in a cluster) its
     /// backend reachable. The error says what is missing.
     pub fn readiness(&self) -> Result<(), String> {
-        if self.is_shutting_down() {
+        if self.is_shutting_down()
+            || self
+                .inner
+                .draining
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return Err("the proxy is shutting down".into());
         }
         self.inner.remote.ready()
@@ -653,11 +804,7 @@ impl Hub {
         };
         if current {
             self.inner.remote.bridge_detached(session_id);
-            tracing::info!(
-                session = short(session_id),
-                reason = end.reason_for_app(),
-                "bridge ended"
-            );
+            audit::bridge_ended(session_id, bridge.origin(), end.reason_for_app());
         }
         self.inner.directory.touch(session_id);
         self.inner.forget_if_unused(session_id);
@@ -743,6 +890,73 @@ fn tools_updated(answer: Result<proto::UpdateToolsResponse, HubError>) -> proto:
             message: format!("the tool update was refused: {error}"),
             request_id: String::new(),
         })),
+    }
+}
+
+/// Counts one tool call in the metrics and writes its audit event when
+/// dropped: with its outcome once [`CallCounted::finish`] saw it, else as
+/// cancelled (the caller stopped waiting).
+struct CallCounted<'a> {
+    metrics: &'a Metrics,
+    started: tokio::time::Instant,
+    session_id: &'a str,
+    tool: &'a str,
+    client: Option<std::net::SocketAddr>,
+    /// How the call reached the app; the caller's transport until then.
+    transport: Transport,
+    finished: bool,
+}
+
+impl CallCounted<'_> {
+    fn finish(&mut self, outcome: &Result<ToolOutcome, InvokeError>) -> CallOutcome {
+        self.finished = true;
+        let label = CallOutcome::of(outcome);
+        self.record(label);
+        label
+    }
+
+    fn record(&self, outcome: CallOutcome) {
+        let duration = self.started.elapsed();
+        self.metrics.tool_call(outcome, duration);
+        audit::tool_call(
+            self.session_id,
+            self.tool,
+            outcome,
+            duration,
+            self.client,
+            self.transport,
+        );
+    }
+}
+
+impl Drop for CallCounted<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.record(CallOutcome::Cancelled);
+        }
+    }
+}
+
+/// One attached bridge in the `bridges` gauge, from its driver's start to
+/// the end of its task.
+struct BridgeCounted {
+    metrics: Arc<Metrics>,
+    transport: Transport,
+}
+
+impl BridgeCounted {
+    fn new(metrics: &Arc<Metrics>, transport: Transport) -> Self {
+        metrics.bridge(transport, 1);
+        Self {
+            metrics: metrics.clone(),
+            transport,
+        }
+    }
+}
+
+impl Drop for BridgeCounted {
+    fn drop(&mut self) {
+        self.metrics.bridge(self.transport, -1);
     }
 }
 

@@ -26,7 +26,11 @@
 //!   their digests kept), compared in constant time; [`Hub::authorize`]
 //!   decides which one opens what.
 //! - [`escape`]: outside strings made safe to echo in messages and logs.
+//! - [`metrics`]: the Prometheus metrics of one hub; [`audit`]: the audit
+//!   log; [`trace`]: spans and the W3C `traceparent` carried to apps and
+//!   between nodes.
 
+pub mod audit;
 pub mod auth;
 pub mod bridge;
 pub mod cluster;
@@ -36,13 +40,17 @@ pub mod directory;
 pub mod escape;
 pub mod grpc;
 pub mod hub;
+pub mod metrics;
 pub mod outcome;
 pub mod tools;
+pub mod trace;
 
+pub use audit::{ClientAddr, Origin};
 pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTokens, Side};
 pub use bridge::{BridgeStream, Inbound, ProgressSink};
 pub use config::CoreConfig;
 pub use hub::{Backend, CallContext, Hub, HubError};
+pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::v1 as proto;
 pub use outcome::{BridgeEnd, InvokeError, ToolOutcome};
 pub use tools::{Tool, ToolError};

@@ -132,6 +132,19 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Also serve GET /metrics on this address, without a token (for a Prometheus on an internal network).
+    #[arg(long, env = "OPENCLAW_PROXY_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
+    /// Seconds between the shutdown signal and closing the port, during which /ready answers 503 and everything else is served as before (for load balancers to stop routing here).
+    #[arg(long, env = "OPENCLAW_PROXY_SHUTDOWN_DELAY_SECONDS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=300))]
+    pub shutdown_delay_seconds: u64,
+
+    /// Log lines on stderr as `text` or `json` (one JSON object per line).
+    #[arg(long, env = "OPENCLAW_PROXY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
     /// Cluster mode: NATS server URLs, comma-separated (empty: one node, in memory).
     #[arg(
         long,
@@ -173,6 +186,16 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_NATS_KV_REPLICAS", default_value_t = 1,
           value_parser = clap::value_parser!(u8).range(1..=5))]
     pub nats_kv_replicas: u8,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, the event's fields at the top level.
+    Json,
 }
 
 impl ServerConfig {
@@ -253,6 +276,9 @@ pub struct EdgeConfig {
     /// Concurrent HTTP/2 streams per connection (gRPC bridges of one app
     /// connection); `None` for [`DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS`].
     pub http2_max_concurrent_streams: Option<u32>,
+    /// How long the server keeps serving, not ready, after the shutdown
+    /// signal before it closes the port and ends the bridges.
+    pub shutdown_delay: Duration,
 }
 
 /// Streams per HTTP/2 connection unless configured: enough for a backend
@@ -284,6 +310,7 @@ impl ServerConfig {
             allowed_origins: list(&self.allowed_origins),
             max_body_bytes: self.max_body_bytes,
             http2_max_concurrent_streams: Some(self.http2_max_concurrent_streams),
+            shutdown_delay: Duration::from_secs(self.shutdown_delay_seconds),
         }
     }
 

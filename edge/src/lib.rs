@@ -8,13 +8,15 @@
 //! - [`http`]: the axum router (health, and the REST, WebSocket and MCP routes).
 //! - [`server`]: one listener for gRPC and HTTP, and graceful shutdown.
 //! - [`tls`]: optional native TLS on that listener, reloaded when the files change.
+//! - [`telemetry`]: log lines (text or JSON) and OpenTelemetry trace export.
 //!
 //! [`Hub`]: openclaw_proxy_core::Hub
 
 pub mod config;
 pub mod http;
 pub mod server;
+pub mod telemetry;
 pub mod tls;
 
 pub use config::{EdgeConfig, ServerConfig};
-pub use server::{ServeError, app, serve};
+pub use server::{ServeError, app, serve, serve_metrics};

@@ -7,9 +7,9 @@ use anyhow::Context;
 use clap::Parser;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::cluster::Cluster;
-use openclaw_proxy_edge::{ServerConfig, serve};
+use openclaw_proxy_edge::{ServerConfig, serve, serve_metrics, telemetry};
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
+use tokio_util::sync::CancellationToken;
 
 /// See edge/Cargo.toml for why.
 #[global_allocator]
@@ -18,13 +18,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = ServerConfig::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let telemetry = telemetry::init(config.log_format)?;
+    if telemetry.exporting() {
+        tracing::info!("exporting traces over OTLP");
+    }
     if let Some(warning) = config.exposure()? {
         tracing::warn!("{warning}");
     }
@@ -37,13 +34,36 @@ async fn main() -> anyhow::Result<()> {
             cluster.hub(config.core())
         }
     };
-    let shutdown = shutdown_signal();
+    let stop = CancellationToken::new();
+    let signal = shutdown_signal();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            signal.await;
+            stop.cancel();
+        }
+    });
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let metrics = match config.metrics_listen {
+        Some(address) => {
+            let listener = TcpListener::bind(address).await.with_context(|| {
+                format!("cannot listen on {address} (OPENCLAW_PROXY_METRICS_LISTEN)")
+            })?;
+            tracing::info!(address = %listener.local_addr()?, "metrics listening (GET /metrics, no token)");
+            let served = serve_metrics(listener, hub.clone(), stop.clone().cancelled_owned());
+            Some(tokio::spawn(served))
+        }
+        None => None,
+    };
     tracing::info!(address = %listener.local_addr()?, "openclaw-proxy listening (HTTP, WebSocket and gRPC)");
-    serve(listener, hub, config.edge(), shutdown).await?;
+    serve(listener, hub, config.edge(), stop.cancelled_owned()).await?;
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     tracing::info!("stopped");
+    telemetry.shutdown();
     Ok(())
 }
 

@@ -28,8 +28,8 @@ use axum::extract::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::grpc::GrpcService;
+use openclaw_proxy_core::{ClientAddr, Hub};
 use tokio::net::TcpListener;
 use tower_service::Service;
 
@@ -95,14 +95,26 @@ pub async fn serve(
     let streams = edge
         .http2_max_concurrent_streams
         .unwrap_or(crate::config::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS);
+    let delay = edge.shutdown_delay;
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
     let builder = connection_builder(streams);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
+    // After the signal, with a delay configured: serving on, not ready.
+    let mut draining_until: Option<tokio::time::Instant> = None;
     loop {
         let (stream, remote) = tokio::select! {
-            () = &mut shutdown => break,
+            () = &mut shutdown, if draining_until.is_none() => {
+                if delay.is_zero() {
+                    break;
+                }
+                tracing::info!("shutting down in {delay:?}: not ready meanwhile, still serving");
+                hub.begin_drain();
+                draining_until = Some(tokio::time::Instant::now() + delay);
+                continue;
+            }
+            () = sleep_until_some(draining_until) => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -128,6 +140,7 @@ pub async fn serve(
         let service =
             hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(info);
+                request.extensions_mut().insert(ClientAddr(info.remote));
                 let mut router = router.clone();
                 async move {
                     let response: Result<_, Infallible> = router.call(request.map(Body::new)).await;
@@ -185,6 +198,38 @@ pub async fn serve(
     }
     sweeper.abort();
     Ok(())
+}
+
+/// Serves `GET /metrics` without a token on its own listener
+/// (`OPENCLAW_PROXY_METRICS_LISTEN`) until `shutdown` resolves: for a
+/// Prometheus that scrapes by address on an internal network, apart from
+/// the port the world reaches. Every other path is a 404.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    hub: Hub,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let router = Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let hub = hub.clone();
+                async move { http::metrics_response(&hub) }
+            }),
+        )
+        .fallback(http::unknown_route);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// hyper's per-connection settings.

@@ -32,6 +32,8 @@ use crate::directory::SessionRecord;
 use crate::hub::{CallContext, WeakHub, short};
 use crate::outcome::{InvokeError, ToolOutcome};
 use crate::proto;
+use crate::trace;
+use tracing::Instrument;
 
 /// How often the holding node says it is still working on a call.
 const ALIVE_INTERVAL: Duration = Duration::from_secs(1);
@@ -156,6 +158,11 @@ impl NatsDelivery {
         }
         if let Ok(client) = serde_json::to_string(&wire::Client::of(&call.context.client)) {
             headers.insert(wire::CLIENT, client.as_str());
+        }
+        // The holding node's spans become children of this one.
+        let trace_parent = trace::hand_on(&tracing::Span::current(), &call.context.trace_parent);
+        if !trace_parent.is_empty() {
+            headers.insert(wire::TRACE_PARENT, trace_parent.as_str());
         }
         let published = self
             .node
@@ -345,6 +352,16 @@ async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, messag
             .and_then(|headers| headers.get(name))
             .map(|value| value.as_str().to_owned())
     };
+    let trace_parent = header(wire::TRACE_PARENT).unwrap_or_default();
+    let span = trace::span(|| {
+        tracing::info_span!(
+            "forwarded_call",
+            otel.kind = "server",
+            session = short(&session_id),
+            tool = %crate::escape::truncated(&tool),
+        )
+    });
+    trace::set_remote_parent(&span, &trace_parent);
     let context = CallContext {
         meta_json: header(wire::META).unwrap_or_default(),
         client: header(wire::CLIENT)
@@ -352,8 +369,12 @@ async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, messag
             .map(wire::Client::into_proto)
             .unwrap_or_default(),
         progress: Some(sink),
+        trace_parent,
+        origin: crate::audit::Origin::new(crate::metrics::Transport::Nats, None),
     };
-    let invoke = hub.invoke_here(&session_id, &tool, arguments, context);
+    let invoke = hub
+        .invoke_here(&session_id, &tool, arguments, context)
+        .instrument(span);
     tokio::pin!(invoke);
     let mut alive =
         tokio::time::interval_at(tokio::time::Instant::now() + ALIVE_INTERVAL, ALIVE_INTERVAL);
@@ -436,6 +457,10 @@ impl RemoteDelivery for NatsDelivery {
         if let Some(task) = self.serving().remove(session_id) {
             task.abort();
         }
+    }
+
+    fn connected(&self) -> Option<bool> {
+        Some(self.node.connected())
     }
 
     fn ready(&self) -> Result<(), String> {

@@ -27,6 +27,9 @@ pub const TIMEOUT_MS: &str = "Ocp-Timeout-Ms";
 pub const META: &str = "Ocp-Meta";
 /// Header carrying the caller's [`Client`] (JSON text).
 pub const CLIENT: &str = "Ocp-Client";
+/// Header carrying the W3C `traceparent` of the calling node's span, so the
+/// holding node's spans (and the app's) join the caller's trace.
+pub const TRACE_PARENT: &str = "traceparent";
 
 /// [`proto::CallerInfo`] between nodes.
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -14,10 +14,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
+use axum::http::HeaderMap;
 use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
-use openclaw_proxy_core::{CallContext, Hub, InvokeError, ToolOutcome};
+use openclaw_proxy_core::{CallContext, Hub, InvokeError, Origin, ToolOutcome, Transport};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ProgressNotificationParam,
     ProgressToken, RequestMetaObject,
@@ -47,6 +49,10 @@ pub struct ToolCall<'a> {
     pub request: CallToolRequestParams,
     /// Who is calling.
     pub client: CallerInfo,
+    /// The caller's address, for the audit log.
+    pub peer: Option<SocketAddr>,
+    /// The request's W3C `traceparent` ([`trace_parent`]); empty for none.
+    pub trace_parent: String,
 }
 
 /// Runs a `tools/call` over the session's bridge and maps its outcome to the
@@ -65,6 +71,8 @@ pub async fn call_tool(
         jsonrpc_id,
         request,
         client,
+        peer,
+        trace_parent,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
     let arguments = request.arguments.unwrap_or_default();
@@ -78,6 +86,8 @@ pub async fn call_tool(
         meta_json,
         client,
         progress: None,
+        trace_parent,
+        origin: Origin::new(Transport::Mcp, peer),
     };
     let invoke = async {
         match progress {
@@ -103,6 +113,23 @@ pub async fn call_tool(
         }
     };
     answer(outcome)
+}
+
+/// The W3C `traceparent` of an MCP request: `params._meta.traceparent`
+/// (where MCP puts trace context), else the HTTP `traceparent` header; empty
+/// when neither is there. Checked where it is used ([`trace`]).
+///
+/// [`trace`]: openclaw_proxy_core::trace
+pub fn trace_parent(meta: Option<&RequestMetaObject>, headers: &HeaderMap) -> String {
+    meta.and_then(|meta| meta.get("traceparent"))
+        .and_then(serde_json::Value::as_str)
+        .or_else(|| {
+            headers
+                .get("traceparent")
+                .and_then(|value| value.to_str().ok())
+        })
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// What the request says about its client: `clientInfo` from its `_meta`

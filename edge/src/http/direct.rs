@@ -16,6 +16,8 @@
 //! the end-to-end tests can tell which path served a request; they compare
 //! the two paths' answers byte for byte.
 
+use std::net::SocketAddr;
+
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -111,6 +113,18 @@ enum ToolsCall {
     ToolsCall,
 }
 
+impl DirectCall {
+    /// The tool called.
+    pub fn tool(&self) -> &str {
+        &self.params.name
+    }
+
+    /// The request's W3C `traceparent` ([`super::call::trace_parent`]).
+    pub fn trace_parent(&self, headers: &HeaderMap) -> String {
+        super::call::trace_parent(self.params.meta.as_ref(), headers)
+    }
+}
+
 /// Parses `body` when it is exactly a plain `tools/call` request; anything
 /// else (other methods, a progress token, batches, unknown fields) returns
 /// `None` and is left to rmcp.
@@ -131,8 +145,10 @@ pub async fn answer(
     in_flight: &InFlight,
     session_id: &str,
     headers: &HeaderMap,
+    peer: Option<SocketAddr>,
     call: DirectCall,
 ) -> Response {
+    let trace_parent = call.trace_parent(headers);
     let mut request = CallToolRequestParams::new(call.params.name);
     request.arguments = call.params.arguments;
     request.meta = call.params.meta;
@@ -144,6 +160,8 @@ pub async fn answer(
         jsonrpc_id: serde_json::to_string(&call.id).unwrap_or_default(),
         client: caller(request.meta.as_ref(), None, version),
         request,
+        peer,
+        trace_parent,
     };
     let answer = call_tool(hub, in_flight, call_, None, std::future::pending()).await;
     let message = match answer {

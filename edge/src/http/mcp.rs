@@ -22,7 +22,10 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::{Credential, Hub, HubError, Side};
+use std::borrow::Cow;
+
+use openclaw_proxy_core::metrics::{McpMethod, Surface};
+use openclaw_proxy_core::{ClientAddr, Credential, Hub, HubError, trace};
 use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
@@ -33,6 +36,8 @@ use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
+use tracing::Instrument;
 
 use super::call::{self, InFlight, ProgressTo, ToolCall};
 use super::error::ApiError;
@@ -86,9 +91,25 @@ pub async fn by_header(State(state): State<EdgeState>, request: Request) -> Resp
     route(state, session_id, request).await
 }
 
+/// Serves one MCP request, counted by method and status.
 async fn route(state: EdgeState, session_id: Option<String>, request: Request) -> Response {
+    let mut method = McpMethod::Unread;
+    let response = serve(&state, session_id, request, &mut method).await;
+    state
+        .hub
+        .metrics()
+        .mcp_request(method, response.status().as_u16());
+    response
+}
+
+async fn serve(
+    state: &EdgeState,
+    session_id: Option<String>,
+    request: Request,
+    method: &mut McpMethod,
+) -> Response {
     let admitted = admit(
-        &state,
+        state,
         session_id.as_deref(),
         request.headers(),
         request.uri(),
@@ -98,6 +119,7 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
         return error.into_response();
     }
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
+    let peer = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
     let (parts, body) = request.into_parts();
     let bytes = match super::rest::read_body(body, state.config.max_body_bytes).await {
         Ok(bytes) => bytes,
@@ -108,27 +130,118 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
     if direct::headers_allow(&parts.headers)
         && let Some(call) = direct::parse(&bytes)
     {
+        *method = McpMethod::ToolsCall;
+        let span = request_span("tools/call", &session_id, call.tool());
+        trace::set_remote_parent(&span, &call.trace_parent(&parts.headers));
         return direct::answer(
             &state.hub,
             &state.in_flight,
             &session_id,
             &parts.headers,
+            peer,
             call,
         )
+        .instrument(span)
         .await;
     }
     if let Some(jsonrpc_id) = jsonrpc::cancelled_request(&bytes) {
+        *method = McpMethod::Notification;
         // rmcp ignores this in stateless mode: the call is found here.
         let found = state.in_flight.cancel(&session_id, &jsonrpc_id);
         tracing::debug!(found, "notifications/cancelled");
         return axum::http::StatusCode::ACCEPTED.into_response();
     }
+    let sniffed = Sniffed::of(&bytes);
+    *method = sniffed
+        .as_ref()
+        .and_then(|sniffed| sniffed.method.as_deref())
+        .map_or(McpMethod::Other, McpMethod::of);
     if let Some(refusal) = jsonrpc::refusal(&bytes) {
         return refusal;
     }
+    let trace_parent = sniffed
+        .as_ref()
+        .and_then(|sniffed| sniffed.params.as_ref())
+        .and_then(|params| params.meta.as_ref())
+        .and_then(|meta| meta.traceparent.as_deref())
+        .map(str::to_owned)
+        .unwrap_or_else(|| call::trace_parent(None, &parts.headers));
+    let span = request_span(
+        method.as_str(),
+        &session_id,
+        sniffed
+            .as_ref()
+            .and_then(|sniffed| sniffed.params.as_ref())
+            .and_then(|params| params.name.as_deref())
+            .unwrap_or_default(),
+    );
+    trace::set_remote_parent(&span, &trace_parent);
+    drop(sniffed);
     let mut request = Request::from_parts(parts, Body::from(bytes));
     request.extensions_mut().insert(SessionRoute(session_id));
-    jsonrpc::normalize(state.mcp.handle(request).await.map(Body::new)).await
+    request.extensions_mut().insert(RequestTrace {
+        span: span.clone(),
+        trace_parent,
+        peer,
+    });
+    let handled = state.mcp.handle(request).instrument(span).await;
+    jsonrpc::normalize(handled.map(Body::new)).await
+}
+
+/// The MCP request's span (when traces are exported): the root of the
+/// proxy's part of a call, child of the client's span when it sent a
+/// `traceparent`.
+fn request_span(method: &str, session_id: &str, tool: &str) -> tracing::Span {
+    trace::span(|| {
+        tracing::info_span!(
+            "mcp_request",
+            otel.kind = "server",
+            mcp.method.name = method,
+            session = %openclaw_proxy_core::audit::short_session(session_id),
+            tool = %openclaw_proxy_core::escape::truncated(tool),
+        )
+    })
+}
+
+/// What the rmcp path needs of a request's tracing: its span (rmcp runs
+/// the handler in a task of its own), the `traceparent` for the app, and
+/// the client's address.
+#[derive(Clone)]
+struct RequestTrace {
+    span: tracing::Span,
+    trace_parent: String,
+    peer: Option<std::net::SocketAddr>,
+}
+
+/// The few fields of a JSON-RPC request the edge looks at before rmcp:
+/// the method (metrics), the tool and the `traceparent` (tracing).
+#[derive(Deserialize)]
+struct Sniffed<'a> {
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<SniffedParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct SniffedParams<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(rename = "_meta", default, borrow)]
+    meta: Option<SniffedMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct SniffedMeta<'a> {
+    #[serde(default, borrow)]
+    traceparent: Option<Cow<'a, str>>,
+}
+
+impl<'a> Sniffed<'a> {
+    /// `None` for a body that is not one JSON-RPC object (a batch, not JSON).
+    fn of(body: &'a [u8]) -> Option<Self> {
+        serde_json::from_slice(body).ok()
+    }
 }
 
 async fn admit(
@@ -142,12 +255,15 @@ async fn admit(
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok());
     // Refused from the headers alone when no session could accept the token.
-    state.hub.precheck(Credential::mcp(header))?;
+    if let Err(error) = state.hub.precheck(Credential::mcp(header)) {
+        state.hub.metrics().auth_failure(Surface::Mcp);
+        return Err(error.into());
+    }
     let session_id = session_id
         .filter(|id| !id.is_empty())
         .ok_or(ApiError::MissingSessionId)?;
     let unknown = || ApiError::UnknownSession(session_id.to_owned());
-    match check_session_token(state, session_id, Side::Mcp, headers).await {
+    match check_session_token(state, session_id, Surface::Mcp, headers).await {
         Err(ApiError::Hub(HubError::UnknownSession(_))) => return Err(unknown()),
         checked => checked?,
     }
@@ -223,11 +339,22 @@ impl ServerHandler for SessionTools {
             peer.as_ref().map(|info| &info.client_info),
             version.as_deref(),
         );
+        let traced = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<RequestTrace>())
+            .cloned();
+        let (span, trace_parent, peer) = match traced {
+            Some(traced) => (traced.span, traced.trace_parent, traced.peer),
+            None => (tracing::Span::none(), String::new(), None),
+        };
         let call = ToolCall {
             session_id: &session,
             jsonrpc_id: serde_json::to_string(&context.id).unwrap_or_default(),
             request,
             client,
+            peer,
+            trace_parent,
         };
         // rmcp cancels `context.ct` when the client disconnects.
         call::call_tool(
@@ -237,6 +364,7 @@ impl ServerHandler for SessionTools {
             progress,
             context.ct.cancelled(),
         )
+        .instrument(span)
         .await
         .map(Into::into)
     }

@@ -32,7 +32,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use openclaw_proxy_core::{Credential, Hub, HubError, Side, escape};
+use openclaw_proxy_core::metrics::Surface;
+use openclaw_proxy_core::{Credential, Hub, HubError, escape};
 
 use crate::config::EdgeConfig;
 use error::ApiError;
@@ -66,6 +67,7 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
         .route("/v1/chat/sessions", post(rest::create_session))
         .route(
             "/v1/chat/sessions/{session_id}",
@@ -125,6 +127,32 @@ async fn ready(State(state): State<EdgeState>) -> Response {
     }
 }
 
+/// `GET /metrics` on the main port: the app token, like creating sessions
+/// (open when no app token is configured); without a token on the listener
+/// of `OPENCLAW_PROXY_METRICS_LISTEN` ([`crate::server::serve_metrics`]).
+async fn metrics(State(state): State<EdgeState>, headers: HeaderMap) -> Response {
+    if let Err(error) = state
+        .hub
+        .authorize_create(Credential::app(authorization(&headers)))
+    {
+        state.hub.metrics().auth_failure(Surface::Metrics);
+        return ApiError::Unauthorized(error).into_response();
+    }
+    metrics_response(&state.hub)
+}
+
+/// The hub's metrics as a scrape answer.
+pub fn metrics_response(hub: &Hub) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            openclaw_proxy_core::metrics::CONTENT_TYPE,
+        )],
+        hub.render_metrics(),
+    )
+        .into_response()
+}
+
 /// The `{session_id}` of a route's path. A path that cannot be decoded
 /// (invalid UTF-8 in a percent escape) is refused in the JSON error shape
 /// rather than with axum's plain-text rejection.
@@ -155,28 +183,36 @@ fn authorization(headers: &HeaderMap) -> Option<&str> {
 /// Checks that a request may create sessions (the app token), from its
 /// headers alone.
 pub(crate) fn check_app_token(state: &EdgeState, headers: &HeaderMap) -> Result<(), ApiError> {
-    Ok(state
+    state
         .hub
-        .authorize_create(Credential::app(authorization(headers)))?)
+        .authorize_create(Credential::app(authorization(headers)))
+        .map_err(|error| {
+            state.hub.metrics().auth_failure(Surface::Rest);
+            ApiError::Unauthorized(error)
+        })
 }
 
-/// Asks the hub whether a request may touch `session_id` on `side`, from its
-/// headers alone. A credential that could have opened the session learns
-/// that it does not exist ([`HubError::UnknownSession`]).
+/// Asks the hub whether a request on `surface` may touch `session_id`, from
+/// its headers alone (the MCP side for the MCP endpoint, the app side
+/// elsewhere). A credential that could have opened the session learns that
+/// it does not exist ([`HubError::UnknownSession`]).
 pub(crate) async fn check_session_token(
     state: &EdgeState,
     session_id: &str,
-    side: Side,
+    surface: Surface,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
     let header = authorization(headers);
-    let credential = match side {
-        Side::App => Credential::app(header),
-        Side::Mcp => Credential::mcp(header),
+    let credential = match surface {
+        Surface::Mcp => Credential::mcp(header),
+        _ => Credential::app(header),
     };
     match state.hub.authorize(session_id, credential).await {
         Ok(()) => Ok(()),
-        Err(HubError::Unauthenticated(error)) => Err(ApiError::Unauthorized(error)),
+        Err(HubError::Unauthenticated(error)) => {
+            state.hub.metrics().auth_failure(surface);
+            Err(ApiError::Unauthorized(error))
+        }
         Err(error) => Err(ApiError::Hub(error)),
     }
 }

@@ -21,7 +21,8 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, Uri, header};
-use openclaw_proxy_core::{HubError, Side, proto};
+use openclaw_proxy_core::metrics::Surface;
+use openclaw_proxy_core::{ClientAddr, HubError, Origin, Transport, proto};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -160,7 +161,11 @@ pub async fn create_session(
     let limit = state.config.max_body_bytes;
     let body = read_body(body, limit).await?;
     let request = parse_json::<CreateSessionBody>(&body)?.into_request()?;
-    let created = state.hub.create_session(request).await?;
+    let origin = Origin::new(
+        Transport::Rest,
+        connection.as_ref().map(|Extension(info)| info.remote),
+    );
+    let created = state.hub.create_session_from(request, origin).await?;
     let session_id = created.session_id;
     let head = RequestHead {
         headers: &headers,
@@ -209,7 +214,7 @@ pub async fn get_session(
     headers: HeaderMap,
     SessionIdPath(session_id): SessionIdPath,
 ) -> Result<Json<Value>, ApiError> {
-    check_session_token(&state, &session_id, Side::App, &headers).await?;
+    check_session_token(&state, &session_id, Surface::Rest, &headers).await?;
     let session = state
         .hub
         .get_session(proto::GetSessionRequest { session_id })
@@ -246,15 +251,17 @@ pub async fn delete_session(
     State(state): State<EdgeState>,
     headers: HeaderMap,
     SessionIdPath(session_id): SessionIdPath,
+    client: Option<Extension<ClientAddr>>,
 ) -> Result<Json<Value>, ApiError> {
-    match check_session_token(&state, &session_id, Side::App, &headers).await {
+    match check_session_token(&state, &session_id, Surface::Rest, &headers).await {
         // Idempotent: a session that is gone is deleted already.
         Ok(()) | Err(ApiError::Hub(HubError::UnknownSession(_))) => {}
         Err(error) => return Err(error),
     }
+    let origin = Origin::new(Transport::Rest, client.map(|Extension(addr)| addr.0));
     state
         .hub
-        .delete_session(proto::DeleteSessionRequest { session_id })
+        .delete_session_from(proto::DeleteSessionRequest { session_id }, origin)
         .await?;
     Ok(Json(serde_json::json!({"ok": true})))
 }
@@ -287,7 +294,7 @@ pub async fn update_tools(
     SessionIdPath(session_id): SessionIdPath,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    check_session_token(&state, &session_id, Side::App, &headers).await?;
+    check_session_token(&state, &session_id, Surface::Rest, &headers).await?;
     require_json(&headers)?;
     let body = read_body(body, state.config.max_body_bytes).await?;
     let tools = tool_definitions(parse_json::<UpdateToolsBody>(&body)?.tools)?;

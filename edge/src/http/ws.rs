@@ -5,7 +5,7 @@
 //!
 //! | gRPC message          | WebSocket frame                                         |
 //! |-----------------------|---------------------------------------------------------|
-//! | `InvokeTool`          | `{"type":"invoke_tool", mcpSessionId, request_id, requestId, tool_name, toolName, arguments}` |
+//! | `InvokeTool`          | `{"type":"invoke_tool", mcpSessionId, request_id, requestId, tool_name, toolName, arguments, traceparent?}` |
 //! | `Ping`                | `{"type":"ping","nonce":n}` plus a WebSocket ping frame |
 //! | `ErrorNotice`         | `{"type":"error","message":..., "request_id":...}`      |
 //! | `ToolResult`          | `{"type":"invoke_result", request_id or requestId, ok, content, error}` |
@@ -24,15 +24,19 @@
 //! frame is answered with an error frame and the bridge stays up.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
+use openclaw_proxy_core::metrics::{DropReason, Metrics, Surface};
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
-use openclaw_proxy_core::{BridgeEnd, BridgeStream, HubError, Inbound, Side};
+use openclaw_proxy_core::{
+    BridgeEnd, BridgeStream, ClientAddr, HubError, Inbound, Origin, Transport,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -65,6 +69,7 @@ pub async fn bridge(
     State(state): State<EdgeState>,
     SessionIdPath(session_id): SessionIdPath,
     headers: HeaderMap,
+    client: Option<Extension<ClientAddr>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let upgrade = match upgrade {
@@ -76,7 +81,7 @@ pub async fn bridge(
     };
     // Decided from the headers before the upgrade; refusals are still close
     // codes after it, as the original protocol has them.
-    let admitted = check_session_token(&state, &session_id, Side::App, &headers).await;
+    let admitted = check_session_token(&state, &session_id, Surface::Websocket, &headers).await;
     upgrade
         .max_message_size(state.config.max_body_bytes)
         // tungstenite reserves 128 KiB per socket for reading by default; with
@@ -86,7 +91,11 @@ pub async fn bridge(
         .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             match admitted {
-                Ok(()) => run_bridge(state, session_id, socket).await,
+                Ok(()) => {
+                    let origin =
+                        Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
+                    run_bridge(state, session_id, origin, socket).await;
+                }
                 Err(ApiError::Hub(error)) => close_refused(socket, error).await,
                 Err(_) => close(socket, CLOSE_INVALID_TOKEN, "invalid app token").await,
             }
@@ -111,7 +120,7 @@ async fn close(mut socket: WebSocket, code: u16, reason: &str) {
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
-async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
+async fn run_bridge(state: EdgeState, session_id: String, origin: Origin, socket: WebSocket) {
     let (mut sink, stream) = socket.split();
     // Boxed, like the core's queue: an idle channel then costs pointers.
     let (to_app, local) = mpsc::channel::<Box<Message>>(LOCAL_CAPACITY);
@@ -120,7 +129,8 @@ async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
     };
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.
-    match state.hub.attach(hello, app_messages(stream, to_app)).await {
+    let inbound = app_messages(stream, to_app, state.hub.metrics().clone());
+    match state.hub.attach_from(hello, inbound, origin).await {
         Ok(outbound) => write_frames(sink, outbound, local).await,
         Err(error) => {
             let code = match error {
@@ -246,6 +256,8 @@ fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error>
         meta: Option<&'a RawValue>,
         #[serde(skip_serializing_if = "Option::is_none")]
         client: Option<Client<'a>>,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        traceparent: &'a str,
     }
     // The core always sends a JSON object as arguments, and JSON as `_meta`.
     let arguments: &RawValue = serde_json::from_str(&invoke.arguments_json)?;
@@ -277,6 +289,7 @@ fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error>
         arguments,
         meta,
         client,
+        traceparent: &invoke.trace_parent,
     })
 }
 
@@ -345,6 +358,7 @@ fn truncate(raw: &str) -> Cow<'_, str> {
 fn app_messages(
     stream: futures_util::stream::SplitStream<WebSocket>,
     to_app: mpsc::Sender<Box<Message>>,
+    metrics: Arc<Metrics>,
 ) -> impl futures_util::Stream<Item = Inbound> + Send + 'static {
     stream
         .take_while(|frame| {
@@ -367,6 +381,7 @@ fn app_messages(
                         Some(pong())
                     }
                     Err(problem) => {
+                        metrics.dropped(DropReason::Malformed);
                         // The problem may quote the frame, which may hold
                         // ids: in full only below INFO.
                         tracing::warn!("malformed bridge frame; the app got an error frame");
@@ -376,6 +391,7 @@ fn app_messages(
                     }
                 },
                 Ok(Message::Binary(_)) => {
+                    metrics.dropped(DropReason::Malformed);
                     let problem =
                         "binary frames are not part of the bridge protocol: send JSON text frames";
                     reply(&to_app, error_frame(problem, ""));

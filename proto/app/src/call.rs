@@ -36,6 +36,7 @@ pub struct CallContext {
     session_id: String,
     request_id: String,
     tool_name: String,
+    trace_parent: String,
     outbound: mpsc::Sender<AppMessage>,
     cancel: CancellationToken,
     reason: Reason,
@@ -56,6 +57,12 @@ impl CallContext {
     /// The name of the tool being called.
     pub fn tool_name(&self) -> &str {
         &self.tool_name
+    }
+
+    /// The call's W3C `traceparent`, when the proxy sent one: use it as the
+    /// parent of the handler's spans so they join the caller's trace.
+    pub fn trace_parent(&self) -> Option<&str> {
+        (!self.trace_parent.is_empty()).then_some(self.trace_parent.as_str())
     }
 
     /// Reports progress. When the MCP client asked for progress it receives a
@@ -206,6 +213,7 @@ pub(crate) async fn run(
         session_id: invoke.session_id,
         request_id: invoke.request_id.clone(),
         tool_name: invoke.tool_name.clone(),
+        trace_parent: invoke.trace_parent,
         outbound: outbound.clone(),
         cancel,
         reason,

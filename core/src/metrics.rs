@@ -1,0 +1,468 @@
+//! The proxy's Prometheus metrics, owned by one [`Metrics`] per hub.
+//!
+//! Why a registry per instance rather than a global recorder: tests run many
+//! servers in one process and assert exact counts, and an embedding program
+//! may run several hubs. Every labelled series that the hot path touches is
+//! resolved once, when the metrics are built, so a tool call costs a few
+//! atomic increments and one histogram observation: no label hashing, no
+//! allocation. Label values are small enums, never strings from outside.
+//!
+//! How a call's end becomes an outcome label is decided in one place,
+//! [`CallOutcome::of`]; the names and meanings are listed in the README
+//! ("Metrics").
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::outcome::{InvokeError, ToolOutcome};
+
+/// The content type of [`Metrics::render`]'s output (OpenMetrics text,
+/// which Prometheus scrapes natively).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upper bounds of the call-duration buckets, in seconds: fine below a
+/// millisecond (a call on a local bridge takes a few hundred microseconds),
+/// coarse up to the default tool timeout.
+const DURATION_BUCKETS: [f64; 19] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+/// Writes a label value given as a static name.
+macro_rules! label_value {
+    ($type:ty) => {
+        impl EncodeLabelValue for $type {
+            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+                encoder.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+/// How a tool call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallOutcome {
+    /// The app answered `ok: true`.
+    Ok,
+    /// The app answered `ok: false`, or its answer was malformed.
+    ToolError,
+    /// No bridge was attached for the session.
+    NoBridge,
+    /// The tool did not answer within its time limit.
+    Timeout,
+    /// The bridge ended (or the node holding it went silent) before the answer.
+    BridgeLost,
+    /// The caller stopped waiting (the MCP client cancelled or went away).
+    Cancelled,
+    /// Refused before reaching an app: unknown session or tool, the session
+    /// directory unreachable.
+    Rejected,
+}
+
+impl CallOutcome {
+    /// Every outcome, in label order.
+    pub const ALL: [Self; 7] = [
+        Self::Ok,
+        Self::ToolError,
+        Self::NoBridge,
+        Self::Timeout,
+        Self::BridgeLost,
+        Self::Cancelled,
+        Self::Rejected,
+    ];
+
+    /// The one mapping from how a call ended to its outcome label.
+    pub fn of(result: &Result<ToolOutcome, InvokeError>) -> Self {
+        match result {
+            Ok(outcome) if outcome.ok => Self::Ok,
+            Ok(_) | Err(InvokeError::MalformedAnswer { .. }) => Self::ToolError,
+            Err(InvokeError::NotConnected) => Self::NoBridge,
+            Err(InvokeError::Timeout(_)) => Self::Timeout,
+            Err(InvokeError::BridgeEnded(_) | InvokeError::Remote(_)) => Self::BridgeLost,
+            Err(
+                InvokeError::UnknownSession(_)
+                | InvokeError::UnknownTool { .. }
+                | InvokeError::Unavailable(_),
+            ) => Self::Rejected,
+        }
+    }
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ToolError => "tool_error",
+            Self::NoBridge => "no_bridge",
+            Self::Timeout => "timeout",
+            Self::BridgeLost => "bridge_lost",
+            Self::Cancelled => "cancelled",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+label_value!(CallOutcome);
+
+/// How a connection reached the proxy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// The gRPC services (sessions, the `Attach` bridge).
+    Grpc,
+    /// The JSON bridge over WebSocket.
+    Websocket,
+    /// Session REST.
+    Rest,
+    /// The MCP endpoint.
+    Mcp,
+    /// Another node of the cluster, over NATS.
+    Nats,
+    /// The hub's API, called in-process.
+    #[default]
+    InProcess,
+}
+
+impl Transport {
+    /// The label value (and the `transport` field of audit events).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Grpc => "grpc",
+            Self::Websocket => "websocket",
+            Self::Rest => "rest",
+            Self::Mcp => "mcp",
+            Self::Nats => "nats",
+            Self::InProcess => "in_process",
+        }
+    }
+}
+label_value!(Transport);
+
+/// Why a message on a bridge was dropped rather than delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// A notice or ping for an app whose queue was full.
+    QueueFull,
+    /// A frame or message from the app that could not be read.
+    Malformed,
+    /// A result or progress report naming no waiting call.
+    UnknownRequest,
+    /// A result for a call already cancelled or timed out.
+    Late,
+    /// A progress report for a caller not keeping up.
+    ProgressOverflow,
+}
+
+impl DropReason {
+    /// Every reason, in label order.
+    pub const ALL: [Self; 5] = [
+        Self::QueueFull,
+        Self::Malformed,
+        Self::UnknownRequest,
+        Self::Late,
+        Self::ProgressOverflow,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::QueueFull => "queue_full",
+            Self::Malformed => "malformed",
+            Self::UnknownRequest => "unknown_request",
+            Self::Late => "late",
+            Self::ProgressOverflow => "progress_overflow",
+        }
+    }
+}
+label_value!(DropReason);
+
+/// Where a credential was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Surface {
+    /// Session REST.
+    Rest,
+    /// The WebSocket bridge handshake.
+    Websocket,
+    /// The gRPC services.
+    Grpc,
+    /// The MCP endpoint.
+    Mcp,
+    /// `GET /metrics` on the main port.
+    Metrics,
+}
+
+impl Surface {
+    /// Every surface, in label order.
+    pub const ALL: [Self; 5] = [
+        Self::Rest,
+        Self::Websocket,
+        Self::Grpc,
+        Self::Mcp,
+        Self::Metrics,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rest => "rest",
+            Self::Websocket => "websocket",
+            Self::Grpc => "grpc",
+            Self::Mcp => "mcp",
+            Self::Metrics => "metrics",
+        }
+    }
+}
+label_value!(Surface);
+
+/// The MCP method of a request, as a label (a closed set: a client cannot
+/// make up new series).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum McpMethod {
+    /// `initialize`.
+    Initialize,
+    /// `tools/list`.
+    ToolsList,
+    /// `tools/call`.
+    ToolsCall,
+    /// `ping`.
+    Ping,
+    /// Any notification (`notifications/...`).
+    Notification,
+    /// Another method, a batch, or a body that is not JSON-RPC.
+    Other,
+    /// Refused before the body was read (authentication, unknown session).
+    Unread,
+}
+
+impl McpMethod {
+    /// The label of a JSON-RPC method name.
+    pub fn of(method: &str) -> Self {
+        match method {
+            "initialize" => Self::Initialize,
+            "tools/list" => Self::ToolsList,
+            "tools/call" => Self::ToolsCall,
+            "ping" => Self::Ping,
+            _ if method.starts_with("notifications/") => Self::Notification,
+            _ => Self::Other,
+        }
+    }
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Initialize => "initialize",
+            Self::ToolsList => "tools/list",
+            Self::ToolsCall => "tools/call",
+            Self::Ping => "ping",
+            Self::Notification => "notification",
+            Self::Other => "other",
+            Self::Unread => "unread",
+        }
+    }
+}
+label_value!(McpMethod);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: CallOutcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TransportLabels {
+    transport: Transport,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: DropReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SurfaceLabels {
+    surface: Surface,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct McpLabels {
+    method: McpMethod,
+    status: u16,
+}
+
+/// The metrics of one hub and the edge in front of it.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    sessions: Gauge,
+    nats_connected: Option<Gauge>,
+    bridges: Family<TransportLabels, Gauge>,
+    tool_calls: [Counter; CallOutcome::ALL.len()],
+    tool_call_duration: Histogram,
+    mcp_requests: Family<McpLabels, Counter>,
+    dropped: [Counter; DropReason::ALL.len()],
+    auth_failures: [Counter; Surface::ALL.len()],
+}
+
+impl Metrics {
+    /// A fresh set, all at zero. `cluster` adds the NATS connection gauge.
+    pub fn new(cluster: bool) -> Self {
+        let mut registry = Registry::with_prefix("openclaw_proxy");
+        let sessions = Gauge::default();
+        registry.register(
+            "sessions",
+            "Live sessions this node knows of (in cluster mode, the whole cluster's)",
+            sessions.clone(),
+        );
+        let bridges = Family::<TransportLabels, Gauge>::default();
+        for transport in [Transport::Grpc, Transport::Websocket] {
+            let _ = bridges.get_or_create(&TransportLabels { transport });
+        }
+        registry.register(
+            "bridges",
+            "Bridges attached to this node, by transport",
+            bridges.clone(),
+        );
+        let calls = Family::<OutcomeLabels, Counter>::default();
+        let tool_calls =
+            CallOutcome::ALL.map(|outcome| calls.get_or_create(&OutcomeLabels { outcome }).clone());
+        registry.register(
+            "tool_calls",
+            "Tool calls received by this node, by how they ended",
+            calls,
+        );
+        let tool_call_duration = Histogram::new(DURATION_BUCKETS);
+        registry.register_with_unit(
+            "tool_call_duration",
+            "Time from receiving a tool call to its end, whatever the outcome",
+            Unit::Seconds,
+            tool_call_duration.clone(),
+        );
+        let mcp_requests = Family::<McpLabels, Counter>::default();
+        registry.register(
+            "mcp_requests",
+            "MCP requests, by JSON-RPC method and HTTP status",
+            mcp_requests.clone(),
+        );
+        let drops = Family::<ReasonLabels, Counter>::default();
+        let dropped =
+            DropReason::ALL.map(|reason| drops.get_or_create(&ReasonLabels { reason }).clone());
+        registry.register(
+            "bridge_messages_dropped",
+            "Bridge messages dropped instead of delivered, by reason",
+            drops,
+        );
+        let failures = Family::<SurfaceLabels, Counter>::default();
+        let auth_failures =
+            Surface::ALL.map(|surface| failures.get_or_create(&SurfaceLabels { surface }).clone());
+        registry.register(
+            "auth_failures",
+            "Requests refused for a missing or wrong token, by surface",
+            failures,
+        );
+        let nats_connected = cluster.then(|| {
+            let gauge = Gauge::default();
+            registry.register(
+                "nats_connected",
+                "1 while this node is connected to NATS, else 0 (cluster mode)",
+                gauge.clone(),
+            );
+            gauge
+        });
+        Self {
+            registry,
+            sessions,
+            nats_connected,
+            bridges,
+            tool_calls,
+            tool_call_duration,
+            mcp_requests,
+            dropped,
+            auth_failures,
+        }
+    }
+
+    /// Counts a finished tool call and its duration.
+    pub fn tool_call(&self, outcome: CallOutcome, duration: Duration) {
+        self.tool_calls[outcome as usize].inc();
+        self.tool_call_duration.observe(duration.as_secs_f64());
+    }
+
+    /// A bridge of `transport` attached (`+1`) or ended (`-1`).
+    pub fn bridge(&self, transport: Transport, delta: i64) {
+        self.bridges
+            .get_or_create(&TransportLabels { transport })
+            .inc_by(delta);
+    }
+
+    /// Counts an MCP request by method and HTTP status.
+    pub fn mcp_request(&self, method: McpMethod, status: u16) {
+        self.mcp_requests
+            .get_or_create(&McpLabels { method, status })
+            .inc();
+    }
+
+    /// Counts a dropped bridge message.
+    pub fn dropped(&self, reason: DropReason) {
+        self.dropped[reason as usize].inc();
+    }
+
+    /// Counts a refused credential.
+    pub fn auth_failure(&self, surface: Surface) {
+        self.auth_failures[surface as usize].inc();
+    }
+
+    /// The metrics in the OpenMetrics text format ([`CONTENT_TYPE`]), with
+    /// the gauges that are read rather than counted set first.
+    pub fn render(&self, sessions: usize, nats_connected: Option<bool>) -> String {
+        self.sessions
+            .set(i64::try_from(sessions).unwrap_or(i64::MAX));
+        if let (Some(gauge), Some(connected)) = (&self.nats_connected, nats_connected) {
+            gauge.set(i64::from(connected));
+        }
+        let mut text = String::with_capacity(4096);
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            // Writing to a String cannot fail; say so rather than panic.
+            let _ = writeln!(text, "# encoding failed: {error}");
+        }
+        text
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_is_exposed_at_zero_before_any_call() {
+        let metrics = Metrics::new(false);
+        metrics.tool_call(CallOutcome::Timeout, Duration::from_micros(300));
+        let text = metrics.render(2, None);
+        for outcome in CallOutcome::ALL {
+            let value = if outcome == CallOutcome::Timeout {
+                1
+            } else {
+                0
+            };
+            let line = format!(
+                "openclaw_proxy_tool_calls_total{{outcome=\"{}\"}} {value}",
+                outcome.as_str()
+            );
+            assert!(text.contains(&line), "{line} missing from\n{text}");
+        }
+        assert!(text.contains("openclaw_proxy_sessions 2"), "{text}");
+        assert!(
+            text.contains("openclaw_proxy_tool_call_duration_seconds_bucket{le=\"0.0005\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("nats_connected"), "{text}");
+    }
+}
