@@ -54,6 +54,8 @@ pub struct Call {
     pub tool_name: String,
     /// The arguments, a JSON object.
     pub arguments: Value,
+    /// The W3C `traceparent` the proxy sent with the call, if any.
+    pub trace_parent: Option<String>,
 }
 
 /// What the app answers.
@@ -125,6 +127,9 @@ impl AppBridge for WsApp {
                 request_id: text("requestId"),
                 tool_name: text("toolName"),
                 arguments: frame["arguments"].clone(),
+                trace_parent: frame
+                    .get("traceparent")
+                    .map(|value| value.as_str().expect("traceparent is text").to_owned()),
             });
         }
     }
@@ -162,6 +167,8 @@ impl AppBridge for GrpcBridge {
                         session_id: invoke.session_id,
                         request_id: invoke.request_id,
                         tool_name: invoke.tool_name,
+                        trace_parent: (!invoke.trace_parent.is_empty())
+                            .then_some(invoke.trace_parent),
                     });
                 }
                 Received::Notice(_) | Received::Cancel(_) => {}
@@ -287,6 +294,7 @@ fn crate_tool(tool: &Value, handler: Arc<dyn Fn(&Call) -> Answer + Send + Sync>)
             request_id: context.request_id().to_owned(),
             tool_name: context.tool_name().to_owned(),
             arguments,
+            trace_parent: context.trace_parent().map(str::to_owned),
         };
         let answer = match handler(&call) {
             Answer::Content(content) => Ok(content),

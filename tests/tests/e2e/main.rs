@@ -9,6 +9,7 @@ mod grpc;
 mod interop;
 mod limits;
 mod mcp;
+mod observability;
 mod rest;
 mod security;
 mod tls;
