@@ -681,7 +681,8 @@ async fn logs_show_no_token_at_any_level_and_no_full_session_id_at_info_or_above
 
     let lines = logs.lines();
     for expected in [
-        "session created",
+        "event=\"session_created\"",
+        "event=\"tool_call\"",
         "tool call timed out",
         "result for no waiting call ignored",
         "malformed result",

@@ -1,0 +1,424 @@
+//! The binary's logs and traces, observed from outside: JSON log lines with
+//! audit events, and the spans of tool calls exported over OTLP to a
+//! collector in this test (a tonic server implementing the OTLP trace
+//! service), linked to the caller's trace and to the app's.
+//!
+//! These run the real binary as a child process: the log subscriber and the
+//! OTLP exporter are installed once per process, from its environment.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use openclaw_proxy_app::{App, CallContext, Tool};
+use openclaw_proxy_tests::{
+    Call, TestSession, WsApp, echo, eventually, legacy_session_body, mcp_post, no_hang, serve_app,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "t";
+
+/// The binary, its stderr lines arriving on a channel.
+struct Proxy {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proxy {
+    fn start(env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_openclaw-proxy"));
+        command
+            .env("OPENCLAW_PROXY_LISTEN", "127.0.0.1:0")
+            .env("OPENCLAW_PROXY_APP_TOKEN", TOKEN)
+            .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", TOKEN)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OPENCLAW_PROXY_LOG_FORMAT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("start the binary");
+        let stderr = child.stderr.take().expect("stderr");
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next line for which `pick` says something; panics after 30 s.
+    fn find<T>(&mut self, mut pick: impl FnMut(&str) -> Option<T>) -> T {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the binary logs the expected line");
+            let picked = pick(&line);
+            self.seen.push(line);
+            if let Some(found) = picked {
+                return found;
+            }
+        }
+    }
+
+    /// SIGTERM, then every line until the binary exits (successfully).
+    fn stop(mut self) -> Vec<String> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let exit = self.child.wait().expect("wait");
+        assert!(exit.success(), "exit status {exit:?}");
+        self.seen.extend(self.lines.iter());
+        self.seen
+    }
+}
+
+#[tokio::test]
+async fn json_log_lines_parse_and_carry_audit_events() {
+    let mut proxy = Proxy::start(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]);
+    let address = proxy.find(|line| {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let listening = event["message"]
+            .as_str()?
+            .contains("openclaw-proxy listening");
+        listening.then(|| event["address"].as_str().map(str::to_owned))?
+    });
+    let base = format!("http://{address}");
+    let http = reqwest::Client::new();
+    let reply: Value = http
+        .post(format!("{base}/v1/chat/sessions"))
+        .bearer_auth(TOKEN)
+        .json(&legacy_session_body())
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("JSON reply");
+    let session = TestSession::from_rest_reply(&reply).expect("session");
+    let deleted = http
+        .delete(format!("{base}/v1/chat/sessions/{}", session.id))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status(), 200);
+
+    let lines = proxy.stop();
+    let events: Vec<Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line:?}")))
+        .collect();
+    let audit = |name: &str| {
+        events
+            .iter()
+            .find(|event| event["target"] == "audit" && event["event"] == name)
+            .unwrap_or_else(|| panic!("no audit event {name} in {lines:#?}"))
+    };
+    for name in ["session_created", "session_deleted"] {
+        let event = audit(name);
+        assert_eq!(event["session"], session.id[..8], "{event}");
+        assert_eq!(event["transport"], "rest", "{event}");
+        assert!(
+            event["client"]
+                .as_str()
+                .is_some_and(|client| client.starts_with("127.0.0.1:")),
+            "{event}"
+        );
+    }
+    let tokens = [
+        session.session_token.clone().unwrap_or_default(),
+        session.mcp_token.clone().unwrap_or_default(),
+    ];
+    for line in &lines {
+        assert!(
+            !line.contains(&session.id),
+            "full session id logged: {line}"
+        );
+        for token in &tokens {
+            assert!(
+                token.is_empty() || !line.contains(token.as_str()),
+                "token logged: {line}"
+            );
+        }
+    }
+}
+
+/// A received span with its resource's attributes.
+type Received = (HashMap<String, String>, Span);
+
+/// Keeps every span it receives.
+#[derive(Clone, Default)]
+struct Collector {
+    spans: Arc<Mutex<Vec<Received>>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        for resource_spans in request.into_inner().resource_spans {
+            let resource = attributes(
+                resource_spans
+                    .resource
+                    .map(|resource| resource.attributes)
+                    .unwrap_or_default(),
+            );
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    spans.push((resource.clone(), span));
+                }
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn attributes(
+    attributes: Vec<opentelemetry_proto::tonic::common::v1::KeyValue>,
+) -> HashMap<String, String> {
+    attributes
+        .into_iter()
+        .filter_map(|pair| {
+            let value = match pair.value?.value? {
+                AnyValue::StringValue(text) => text,
+                AnyValue::IntValue(n) => n.to_string(),
+                AnyValue::BoolValue(b) => b.to_string(),
+                AnyValue::DoubleValue(x) => x.to_string(),
+                _ => return None,
+            };
+            Some((pair.key, value))
+        })
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// The `traceparent`s the app received, in order.
+type Seen = Arc<Mutex<Vec<Option<String>>>>;
+
+fn record(seen: &Seen, call: &Call) {
+    seen.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(call.trace_parent.clone());
+}
+
+#[tokio::test]
+async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_app() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let collector_address = listener.local_addr().expect("address");
+    let collector = Collector::default();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let endpoint = format!("http://{collector_address}");
+    let mut proxy = Proxy::start(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ]);
+    let address = proxy.find(|line| {
+        line.contains("openclaw-proxy listening")
+            .then(|| line.split("address=").nth(1))?
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
+    });
+    let base = format!("http://{address}");
+    let http = reqwest::Client::new();
+
+    // A legacy app on the WebSocket bridge.
+    let ws_seen: Seen = Arc::default();
+    let reply: Value = http
+        .post(format!("{base}/v1/chat/sessions"))
+        .bearer_auth(TOKEN)
+        .json(&legacy_session_body())
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("JSON reply");
+    let ws_session = TestSession::from_rest_reply(&reply).expect("session");
+    let app = WsApp::connect(&ws_session.bridge_url, Some(TOKEN))
+        .await
+        .expect("bridge");
+    let seen = ws_seen.clone();
+    let _ws_app = serve_app(app, move |call| {
+        record(&seen, call);
+        echo(call)
+    });
+    let bridged = |id: String| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let session: Value = http
+                .get(format!("{base}/v1/chat/sessions/{id}"))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .expect("GET session")
+                .json()
+                .await
+                .expect("JSON");
+            session["bridge_connected"] == true
+        }
+    };
+    eventually(
+        "the WebSocket bridge attaching",
+        Duration::from_secs(10),
+        || bridged(ws_session.id.clone()),
+    )
+    .await;
+
+    // A native app on gRPC, written with the app crate.
+    let grpc_seen: Seen = Arc::default();
+    let seen = grpc_seen.clone();
+    let tool = Tool::with_schema(
+        "echo_text",
+        "Echo.",
+        json!({"type": "object"}),
+        move |arguments: Value, context: CallContext| {
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(context.trace_parent().map(str::to_owned));
+            std::future::ready(Ok::<_, openclaw_proxy_app::ToolError>(arguments))
+        },
+    );
+    let serving = App::builder(base.clone())
+        .app_token(TOKEN)
+        .device_id("device-1")
+        .app_version("1.0.0")
+        .tool(tool)
+        .build()
+        .expect("app")
+        .serve()
+        .await
+        .expect("serving");
+    let grpc_session = serving.session().session_id.clone();
+
+    // One call per bridge, each from its own caller trace.
+    let callers = [
+        (
+            ws_session.id.clone(),
+            "00-11111111111111111111111111111111-1111111111111111-01",
+            ws_seen,
+        ),
+        (
+            grpc_session,
+            "00-22222222222222222222222222222222-2222222222222222-01",
+            grpc_seen,
+        ),
+    ];
+    for (session_id, caller, _) in &callers {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
+        let response = no_hang(
+            mcp_post(&format!("{base}/v1/mcp/{session_id}"), &body)
+                .bearer_auth(TOKEN)
+                .header("traceparent", *caller)
+                .send(),
+        )
+        .await
+        .expect("tools/call");
+        assert_eq!(response.status(), 200);
+    }
+    drop(serving);
+    // Shutting down flushes the spans still buffered; the collector answers
+    // on this runtime meanwhile.
+    let lines = tokio::task::spawn_blocking(move || proxy.stop())
+        .await
+        .expect("stopped");
+
+    let spans = collector
+        .spans
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for (session_id, caller, seen) in &callers {
+        let mut fields = caller.split('-').skip(1);
+        let (trace_id, caller_span) = (
+            fields.next().unwrap_or_default(),
+            fields.next().unwrap_or_default(),
+        );
+        let of_trace: Vec<&Received> = spans
+            .iter()
+            .filter(|(_, span)| hex(&span.trace_id) == trace_id)
+            .collect();
+        let named = |name: &str| {
+            of_trace
+                .iter()
+                .find(|(_, span)| span.name == name)
+                .unwrap_or_else(|| {
+                    panic!("no span {name} in trace {trace_id}: {spans:#?}\n{lines:#?}")
+                })
+        };
+        let (resource, request) = named("mcp_request");
+        let (_, invocation) = named("invoke_tool");
+        let (_, round_trip) = named("bridge_round_trip");
+        assert_eq!(
+            resource.get("service.name").map(String::as_str),
+            Some("openclaw-proxy")
+        );
+        assert_eq!(
+            hex(&request.parent_span_id),
+            *caller_span,
+            "the caller's span is the parent"
+        );
+        assert_eq!(invocation.parent_span_id, request.span_id);
+        assert_eq!(round_trip.parent_span_id, invocation.span_id);
+        for span in [request, invocation, round_trip] {
+            let attributes = attributes(span.attributes.clone());
+            assert_eq!(
+                attributes.get("session").map(String::as_str),
+                Some(&session_id[..8])
+            );
+            assert_eq!(
+                attributes.get("tool").map(String::as_str),
+                Some("echo_text")
+            );
+        }
+        for span in [invocation, round_trip] {
+            let attributes = attributes(span.attributes.clone());
+            assert_eq!(
+                attributes.get("outcome").map(String::as_str),
+                Some("ok"),
+                "{span:?}"
+            );
+        }
+        // The app was told to make the proxy's round trip span its parent.
+        let expected = format!("00-{trace_id}-{}-01", hex(&round_trip.span_id));
+        let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        assert_eq!(seen, vec![Some(expected)]);
+    }
+}
