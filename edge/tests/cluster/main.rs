@@ -552,3 +552,60 @@ async fn a_tool_update_on_one_node_is_seen_on_every_node() {
         assert_eq!(names, vec!["a", "b"], "on {}", node.addr);
     }
 }
+
+#[tokio::test]
+async fn the_callers_traceparent_crosses_nats_and_metrics_count_on_the_calling_node() {
+    const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let (_nats, nodes, _) = cluster(2, 300).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let id = create(a).await;
+    let channel = tonic::transport::Channel::from_shared(b.url())
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect to B");
+    let mut bridge = GrpcBridge::open(channel, APP_TOKEN, &id)
+        .await
+        .expect("gRPC bridge on B");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
+    let request = openclaw_proxy_tests::mcp_post(&format!("{}/v1/mcp/{id}", a.url()), &body)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("traceparent", CALLER)
+        .send();
+    let app = async {
+        let invoke = bridge.next_invoke().await;
+        bridge
+            .answer(&invoke.request_id, true, &invoke.arguments_json, "")
+            .await;
+        invoke
+    };
+    let (response, invoke) = tokio::join!(request, app);
+    assert_eq!(response.expect("tools/call").status(), 200);
+    // Nodes export no traces here, so the caller's own value arrives.
+    assert_eq!(invoke.trace_parent, CALLER);
+
+    let scrape = |node: &Node| {
+        let url = format!("{}/metrics", node.url());
+        async move {
+            let text = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(APP_TOKEN)
+                .send()
+                .await
+                .expect("GET /metrics")
+                .text()
+                .await
+                .expect("body");
+            openclaw_proxy_tests::prometheus::Scrape::parse(&text).expect("Prometheus text")
+        }
+    };
+    let (on_a, on_b) = (scrape(a).await, scrape(b).await);
+    let ok = [("outcome", "ok")];
+    assert_eq!(on_a.value("openclaw_proxy_tool_calls_total", &ok), 1.0);
+    assert_eq!(on_b.value("openclaw_proxy_tool_calls_total", &ok), 0.0);
+    assert_eq!(on_a.value("openclaw_proxy_nats_connected", &[]), 1.0);
+    let grpc = [("transport", "grpc")];
+    assert_eq!(on_a.value("openclaw_proxy_bridges", &grpc), 0.0);
+    assert_eq!(on_b.value("openclaw_proxy_bridges", &grpc), 1.0);
+}
