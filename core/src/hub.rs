@@ -33,6 +33,7 @@ use crate::bridge::{self, Bridge, BridgeStream, Inbound, ProgressSink, proxy};
 use crate::config::CoreConfig;
 use crate::delivery::{NoRemote, RemoteCall, RemoteDelivery};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
+use crate::limits::{CreateLimiter, LimitError};
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto::{self, proxy_message};
 use crate::tools::{Tool, ToolError, ToolSetCache, validate_tools};
@@ -54,6 +55,8 @@ pub enum HubError {
     Unauthenticated(#[from] AuthError),
     #[error(transparent)]
     NoRandomness(#[from] RandomnessUnavailable),
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
 /// What the proxy knows about a call besides its tool and arguments: it
@@ -100,6 +103,8 @@ struct Inner {
     local: RwLock<HashMap<Arc<str>, Arc<Local>>>,
     tool_sets: ToolSetCache,
     shutdown: CancellationToken,
+    /// Session creations per client address; `None` without a limit.
+    creations: Option<CreateLimiter>,
 }
 
 /// This process's share of a session.
@@ -131,12 +136,16 @@ impl Hub {
     pub fn with_backend(config: CoreConfig, backend: Backend) -> Self {
         Self {
             inner: Arc::new(Inner {
-                config,
                 directory: backend.directory,
                 remote: backend.remote,
                 local: RwLock::default(),
                 tool_sets: ToolSetCache::default(),
                 shutdown: CancellationToken::new(),
+                creations: config
+                    .limits
+                    .session_create_rate
+                    .and_then(CreateLimiter::new),
+                config,
             }),
         }
     }
@@ -146,14 +155,27 @@ impl Hub {
         &self.inner.config
     }
 
-    /// Registers a session with validated tools.
+    /// Registers a session with validated tools, for `client` (the address
+    /// the creation rate is counted against; `None` when unknown).
     pub async fn create_session(
         &self,
         request: proto::CreateSessionRequest,
+        client: Option<std::net::IpAddr>,
     ) -> Result<proto::CreateSessionResponse, HubError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(HubError::ShuttingDown);
         }
+        let limits = &self.inner.config.limits;
+        if let (Some(creations), Some(client)) = (&self.inner.creations, client) {
+            creations.check(client)?;
+        }
+        if limits.max_sessions > 0 && self.inner.directory.len() >= limits.max_sessions {
+            return Err(LimitError::TooManySessions {
+                limit: limits.max_sessions,
+            }
+            .into());
+        }
+        limits.check_tools(&request.tools)?;
         let tools = validate_tools(request.tools)?;
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let tokens = SessionTokens::mint()?;
@@ -298,6 +320,7 @@ impl Hub {
         session_id: &str,
         definitions: Vec<proto::ToolDefinition>,
     ) -> Result<proto::UpdateToolsResponse, HubError> {
+        self.inner.config.limits.check_tools(&definitions)?;
         let tools = validate_tools(definitions)?;
         let count = u32::try_from(tools.len()).unwrap_or(u32::MAX);
         let tools = self.inner.tool_sets.intern(tools);
@@ -394,8 +417,11 @@ impl Hub {
                 let drive = bridge::drive(
                     &driven,
                     inbound.as_mut(),
-                    config.ping_interval,
-                    config.missed_pings_allowed,
+                    bridge::Liveness {
+                        ping_interval: config.ping_interval,
+                        missed_pings_allowed: config.missed_pings_allowed,
+                        write_timeout: config.bridge_write_timeout,
+                    },
                 );
                 tokio::pin!(drive);
                 loop {
@@ -512,13 +538,6 @@ impl Hub {
             return Err(InvokeError::NotConnected);
         }
         let request_id = record.next_request_id();
-        self.inner.directory.touch(&record.id);
-        // From here on the guard undoes the bookkeeping however the call ends,
-        // including when the caller stops waiting.
-        let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id);
-        let answer = bridge
-            .register(&request_id, tool_name, context.progress)
-            .map_err(InvokeError::BridgeEnded)?;
         let message = proxy(proxy_message::Kind::Invoke(proto::InvokeTool {
             session_id: record.id.to_string(),
             request_id: request_id.clone(),
@@ -527,6 +546,24 @@ impl Hub {
             meta_json: context.meta_json,
             client: Some(context.client),
         }));
+        // Too large for the bridge: this call fails, the bridge stays up.
+        let limit = self.inner.config.max_message_bytes;
+        let bytes = prost::Message::encoded_len(&message);
+        if limit > 0 && bytes > limit {
+            return Err(InvokeError::TooLarge {
+                tool: tool_name.to_owned(),
+                bytes,
+                limit,
+            });
+        }
+        self.inner.directory.touch(&record.id);
+        // From here on the guard undoes the bookkeeping however the call ends,
+        // including when the caller stops waiting.
+        let limit = self.inner.config.limits.max_calls_per_session;
+        let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id, limit)?;
+        let answer = bridge
+            .register(&request_id, tool_name, context.progress)
+            .map_err(InvokeError::BridgeEnded)?;
         let outcome = tokio::time::timeout(timeout, async {
             bridge
                 .send(message)
@@ -592,7 +629,12 @@ impl Hub {
         loop {
             tokio::select! {
                 () = self.inner.shutdown.cancelled() => return,
-                _ = ticker.tick() => { self.sweep_expired().await; }
+                _ = ticker.tick() => {
+                    self.sweep_expired().await;
+                    if let Some(creations) = &self.inner.creations {
+                        creations.forget_idle();
+                    }
+                }
             }
         }
     }
@@ -777,16 +819,23 @@ impl<'a> CallInFlight<'a> {
         local: &'a Local,
         bridge: &'a Bridge,
         request_id: &'a str,
-    ) -> Self {
-        local.state().calls_in_flight += 1;
-        Self {
+        limit: u32,
+    ) -> Result<Self, InvokeError> {
+        {
+            let mut state = local.state();
+            if limit > 0 && state.calls_in_flight >= limit {
+                return Err(InvokeError::TooManyCalls { limit });
+            }
+            state.calls_in_flight += 1;
+        }
+        Ok(Self {
             hub,
             session_id,
             local,
             bridge,
             request_id,
             cancel_reason: Some("the MCP client cancelled the call or went away".into()),
-        }
+        })
     }
 }
 
@@ -828,14 +877,19 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(60);
 
-    fn hub() -> Hub {
-        Hub::new(CoreConfig {
+    fn config() -> CoreConfig {
+        CoreConfig {
             session_ttl: TTL,
             sweep_interval: Duration::from_secs(1),
             tool_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(3600),
+            bridge_write_timeout: Duration::from_secs(3600),
             ..CoreConfig::default()
-        })
+        }
+    }
+
+    fn hub() -> Hub {
+        Hub::new(config())
     }
 
     async fn session(hub: &Hub) -> String {
@@ -846,7 +900,7 @@ mod tests {
                 ..Default::default()
             }],
         };
-        hub.create_session(request)
+        hub.create_session(request, None)
             .await
             .expect("create")
             .session_id
@@ -996,6 +1050,135 @@ mod tests {
             call.await.expect("join").expect("answered").content,
             json!(1)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
+        let hub = Hub::new(CoreConfig {
+            bridge_write_timeout: Duration::from_secs(5),
+            tool_timeout: Duration::from_secs(600),
+            ..config()
+        });
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let call = spawn_call(&hub, &id);
+        app.next_invoke().await;
+        // A reading app is never dropped, however long its call runs.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(hub.inner.local_bridge(&id).is_some(), "a reading app stays");
+        // Now it stops reading while the proxy has something for it.
+        let unread = spawn_call(&hub, &id);
+        tokio::time::advance(Duration::from_secs(7)).await;
+        for call in [call, unread] {
+            let error = call.await.expect("join").expect_err("dropped");
+            assert!(
+                matches!(error, InvokeError::BridgeEnded(BridgeEnd::Stalled)),
+                "{error}"
+            );
+        }
+        assert_eq!(app.next().await.err(), Some(BridgeEnd::Stalled));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_past_the_session_limit_are_refused_and_the_rest_go_on() {
+        let mut limited = config();
+        limited.limits.max_calls_per_session = 2;
+        let hub = Hub::new(limited);
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let (first, second) = (spawn_call(&hub, &id), spawn_call(&hub, &id));
+        let (one, _two) = (app.next_invoke().await, app.next_invoke().await);
+        let error = hub
+            .invoke(&id, "echo", &Map::new())
+            .await
+            .expect_err("third");
+        assert!(
+            matches!(error, InvokeError::TooManyCalls { limit: 2 }),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("OPENCLAW_PROXY_MAX_CALLS_PER_SESSION"),
+            "{error}"
+        );
+        // One finishes; the next call fits again.
+        app.answer(&one.request_id, json!("one")).await;
+        let _ = first.await.expect("join").expect("answered");
+        let third = spawn_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+        app.answer(&invoke.request_id, json!(3)).await;
+        assert_eq!(
+            third.await.expect("join").expect("answered").content,
+            json!(3)
+        );
+        drop(second);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_invocation_too_large_for_the_bridge_fails_alone() {
+        let hub = Hub::new(CoreConfig {
+            max_message_bytes: 1024,
+            ..config()
+        });
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let mut big = Map::new();
+        big.insert("text".into(), json!("x".repeat(2000)));
+        let error = hub.invoke(&id, "echo", &big).await.expect_err("too large");
+        assert!(
+            matches!(error, InvokeError::TooLarge { limit: 1024, .. }),
+            "{error}"
+        );
+        // The bridge stays up and serves the next call.
+        let call = spawn_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+        app.answer(&invoke.request_id, json!("small")).await;
+        assert_eq!(
+            call.await.expect("join").expect("answered").content,
+            json!("small")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sessions_and_tools_past_their_limits_are_refused_naming_the_setting() {
+        let mut limited = config();
+        limited.limits.max_sessions = 1;
+        limited.limits.max_tools_per_session = 1;
+        let hub = Hub::new(limited);
+        let id = session(&hub).await;
+        let refused = hub
+            .create_session(proto::CreateSessionRequest::default(), None)
+            .await
+            .expect_err("second session");
+        assert!(
+            matches!(
+                refused,
+                HubError::Limit(LimitError::TooManySessions { limit: 1 })
+            ),
+            "{refused}"
+        );
+        let two = ["a", "b"].map(|name| proto::ToolDefinition {
+            name: name.into(),
+            ..Default::default()
+        });
+        let refused = hub
+            .update_tools(&id, two.to_vec())
+            .await
+            .expect_err("two tools");
+        assert!(
+            refused
+                .to_string()
+                .contains("OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION"),
+            "{refused}"
+        );
+        // Deleting makes room again.
+        let deleted = hub
+            .delete_session(proto::DeleteSessionRequest { session_id: id })
+            .await
+            .expect("delete");
+        assert!(deleted.existed);
+        session(&hub).await;
     }
 
     #[tokio::test(start_paused = true)]

@@ -25,6 +25,8 @@
 //! - [`auth`]: the global tokens and each session's own two tokens (only
 //!   their digests kept), compared in constant time; [`Hub::authorize`]
 //!   decides which one opens what.
+//! - [`limits`]: ceilings on sessions, tools, calls in flight and the rate
+//!   of session creation, each named by its setting when reached.
 //! - [`escape`]: outside strings made safe to echo in messages and logs.
 
 pub mod auth;
@@ -36,6 +38,7 @@ pub mod directory;
 pub mod escape;
 pub mod grpc;
 pub mod hub;
+pub mod limits;
 pub mod outcome;
 pub mod tools;
 
@@ -43,6 +46,7 @@ pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTo
 pub use bridge::{BridgeStream, Inbound, ProgressSink};
 pub use config::CoreConfig;
 pub use hub::{Backend, CallContext, Hub, HubError};
+pub use limits::{LimitError, Limits};
 pub use openclaw_proxy_proto::v1 as proto;
 pub use outcome::{BridgeEnd, InvokeError, ToolOutcome};
 pub use tools::{Tool, ToolError};

@@ -44,6 +44,18 @@ pub enum InvokeError {
     },
     #[error("The session directory is unreachable, so the call could not be routed: {0}")]
     Unavailable(String),
+    #[error(
+        "The session already has {limit} calls in flight, its limit (OPENCLAW_PROXY_MAX_CALLS_PER_SESSION); retry when one has finished."
+    )]
+    TooManyCalls { limit: u32 },
+    #[error(
+        "The call to {tool} is {bytes} bytes with its arguments, more than the bridge's limit of {limit} bytes (OPENCLAW_PROXY_MAX_BODY_BYTES); it was not sent."
+    )]
+    TooLarge {
+        tool: String,
+        bytes: usize,
+        limit: usize,
+    },
     /// A failure reported by the node that holds the bridge, as it worded it.
     #[error("{0}")]
     Remote(String),
@@ -60,6 +72,9 @@ pub enum BridgeEnd {
     Disconnected,
     /// The app stopped answering pings.
     Unresponsive,
+    /// The app stopped reading the proxy's messages for longer than the
+    /// bridge write timeout.
+    Stalled,
     /// The proxy is shutting down.
     ShuttingDown,
 }
@@ -72,6 +87,9 @@ impl BridgeEnd {
             Self::SessionDeleted => "the session was deleted",
             Self::Disconnected => "the bridge disconnected",
             Self::Unresponsive => "no message from the app for several ping intervals",
+            Self::Stalled => {
+                "the app left the proxy's messages unread for longer than OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS"
+            }
             Self::ShuttingDown => "the proxy is shutting down",
         }
     }
@@ -86,6 +104,9 @@ impl BridgeEnd {
             Self::Disconnected => "The app's bridge disconnected before the tool answered.",
             Self::Unresponsive => {
                 "The app's bridge stopped answering pings and was dropped before the tool answered."
+            }
+            Self::Stalled => {
+                "The app stopped reading its bridge, which was dropped before the tool answered."
             }
             Self::ShuttingDown => "The proxy is shutting down; the tool call was abandoned.",
         }

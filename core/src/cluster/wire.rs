@@ -329,6 +329,7 @@ fn end_name(end: BridgeEnd) -> &'static str {
         BridgeEnd::SessionDeleted => "session_deleted",
         BridgeEnd::Disconnected => "disconnected",
         BridgeEnd::Unresponsive => "unresponsive",
+        BridgeEnd::Stalled => "stalled",
         BridgeEnd::ShuttingDown => "shutting_down",
     }
 }
@@ -338,6 +339,7 @@ fn end_of(name: &str) -> BridgeEnd {
         "replaced" => BridgeEnd::Replaced,
         "session_deleted" => BridgeEnd::SessionDeleted,
         "unresponsive" => BridgeEnd::Unresponsive,
+        "stalled" => BridgeEnd::Stalled,
         "shutting_down" => BridgeEnd::ShuttingDown,
         _ => BridgeEnd::Disconnected,
     }

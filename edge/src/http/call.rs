@@ -209,16 +209,37 @@ async fn invoke_reporting_progress(
             }
         }
     };
+    // A client that does not read its stream holds a notification up; the
+    // call is polled all the while, so its timeout still holds.
+    let mut sending = std::pin::pin!(futures_util::future::OptionFuture::from(None));
+    let mut busy = false;
     let outcome = loop {
         tokio::select! {
             biased;
-            Some(report) = reports.recv() => notify(report).await,
+            Some(()) = &mut sending, if busy => {
+                sending.set(None.into());
+                busy = false;
+            }
+            Some(report) = reports.recv(), if !busy => {
+                sending.set(Some(notify(report)).into());
+                busy = true;
+            }
             outcome = &mut invoke => break outcome,
         }
     };
-    // Reports queued just before the answer still go first.
-    while let Ok(report) = reports.try_recv() {
-        notify(report).await;
+    // Reports queued just before the answer still go first, within the
+    // tool's own limit: a client that stopped reading gets nothing more.
+    let rest = async {
+        sending.await;
+        while let Ok(report) = reports.try_recv() {
+            notify(report).await;
+        }
+    };
+    if tokio::time::timeout(hub.config().tool_timeout, rest)
+        .await
+        .is_err()
+    {
+        tracing::debug!("the MCP client does not read its progress; the rest is dropped");
     }
     outcome
 }

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::{AuthError, HubError};
+use openclaw_proxy_core::{AuthError, HubError, LimitError};
 use serde_json::json;
 
 /// Everything the HTTP edge can refuse a request for.
@@ -51,6 +51,8 @@ pub enum ApiError {
     NotWebSocket(String),
     #[error("not ready: {0}")]
     NotReady(String),
+    #[error("{0}")]
+    TooManyConnections(String),
 }
 
 impl ApiError {
@@ -68,6 +70,7 @@ impl ApiError {
             Self::UnknownSession(_) => StatusCode::NOT_FOUND,
             Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::Hub(HubError::UnknownSession(_)) => StatusCode::NOT_FOUND,
+            Self::Hub(HubError::Limit(_)) => StatusCode::TOO_MANY_REQUESTS,
             Self::Hub(HubError::MissingSessionId | HubError::InvalidTool(_)) => {
                 StatusCode::BAD_REQUEST
             }
@@ -80,6 +83,7 @@ impl ApiError {
             Self::WebSocketVersion => StatusCode::UPGRADE_REQUIRED,
             Self::NotWebSocket(_) => StatusCode::BAD_REQUEST,
             Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooManyConnections(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -95,6 +99,12 @@ impl ApiError {
             Self::UnknownSession(_) | Self::Hub(HubError::UnknownSession(_)) => "unknown_session",
             Self::Hub(HubError::MissingSessionId) => "missing_session_id",
             Self::Hub(HubError::InvalidTool(_)) => "invalid_tool",
+            Self::Hub(HubError::Limit(LimitError::TooManySessions { .. })) => "too_many_sessions",
+            Self::Hub(HubError::Limit(LimitError::TooManyTools { .. })) => "too_many_tools",
+            Self::Hub(HubError::Limit(LimitError::ToolDefinitionsTooLarge { .. })) => {
+                "tool_definitions_too_large"
+            }
+            Self::Hub(HubError::Limit(LimitError::CreateRate { .. })) => "rate_limited",
             Self::Hub(HubError::ShuttingDown) => "shutting_down",
             Self::Hub(HubError::Unavailable(_) | HubError::NoRandomness(_)) => "unavailable",
             Self::HostNotAllowed(_) => "host_not_allowed",
@@ -105,6 +115,7 @@ impl ApiError {
             Self::WebSocketVersion => "unsupported_websocket_version",
             Self::NotWebSocket(_) => "not_websocket",
             Self::NotReady(_) => "not_ready",
+            Self::TooManyConnections(_) => "too_many_connections",
         }
     }
 }
@@ -124,6 +135,13 @@ impl IntoResponse for ApiError {
                     header::SEC_WEBSOCKET_VERSION,
                     HeaderValue::from_static("13"),
                 );
+            }
+            Self::Hub(HubError::Limit(limit)) => {
+                if let Some(wait) = limit.retry_after() {
+                    // Whole seconds, rounded up: 0 would invite a retry storm.
+                    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                    headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+                }
             }
             _ => {}
         }

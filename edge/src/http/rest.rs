@@ -160,7 +160,17 @@ pub async fn create_session(
     let limit = state.config.max_body_bytes;
     let body = read_body(body, limit).await?;
     let request = parse_json::<CreateSessionBody>(&body)?.into_request()?;
-    let created = state.hub.create_session(request).await?;
+    let client = connection.as_ref().map(|Extension(info)| {
+        let forwarded_for = headers
+            .get("x-forwarded-for")
+            .and_then(|value| value.to_str().ok());
+        openclaw_proxy_core::limits::client_address(
+            info.remote.ip(),
+            forwarded_for,
+            &state.hub.config().limits.trusted_proxies,
+        )
+    });
+    let created = state.hub.create_session(request, client).await?;
     let session_id = created.session_id;
     let head = RequestHead {
         headers: &headers,

@@ -20,7 +20,7 @@
 //! original, the connection is then upgraded and the refusals are close
 //! codes: `4401` invalid token, `4404` unknown session (and a
 //! deleted one), `4409` replaced by a newer bridge, `4408` silent for several
-//! ping intervals, `1001` proxy shutting down. A malformed or unexpected
+//! ping intervals (or not reading for `OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS`), `1001` proxy shutting down. A malformed or unexpected
 //! frame is answered with an error frame and the bridge stays up.
 
 use std::borrow::Cow;
@@ -47,7 +47,7 @@ use super::{EdgeState, SessionIdPath, check_session_token};
 pub const CLOSE_INVALID_TOKEN: u16 = 4401;
 /// Close code: the session does not exist (or was deleted).
 pub const CLOSE_UNKNOWN_SESSION: u16 = 4404;
-/// Close code: the app stopped answering pings.
+/// Close code: the app stopped answering pings, or stopped reading.
 pub const CLOSE_UNRESPONSIVE: u16 = 4408;
 /// Close code: a newer bridge replaced this one.
 pub const CLOSE_REPLACED: u16 = 4409;
@@ -78,7 +78,10 @@ pub async fn bridge(
     // codes after it, as the original protocol has them.
     let admitted = check_session_token(&state, &session_id, Side::App, &headers).await;
     upgrade
+        // One size limit for every surface (OPENCLAW_PROXY_MAX_BODY_BYTES),
+        // for whole messages and for single frames alike.
         .max_message_size(state.config.max_body_bytes)
+        .max_frame_size(state.config.max_body_bytes)
         // tungstenite reserves 128 KiB per socket for reading by default; with
         // thousands of mostly idle bridges that dominates memory. Frames of
         // any size still arrive: the buffer grows while one is read.
@@ -121,7 +124,10 @@ async fn run_bridge(state: EdgeState, session_id: String, socket: WebSocket) {
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.
     match state.hub.attach(hello, app_messages(stream, to_app)).await {
-        Ok(outbound) => write_frames(sink, outbound, local).await,
+        Ok(outbound) => {
+            let write_timeout = state.config.connections.write_timeout;
+            write_frames(sink, outbound, local, write_timeout).await;
+        }
         Err(error) => {
             let code = match error {
                 openclaw_proxy_core::HubError::ShuttingDown
@@ -143,6 +149,7 @@ async fn write_frames(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
     mut outbound: BridgeStream,
     mut local: mpsc::Receiver<Box<Message>>,
+    write_timeout: std::time::Duration,
 ) {
     loop {
         let frames: Vec<Message> = tokio::select! {
@@ -162,8 +169,16 @@ async fn write_frames(
             Some(frame) = local.recv() => vec![*frame],
         };
         for frame in frames {
-            if sink.send(frame).await.is_err() {
-                return;
+            // An app that stops reading fills its TCP window and the write
+            // never finishes: drop the socket (the bridge then ends, its
+            // calls fail at once) rather than hold it and its queue.
+            match tokio::time::timeout(write_timeout, sink.send(frame)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    tracing::warn!("a WebSocket bridge stopped reading; dropping it");
+                    return;
+                }
             }
         }
     }
@@ -173,7 +188,7 @@ fn close_code(end: BridgeEnd) -> (u16, &'static str) {
     let code = match end {
         BridgeEnd::Replaced => CLOSE_REPLACED,
         BridgeEnd::SessionDeleted => CLOSE_UNKNOWN_SESSION,
-        BridgeEnd::Unresponsive => CLOSE_UNRESPONSIVE,
+        BridgeEnd::Unresponsive | BridgeEnd::Stalled => CLOSE_UNRESPONSIVE,
         BridgeEnd::ShuttingDown => CLOSE_GOING_AWAY,
         BridgeEnd::Disconnected => 1000,
     };

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_tests::*;
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -33,13 +32,6 @@ async fn post_json(server: &TestServer, body: &str) -> (u16, Value) {
 
 fn error_message(body: &Value) -> &str {
     body["error"]["message"].as_str().unwrap_or_default()
-}
-
-fn call(name: &str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object");
-    };
-    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
 }
 
 /// The session bodies of the original implementation's own test suite and
