@@ -16,7 +16,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -461,19 +460,14 @@ impl Bridge {
         match message.kind {
             Some(app_message::Kind::Result(result)) => {
                 let request_id = result.request_id;
-                let content = match parse_content(&result.content_json) {
-                    Ok(content) => content,
+                let answer = match ToolOutcome::from_app(result.ok, result.content_json, result.error) {
+                    Ok(outcome) => Ok(outcome),
                     Err(reason) => {
                         let problem = format!("content_json is not valid JSON: {reason}");
                         self.fail_malformed(request_id, true, &problem);
                         return;
                     }
                 };
-                let answer = Ok(ToolOutcome {
-                    ok: result.ok,
-                    content,
-                    error: result.error,
-                });
                 if !self.complete(&request_id, answer) {
                     if self.was_cancelled(&request_id) {
                         tracing::debug!(session = short_id(&self.session_id), request = short_request(&request_id), "result of a cancelled call dropped");
@@ -482,7 +476,8 @@ impl Bridge {
                     tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), "result for no waiting call ignored");
                     self.notify(notice(
                         format!(
-                            "no call is waiting for request id {request_id:?}: it already timed out, was cancelled, or never existed; the result was ignored"
+                            "no call is waiting for request id {}: it already timed out, was cancelled, or never existed; the result was ignored",
+                            crate::escape::quoted(&request_id)
                         ),
                         request_id,
                     ));
@@ -493,7 +488,10 @@ impl Bridge {
                 if !self.progress(report) && !self.was_cancelled(&request_id) {
                     tracing::debug!(session_id = %self.session_id, %request_id, "progress for no waiting call ignored");
                     self.notify(notice(
-                        format!("no call is waiting for request id {request_id:?}: progress ignored"),
+                        format!(
+                            "no call is waiting for request id {}: progress ignored",
+                            crate::escape::quoted(&request_id)
+                        ),
                         request_id,
                     ));
                 }
@@ -540,20 +538,17 @@ impl Bridge {
         tracing::debug!(session_id = %self.session_id, %request_id, %problem, "malformed {what} from the app");
         let message = if failed {
             format!(
-                "your {what} for request id {request_id:?} was malformed and the call failed: {problem}"
+                "your {what} for request id {} was malformed and the call failed: {problem}",
+                crate::escape::quoted(&request_id)
             )
         } else {
             format!(
-                "your {what} for request id {request_id:?} was malformed, and no call is waiting for that id: {problem}"
+                "your {what} for request id {} was malformed, and no call is waiting for that id: {problem}",
+                crate::escape::quoted(&request_id)
             )
         };
         self.notify(notice(message, request_id));
     }
 }
 
-fn parse_content(json: &str) -> Result<Value, serde_json::Error> {
-    if json.trim().is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_json::from_str(json)
-}
+

@@ -41,7 +41,10 @@ use crate::tools::{Tool, ToolError, ToolSetCache, validate_tools};
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error("session {0:?} does not exist: it was never created, it expired, or it was deleted")]
+    #[error(
+        "session {} does not exist: it was never created, it expired, or it was deleted",
+        crate::escape::quoted(.0)
+    )]
     UnknownSession(String),
     #[error("session_id is empty: name the session returned by CreateSession")]
     MissingSessionId,
@@ -471,6 +474,22 @@ impl Hub {
         arguments: &Map<String, Value>,
         context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
+        // Serializing a map of JSON values cannot fail; `{}` would only show a bug.
+        let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into());
+        self.invoke_json(session_id, tool_name, arguments_json, context)
+            .await
+    }
+
+    /// Like [`Hub::invoke_with`], with the arguments as the JSON text of an
+    /// object, passed to the app exactly as given (the caller checked that it
+    /// is an object): no number is rewritten on the way.
+    pub async fn invoke_json(
+        &self,
+        session_id: &str,
+        tool_name: &str,
+        arguments_json: String,
+        context: CallContext,
+    ) -> Result<ToolOutcome, InvokeError> {
         let record = self.record_for_call(session_id).await?;
         if !record.has_tool(tool_name) {
             return Err(InvokeError::UnknownTool {
@@ -478,8 +497,6 @@ impl Hub {
                 available: record.tool_names(),
             });
         }
-        // Serializing a map of JSON values cannot fail; `{}` would only show a bug.
-        let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into());
         if self.inner.local_bridge(&record.id).is_none() {
             self.inner.directory.touch(&record.id);
             let call = RemoteCall {
@@ -1007,7 +1024,7 @@ mod tests {
         assert_eq!(invoke.request_id, format!("{id}:2"));
         new.answer(&invoke.request_id, json!("fresh")).await;
         let outcome = call.await.expect("join").expect("answered");
-        assert_eq!(outcome.content, json!("fresh"));
+        assert_eq!(outcome.content_value(), json!("fresh"));
     }
 
     #[tokio::test(start_paused = true)]
@@ -1047,7 +1064,7 @@ mod tests {
         let invoke = app.next_invoke().await;
         app.answer(&invoke.request_id, json!(1)).await;
         assert_eq!(
-            call.await.expect("join").expect("answered").content,
+            call.await.expect("join").expect("answered").content_value(),
             json!(1)
         );
     }
@@ -1109,7 +1126,7 @@ mod tests {
         let invoke = app.next_invoke().await;
         app.answer(&invoke.request_id, json!(3)).await;
         assert_eq!(
-            third.await.expect("join").expect("answered").content,
+            third.await.expect("join").expect("answered").content_value(),
             json!(3)
         );
         drop(second);
@@ -1135,7 +1152,7 @@ mod tests {
         let invoke = app.next_invoke().await;
         app.answer(&invoke.request_id, json!("small")).await;
         assert_eq!(
-            call.await.expect("join").expect("answered").content,
+            call.await.expect("join").expect("answered").content_value(),
             json!("small")
         );
     }
@@ -1214,7 +1231,7 @@ mod tests {
         assert_eq!(hub.sweep_expired().await, 0);
         app.answer(&invoke.request_id, json!("done")).await;
         assert_eq!(
-            call.await.expect("join").expect("answered").content,
+            call.await.expect("join").expect("answered").content_value(),
             json!("done")
         );
 

@@ -8,24 +8,55 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The app's answer to a tool call.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The content is kept as the exact JSON text the app sent (checked to be
+/// JSON, never rebuilt as a tree), so every number reaches the MCP client
+/// unchanged: integers beyond 64 bits, `1e400`, every digit of a double.
+#[derive(Clone, Debug)]
 pub struct ToolOutcome {
     /// Whether the tool succeeded.
     pub ok: bool,
-    /// The tool's output; `Null` when the app sent none.
-    pub content: Value,
+    /// The tool's output as the app wrote it; `null` when it sent none.
+    pub content: Box<RawValue>,
     /// The app's error text when `ok` is false.
     pub error: String,
 }
 
+impl ToolOutcome {
+    /// `content_json` as the app sent it, checked to be one JSON value; empty
+    /// text is `null`.
+    pub fn from_app(ok: bool, content_json: String, error: String) -> Result<Self, serde_json::Error> {
+        let content = if content_json.trim().is_empty() {
+            // `null`.
+            Box::<RawValue>::default()
+        } else {
+            RawValue::from_string(content_json)?
+        };
+        Ok(Self { ok, content, error })
+    }
+
+    /// The content as a JSON tree, for callers that need one. A number no
+    /// tree can hold (beyond 64 bits, `1e400`) makes this the content's text
+    /// as a JSON string instead; the exact text is always [`Self::content`].
+    pub fn content_value(&self) -> Value {
+        serde_json::from_str(self.content.get())
+            .unwrap_or_else(|_| Value::String(self.content.get().to_owned()))
+    }
+}
+
+
 /// Why a tool call produced no answer from the app.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
-    #[error("session {0:?} does not exist: it was never created, it expired, or it was deleted")]
+    #[error(
+        "session {} does not exist: it was never created, it expired, or it was deleted",
+        crate::escape::quoted(.0)
+    )]
     UnknownSession(String),
-    #[error("unknown tool {tool:?}: this session offers {available}")]
+    #[error("unknown tool {}: this session offers {available}", crate::escape::quoted(.tool))]
     UnknownTool { tool: String, available: String },
     #[error("Bridge is not connected.")]
     NotConnected,

@@ -217,7 +217,7 @@ pub struct Progress {
 #[derive(Debug, Serialize)]
 pub struct Answer<'a> {
     pub ok: bool,
-    pub content: &'a Value,
+    pub content: &'a RawValue,
     pub error: &'a str,
 }
 
@@ -234,13 +234,9 @@ pub struct ReadAnswer {
 impl ReadAnswer {
     /// The outcome it carries.
     pub fn into_outcome(self) -> Result<ToolOutcome, serde_json::Error> {
-        let content = match self.content {
-            Some(raw) => serde_json::from_str(raw.get())?,
-            None => Value::Null,
-        };
         Ok(ToolOutcome {
             ok: self.ok,
-            content,
+            content: self.content.unwrap_or_default(),
             error: self.error,
         })
     }

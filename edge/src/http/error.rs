@@ -5,8 +5,11 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::{AuthError, HubError, LimitError};
+use openclaw_proxy_core::{AuthError, HubError, LimitError, escape};
 use serde_json::json;
+
+/// Longest error message sent, in characters.
+const MESSAGE_LIMIT: usize = 1024;
 
 /// Everything the HTTP edge can refuse a request for.
 #[derive(Debug, thiserror::Error)]
@@ -28,14 +31,18 @@ pub enum ApiError {
     #[error("missing session id: use /v1/mcp/{{session_id}} or send the MCP-Session-Id header")]
     MissingSessionId,
     #[error(
-        "session {0:?} does not exist: it was never created, it expired, or it was deleted; register it again with POST /v1/chat/sessions"
+        "session {} does not exist: it was never created, it expired, or it was deleted; register it again with POST /v1/chat/sessions",
+        escape::quoted(.0)
     )]
     UnknownSession(String),
     #[error("{0}")]
     Hub(#[from] HubError),
-    #[error("Host {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_HOSTS")]
+    #[error("Host {} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_HOSTS", escape::quoted(.0))]
     HostNotAllowed(String),
-    #[error("Origin {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_ORIGINS")]
+    #[error(
+        "Origin {} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_ORIGINS",
+        escape::quoted(.0)
+    )]
     OriginNotAllowed(String),
     #[error("the request path cannot be read: {0}")]
     InvalidPath(String),
@@ -123,7 +130,11 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        // Messages may quote what the client sent (a parser's error quotes a
+        // wrongly typed string in full): bounded, control characters escaped.
+        let message = self.to_string();
+        let message = escape::truncated_to(&message, MESSAGE_LIMIT);
+        let body = json!({"error": {"code": self.code(), "message": message}});
         let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         match self {

@@ -223,12 +223,8 @@ impl ServerHandler for SessionTools {
             peer.as_ref().map(|info| &info.client_info),
             version.as_deref(),
         );
-        let call = ToolCall {
-            session_id: &session,
-            jsonrpc_id: serde_json::to_string(&context.id).unwrap_or_default(),
-            request,
-            client,
-        };
+        let jsonrpc_id = serde_json::to_string(&context.id).unwrap_or_default();
+        let call = ToolCall::from_request(&session, jsonrpc_id, request, client);
         // rmcp cancels `context.ct` when the client disconnects.
         call::call_tool(
             &self.hub,
@@ -238,6 +234,6 @@ impl ServerHandler for SessionTools {
             context.ct.cancelled(),
         )
         .await
-        .map(Into::into)
+        .map(|result| result.into_result().into())
     }
 }

@@ -216,7 +216,7 @@ async fn both_spellings_in_a_bridge_frame_agree_or_are_refused() {
     app.send_json(json!({"type": "invoke_result", "request_id": request_id, "requestId": request_id, "ok": true, "content": "yes"}))
         .await;
     let outcome = no_hang(call).await.expect("task").expect("answered");
-    assert_eq!(outcome.content, json!("yes"));
+    assert_eq!(outcome.content_value(), json!("yes"));
 }
 
 /// A result or progress frame that names a waiting call but cannot be used
