@@ -10,12 +10,12 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -94,6 +94,11 @@ pub(crate) struct Bridge {
     tool_updates: mpsc::Sender<proto::UpdateTools>,
     closed: CancellationToken,
     calls: Mutex<Calls>,
+    /// Messages queued for the app and messages its transport took, for the
+    /// write timeout: a queue that holds messages and does not move is an
+    /// app that stopped reading.
+    queued: AtomicU64,
+    taken: AtomicU64,
 }
 
 impl Bridge {
@@ -118,6 +123,8 @@ impl Bridge {
             tool_updates,
             closed: CancellationToken::new(),
             calls: Mutex::default(),
+            queued: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
         });
         (bridge, receiver, updates)
     }
@@ -256,6 +263,7 @@ impl Bridge {
             biased;
             () = self.closed.cancelled() => Err(self.end_reason().unwrap_or(BridgeEnd::Disconnected)),
             sent = self.outbound.send(Box::new(message)) => {
+                self.queued.fetch_add(1, Ordering::Relaxed);
                 sent.map_err(|_| self.end_reason().unwrap_or(BridgeEnd::Disconnected))
             }
         }
@@ -269,6 +277,8 @@ impl Bridge {
                 self.metrics.dropped(DropReason::QueueFull);
             }
             tracing::debug!("bridge queue full or closed; notice dropped");
+        } else {
+            self.queued.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -311,7 +321,10 @@ impl Stream for BridgeStream {
             return Poll::Ready(Some(Err(reason)));
         }
         match self.receiver.poll_recv(cx) {
-            Poll::Ready(Some(message)) => Poll::Ready(Some(Ok(*message))),
+            Poll::Ready(Some(message)) => {
+                self.bridge.taken.fetch_add(1, Ordering::Relaxed);
+                Poll::Ready(Some(Ok(*message)))
+            }
             Poll::Ready(None) => {
                 self.finished = true;
                 Poll::Ready(Some(Err(BridgeEnd::Disconnected)))
@@ -327,22 +340,70 @@ impl Drop for BridgeStream {
     }
 }
 
+/// How a bridge is kept alive, and when it is given up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Liveness {
+    /// How often the app is pinged.
+    pub ping_interval: Duration,
+    /// Silent ping intervals after which the bridge is dropped.
+    pub missed_pings_allowed: u32,
+    /// How long queued messages may stay unread before the bridge is dropped.
+    pub write_timeout: Duration,
+}
+
+/// Watches the outbound queue: messages waiting while the transport takes
+/// none for `limit` mean the app stopped reading (its TCP window, or its
+/// HTTP/2 stream window, is full).
+struct StallWatch {
+    limit: Duration,
+    last_taken: u64,
+    since: Option<Instant>,
+}
+
+impl StallWatch {
+    /// Checks four times per limit, so a stall is seen at most a quarter
+    /// of the limit late.
+    fn period(limit: Duration) -> Duration {
+        (limit / 4).max(Duration::from_millis(10))
+    }
+
+    /// Whether the app has left messages unread for longer than the limit.
+    fn stalled(&mut self, bridge: &Bridge) -> bool {
+        let taken = bridge.taken.load(Ordering::Relaxed);
+        let waiting = bridge.queued.load(Ordering::Relaxed) > taken;
+        if !waiting || taken != self.last_taken {
+            self.last_taken = taken;
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        since.elapsed() >= self.limit
+    }
+}
+
 /// Reads the app's messages and keeps the bridge alive with pings until the
 /// bridge ends; returns why it ended. The caller then detaches the bridge and
 /// lets [`drain`] read what the app still sends.
 pub(crate) async fn drive<S>(
     bridge: &Bridge,
     mut inbound: Pin<&mut S>,
-    ping_interval: Duration,
-    missed_pings_allowed: u32,
+    liveness: Liveness,
 ) -> BridgeEnd
 where
     S: Stream<Item = Inbound>,
 {
-    let period = ping_interval;
-    let silence_limit = period.saturating_mul(missed_pings_allowed.max(1));
+    let period = liveness.ping_interval;
+    let silence_limit = period.saturating_mul(liveness.missed_pings_allowed.max(1));
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let watch_period = StallWatch::period(liveness.write_timeout);
+    let mut watch_ticker = tokio::time::interval_at(Instant::now() + watch_period, watch_period);
+    watch_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut watch = StallWatch {
+        limit: liveness.write_timeout,
+        last_taken: 0,
+        since: None,
+    };
     let mut last_heard = Instant::now();
     let mut nonce = 0_u64;
     loop {
@@ -372,6 +433,16 @@ where
                 }
                 nonce += 1;
                 bridge.notify(proxy(proxy_message::Kind::Ping(proto::Ping { nonce })));
+            }
+            _ = watch_ticker.tick(), if !liveness.write_timeout.is_zero() => {
+                if watch.stalled(bridge) {
+                    tracing::warn!(
+                        session = short_id(&bridge.session_id),
+                        "the app stopped reading its bridge; dropping it"
+                    );
+                    bridge.end(BridgeEnd::Stalled);
+                    return bridge.end_reason().unwrap_or(BridgeEnd::Stalled);
+                }
             }
         }
     }
@@ -408,19 +479,14 @@ impl Bridge {
         match message.kind {
             Some(app_message::Kind::Result(result)) => {
                 let request_id = result.request_id;
-                let content = match parse_content(&result.content_json) {
-                    Ok(content) => content,
+                let answer = match ToolOutcome::from_app(result.ok, result.content_json, result.error) {
+                    Ok(outcome) => Ok(outcome),
                     Err(reason) => {
                         let problem = format!("content_json is not valid JSON: {reason}");
                         self.fail_malformed(request_id, true, &problem);
                         return;
                     }
                 };
-                let answer = Ok(ToolOutcome {
-                    ok: result.ok,
-                    content,
-                    error: result.error,
-                });
                 if !self.complete(&request_id, answer) {
                     if self.was_cancelled(&request_id) {
                         self.metrics.dropped(DropReason::Late);
@@ -431,7 +497,8 @@ impl Bridge {
                     tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), "result for no waiting call ignored");
                     self.notify(notice(
                         format!(
-                            "no call is waiting for request id {request_id:?}: it already timed out, was cancelled, or never existed; the result was ignored"
+                            "no call is waiting for request id {}: it already timed out, was cancelled, or never existed; the result was ignored",
+                            crate::escape::quoted(&request_id)
                         ),
                         request_id,
                     ));
@@ -443,7 +510,10 @@ impl Bridge {
                     self.metrics.dropped(DropReason::UnknownRequest);
                     tracing::debug!(session_id = %self.session_id, %request_id, "progress for no waiting call ignored");
                     self.notify(notice(
-                        format!("no call is waiting for request id {request_id:?}: progress ignored"),
+                        format!(
+                            "no call is waiting for request id {}: progress ignored",
+                            crate::escape::quoted(&request_id)
+                        ),
                         request_id,
                     ));
                 }
@@ -491,20 +561,15 @@ impl Bridge {
         tracing::debug!(session_id = %self.session_id, %request_id, %problem, "malformed {what} from the app");
         let message = if failed {
             format!(
-                "your {what} for request id {request_id:?} was malformed and the call failed: {problem}"
+                "your {what} for request id {} was malformed and the call failed: {problem}",
+                crate::escape::quoted(&request_id)
             )
         } else {
             format!(
-                "your {what} for request id {request_id:?} was malformed, and no call is waiting for that id: {problem}"
+                "your {what} for request id {} was malformed, and no call is waiting for that id: {problem}",
+                crate::escape::quoted(&request_id)
             )
         };
         self.notify(notice(message, request_id));
     }
-}
-
-fn parse_content(json: &str) -> Result<Value, serde_json::Error> {
-    if json.trim().is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_json::from_str(json)
 }

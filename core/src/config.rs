@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::auth::BearerToken;
+use crate::limits::Limits;
 
 /// Settings of the hub and the gRPC service.
 #[derive(Clone, Debug)]
@@ -31,6 +32,14 @@ pub struct CoreConfig {
     pub ping_interval: Duration,
     /// A bridge silent for this many ping intervals is dropped.
     pub missed_pings_allowed: u32,
+    /// A bridge whose app leaves the proxy's messages unread this long is
+    /// dropped, and its calls fail at once.
+    pub bridge_write_timeout: Duration,
+    /// The largest message a bridge carries, in bytes: an invocation that
+    /// would be larger fails alone, and the bridge stays up.
+    pub max_message_bytes: usize,
+    /// Ceilings on sessions, tools, calls and session creation.
+    pub limits: Limits,
 }
 
 impl Default for CoreConfig {
@@ -46,6 +55,9 @@ impl Default for CoreConfig {
             hello_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(20),
             missed_pings_allowed: 3,
+            bridge_write_timeout: Duration::from_secs(10),
+            max_message_bytes: 4 * 1024 * 1024,
+            limits: Limits::default(),
         }
     }
 }

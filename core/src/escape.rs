@@ -36,6 +36,16 @@ pub fn truncated_to(value: &str, limit: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `value` in quotes, as `{:?}` shows it (control characters and quotes
+/// escaped), cut after [`ECHO_LIMIT`] characters: for messages that quote an
+/// outside value, such as a session id or a tool name.
+pub fn quoted(value: &str) -> String {
+    match value.char_indices().nth(ECHO_LIMIT) {
+        Some((end, _)) => format!("{:?}…", &value[..end]),
+        None => format!("{value:?}"),
+    }
+}
+
 /// The short form of a session id for log lines at INFO and above: enough
 /// to correlate, not enough to use (a session id is a capability in URLs).
 pub fn short_id(session_id: &str) -> &str {
@@ -45,7 +55,7 @@ pub fn short_id(session_id: &str) -> &str {
 /// A request id (`"{session_id}:{n}"`) with its session id shortened.
 pub fn short_request(request_id: &str) -> String {
     match request_id.rsplit_once(':') {
-        Some((session, n)) => format!("{}:{n}", short_id(session)),
+        Some((session, n)) => format!("{}:{}", short_id(session), truncated_to(n, 20)),
         None => truncated_to(short_id(request_id), 8).into_owned(),
     }
 }
@@ -65,6 +75,14 @@ mod tests {
     #[test]
     fn short_clean_values_pass_unchanged() {
         assert!(matches!(truncated("abc/def"), Cow::Borrowed("abc/def")));
+    }
+
+    #[test]
+    fn quoted_values_are_escaped_and_cut() {
+        assert_eq!(quoted("a\r\n\"b"), "\"a\\r\\n\\\"b\"");
+        let long = quoted(&"x".repeat(100_000));
+        assert!(long.len() < ECHO_LIMIT + 8, "{long}");
+        assert!(long.ends_with("\"…"));
     }
 
     #[test]

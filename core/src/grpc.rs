@@ -15,6 +15,7 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::future::{Either, Ready, ready};
@@ -73,14 +74,21 @@ impl GrpcService {
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()?;
         let hub = self.hub.clone();
-        Ok(tonic::service::Routes::new(Authenticated::new(
-            SessionServiceServer::new(self.clone()),
-            hub.clone(),
-        ))
-        .add_service(Authenticated::new(BridgeServiceServer::new(self), hub))
-        .add_service(health)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha))
+        // One size limit for every surface (OPENCLAW_PROXY_MAX_BODY_BYTES).
+        let limit = hub.config().max_message_bytes;
+        let sessions = SessionServiceServer::new(self.clone())
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit);
+        let bridges = BridgeServiceServer::new(self)
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit);
+        Ok(
+            tonic::service::Routes::new(Authenticated::new(sessions, hub.clone()))
+                .add_service(Authenticated::new(bridges, hub))
+                .add_service(health)
+                .add_service(reflection_v1)
+                .add_service(reflection_v1alpha),
+        )
     }
 
     /// Checks the app token for CreateSession.
@@ -196,6 +204,7 @@ pub fn status_of(error: HubError) -> Status {
             Status::unavailable(message)
         }
         HubError::Unauthenticated(error) => status_of_auth(error),
+        HubError::Limit(_) => Status::resource_exhausted(message),
     }
 }
 
@@ -210,7 +219,7 @@ pub fn status_of_end(end: BridgeEnd) -> Status {
     match end {
         BridgeEnd::Replaced => Status::aborted(message),
         BridgeEnd::SessionDeleted => Status::not_found(message),
-        BridgeEnd::Unresponsive => Status::deadline_exceeded(message),
+        BridgeEnd::Unresponsive | BridgeEnd::Stalled => Status::deadline_exceeded(message),
         BridgeEnd::ShuttingDown => Status::unavailable(message),
         BridgeEnd::Disconnected => Status::cancelled(message),
     }
@@ -224,10 +233,21 @@ impl SessionService for GrpcService {
     ) -> Result<Response<proto::CreateSessionResponse>, Status> {
         self.authorize_create(request.metadata())?;
         let origin = origin(&request);
+        let client = request.remote_addr().map(|peer| {
+            let forwarded_for = request
+                .metadata()
+                .get("x-forwarded-for")
+                .and_then(|value| value.to_str().ok());
+            crate::limits::client_address(
+                peer.ip(),
+                forwarded_for,
+                &self.hub.config().limits.trusted_proxies,
+            )
+        });
         let request = request.into_inner();
         check_required_metadata(&request)?;
         self.hub
-            .create_session_from(request, origin)
+            .create_session_from(request, origin, client)
             .await
             .map(Response::new)
             .map_err(status_of)
@@ -331,16 +351,39 @@ impl BridgeService for GrpcService {
         self.authorize(&metadata, &hello.session_id)
             .await
             .map_err(status_of)?;
-        // A broken inbound stream (client reset, decode error) ends the bridge
-        // like a clean close: the hub sees the end of its inbound messages.
-        let inbound = inbound.take_while(|item| std::future::ready(item.is_ok()));
-        let inbound = inbound.filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
+        // A broken inbound stream (client reset, an undecodable or oversized
+        // message) ends the bridge like a close; the app is told why when
+        // the proxy can say (an invalid message), instead of a bare
+        // "disconnected".
+        let broken: Arc<std::sync::Mutex<Option<Status>>> = Arc::default();
+        let seen = broken.clone();
+        let inbound = inbound
+            .take_while(move |item| {
+                if let Err(status) = item {
+                    tracing::debug!(error = %status.message(), "a gRPC bridge sent a broken message");
+                    *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(status.clone());
+                }
+                std::future::ready(item.is_ok())
+            })
+            .filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
         let outbound = self
             .hub
             .attach_from(hello, inbound, origin)
             .await
             .map_err(status_of)?;
-        let outbound = outbound.map(|item| item.map_err(status_of_end));
+        let outbound = outbound.map(move |item| {
+            item.map_err(|end| {
+                let cause = broken
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                match (end, cause) {
+                    (BridgeEnd::Disconnected, Some(status)) => status,
+                    (end, _) => status_of_end(end),
+                }
+            })
+        });
         Ok(Response::new(Box::pin(outbound)))
     }
 }

@@ -35,6 +35,7 @@ use crate::bridge::{self, Bridge, BridgeStream, Inbound, ProgressSink, proxy};
 use crate::config::CoreConfig;
 use crate::delivery::{NoRemote, RemoteCall, RemoteDelivery};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
+use crate::limits::{CreateLimiter, LimitError};
 use crate::metrics::{CallOutcome, Metrics, Transport};
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto::{self, proxy_message};
@@ -44,7 +45,10 @@ use crate::trace;
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error("session {0:?} does not exist: it was never created, it expired, or it was deleted")]
+    #[error(
+        "session {} does not exist: it was never created, it expired, or it was deleted",
+        crate::escape::quoted(.0)
+    )]
     UnknownSession(String),
     #[error("session_id is empty: name the session returned by CreateSession")]
     MissingSessionId,
@@ -58,6 +62,8 @@ pub enum HubError {
     Unauthenticated(#[from] AuthError),
     #[error(transparent)]
     NoRandomness(#[from] RandomnessUnavailable),
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
 /// What the proxy knows about a call besides its tool and arguments: it
@@ -113,6 +119,8 @@ struct Inner {
     /// moment (`OPENCLAW_PROXY_SHUTDOWN_DELAY_SECONDS`): not ready.
     draining: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
+    /// Session creations per client address; `None` without a limit.
+    creations: Option<CreateLimiter>,
 }
 
 /// This process's share of a session.
@@ -145,7 +153,6 @@ impl Hub {
         let metrics = Arc::new(Metrics::new(backend.remote.connected().is_some()));
         Self {
             inner: Arc::new(Inner {
-                config,
                 directory: backend.directory,
                 remote: backend.remote,
                 local: RwLock::default(),
@@ -153,6 +160,11 @@ impl Hub {
                 shutdown: CancellationToken::new(),
                 draining: std::sync::atomic::AtomicBool::new(false),
                 metrics,
+                creations: config
+                    .limits
+                    .session_create_rate
+                    .and_then(CreateLimiter::new),
+                config,
             }),
         }
     }
@@ -174,23 +186,39 @@ impl Hub {
         &self.inner.config
     }
 
-    /// Registers a session with validated tools.
+    /// Registers a session with validated tools, for `client` (the address
+    /// the creation rate is counted against; `None` when unknown).
     pub async fn create_session(
         &self,
         request: proto::CreateSessionRequest,
+        client: Option<std::net::IpAddr>,
     ) -> Result<proto::CreateSessionResponse, HubError> {
-        self.create_session_from(request, Origin::default()).await
+        self.create_session_from(request, Origin::default(), client)
+            .await
     }
 
-    /// [`Hub::create_session`] for a request from `origin` (audit log).
+    /// [`Hub::create_session`] for a request from `origin` (audit log);
+    /// `client` is the address its creation rate is counted against.
     pub async fn create_session_from(
         &self,
         request: proto::CreateSessionRequest,
         origin: Origin,
+        client: Option<std::net::IpAddr>,
     ) -> Result<proto::CreateSessionResponse, HubError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(HubError::ShuttingDown);
         }
+        let limits = &self.inner.config.limits;
+        if let (Some(creations), Some(client)) = (&self.inner.creations, client) {
+            creations.check(client)?;
+        }
+        if limits.max_sessions > 0 && self.inner.directory.len() >= limits.max_sessions {
+            return Err(LimitError::TooManySessions {
+                limit: limits.max_sessions,
+            }
+            .into());
+        }
+        limits.check_tools(&request.tools)?;
         let tools = validate_tools(request.tools)?;
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let tokens = SessionTokens::mint()?;
@@ -344,6 +372,7 @@ impl Hub {
         session_id: &str,
         definitions: Vec<proto::ToolDefinition>,
     ) -> Result<proto::UpdateToolsResponse, HubError> {
+        self.inner.config.limits.check_tools(&definitions)?;
         let tools = validate_tools(definitions)?;
         let count = u32::try_from(tools.len()).unwrap_or(u32::MAX);
         let tools = self.inner.tool_sets.intern(tools);
@@ -460,8 +489,11 @@ impl Hub {
                 let drive = bridge::drive(
                     &driven,
                     inbound.as_mut(),
-                    config.ping_interval,
-                    config.missed_pings_allowed,
+                    bridge::Liveness {
+                        ping_interval: config.ping_interval,
+                        missed_pings_allowed: config.missed_pings_allowed,
+                        write_timeout: config.bridge_write_timeout,
+                    },
                 );
                 tokio::pin!(drive);
                 loop {
@@ -511,6 +543,22 @@ impl Hub {
         arguments: &Map<String, Value>,
         context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
+        // Serializing a map of JSON values cannot fail; `{}` would only show a bug.
+        let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into());
+        self.invoke_json(session_id, tool_name, arguments_json, context)
+            .await
+    }
+
+    /// Like [`Hub::invoke_with`], with the arguments as the JSON text of an
+    /// object, passed to the app exactly as given (the caller checked that it
+    /// is an object): no number is rewritten on the way.
+    pub async fn invoke_json(
+        &self,
+        session_id: &str,
+        tool_name: &str,
+        arguments_json: String,
+        context: CallContext,
+    ) -> Result<ToolOutcome, InvokeError> {
         let span = trace::span(|| {
             tracing::info_span!(
                 "invoke_tool",
@@ -531,7 +579,7 @@ impl Hub {
             finished: false,
         };
         let outcome = self
-            .invoke_routed(session_id, tool_name, arguments, context, &mut counted)
+            .invoke_routed(session_id, tool_name, arguments_json, context, &mut counted)
             .instrument(span.clone())
             .await;
         let label = counted.finish(&outcome);
@@ -543,7 +591,7 @@ impl Hub {
         &self,
         session_id: &str,
         tool_name: &str,
-        arguments: &Map<String, Value>,
+        arguments_json: String,
         context: CallContext,
         counted: &mut CallCounted<'_>,
     ) -> Result<ToolOutcome, InvokeError> {
@@ -554,8 +602,6 @@ impl Hub {
                 available: record.tool_names(),
             });
         }
-        // Serializing a map of JSON values cannot fail; `{}` would only show a bug.
-        let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".into());
         if self.inner.local_bridge(&record.id).is_none() {
             self.inner.directory.touch(&record.id);
             if self.inner.remote.connected().is_some() {
@@ -637,7 +683,6 @@ impl Hub {
             return Err(InvokeError::NotConnected);
         }
         let request_id = record.next_request_id();
-        self.inner.directory.touch(&record.id);
         let span = trace::span(|| {
             tracing::info_span!(
                 "bridge_round_trip",
@@ -648,12 +693,6 @@ impl Hub {
                 outcome = tracing::field::Empty,
             )
         });
-        // From here on the guard undoes the bookkeeping however the call ends,
-        // including when the caller stops waiting.
-        let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id);
-        let answer = bridge
-            .register(&request_id, tool_name, context.progress)
-            .map_err(InvokeError::BridgeEnded)?;
         let message = proxy(proxy_message::Kind::Invoke(proto::InvokeTool {
             session_id: record.id.to_string(),
             request_id: request_id.clone(),
@@ -663,6 +702,24 @@ impl Hub {
             client: Some(context.client),
             trace_parent: trace::hand_on(&span, &context.trace_parent),
         }));
+        // Too large for the bridge: this call fails, the bridge stays up.
+        let limit = self.inner.config.max_message_bytes;
+        let bytes = prost::Message::encoded_len(&message);
+        if limit > 0 && bytes > limit {
+            return Err(InvokeError::TooLarge {
+                tool: tool_name.to_owned(),
+                bytes,
+                limit,
+            });
+        }
+        self.inner.directory.touch(&record.id);
+        // From here on the guard undoes the bookkeeping however the call ends,
+        // including when the caller stops waiting.
+        let limit = self.inner.config.limits.max_calls_per_session;
+        let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id, limit)?;
+        let answer = bridge
+            .register(&request_id, tool_name, context.progress)
+            .map_err(InvokeError::BridgeEnded)?;
         let outcome = tokio::time::timeout(timeout, async {
             bridge
                 .send(message)
@@ -730,7 +787,12 @@ impl Hub {
         loop {
             tokio::select! {
                 () = self.inner.shutdown.cancelled() => return,
-                _ = ticker.tick() => { self.sweep_expired().await; }
+                _ = ticker.tick() => {
+                    self.sweep_expired().await;
+                    if let Some(creations) = &self.inner.creations {
+                        creations.forget_idle();
+                    }
+                }
             }
         }
     }
@@ -991,16 +1053,23 @@ impl<'a> CallInFlight<'a> {
         local: &'a Local,
         bridge: &'a Bridge,
         request_id: &'a str,
-    ) -> Self {
-        local.state().calls_in_flight += 1;
-        Self {
+        limit: u32,
+    ) -> Result<Self, InvokeError> {
+        {
+            let mut state = local.state();
+            if limit > 0 && state.calls_in_flight >= limit {
+                return Err(InvokeError::TooManyCalls { limit });
+            }
+            state.calls_in_flight += 1;
+        }
+        Ok(Self {
             hub,
             session_id,
             local,
             bridge,
             request_id,
             cancel_reason: Some("the MCP client cancelled the call or went away".into()),
-        }
+        })
     }
 }
 
@@ -1042,14 +1111,19 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(60);
 
-    fn hub() -> Hub {
-        Hub::new(CoreConfig {
+    fn config() -> CoreConfig {
+        CoreConfig {
             session_ttl: TTL,
             sweep_interval: Duration::from_secs(1),
             tool_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(3600),
+            bridge_write_timeout: Duration::from_secs(3600),
             ..CoreConfig::default()
-        })
+        }
+    }
+
+    fn hub() -> Hub {
+        Hub::new(config())
     }
 
     async fn session(hub: &Hub) -> String {
@@ -1060,7 +1134,7 @@ mod tests {
                 ..Default::default()
             }],
         };
-        hub.create_session(request)
+        hub.create_session(request, None)
             .await
             .expect("create")
             .session_id
@@ -1167,7 +1241,7 @@ mod tests {
         assert_eq!(invoke.request_id, format!("{id}:2"));
         new.answer(&invoke.request_id, json!("fresh")).await;
         let outcome = call.await.expect("join").expect("answered");
-        assert_eq!(outcome.content, json!("fresh"));
+        assert_eq!(outcome.content_value(), json!("fresh"));
     }
 
     #[tokio::test(start_paused = true)]
@@ -1207,9 +1281,142 @@ mod tests {
         let invoke = app.next_invoke().await;
         app.answer(&invoke.request_id, json!(1)).await;
         assert_eq!(
-            call.await.expect("join").expect("answered").content,
+            call.await.expect("join").expect("answered").content_value(),
             json!(1)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
+        let hub = Hub::new(CoreConfig {
+            bridge_write_timeout: Duration::from_secs(5),
+            tool_timeout: Duration::from_secs(600),
+            ..config()
+        });
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let call = spawn_call(&hub, &id);
+        app.next_invoke().await;
+        // A reading app is never dropped, however long its call runs.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(hub.inner.local_bridge(&id).is_some(), "a reading app stays");
+        // Now it stops reading while the proxy has something for it.
+        let unread = spawn_call(&hub, &id);
+        tokio::time::advance(Duration::from_secs(7)).await;
+        for call in [call, unread] {
+            let error = call.await.expect("join").expect_err("dropped");
+            assert!(
+                matches!(error, InvokeError::BridgeEnded(BridgeEnd::Stalled)),
+                "{error}"
+            );
+        }
+        assert_eq!(app.next().await.err(), Some(BridgeEnd::Stalled));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_past_the_session_limit_are_refused_and_the_rest_go_on() {
+        let mut limited = config();
+        limited.limits.max_calls_per_session = 2;
+        let hub = Hub::new(limited);
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let (first, second) = (spawn_call(&hub, &id), spawn_call(&hub, &id));
+        let (one, _two) = (app.next_invoke().await, app.next_invoke().await);
+        let error = hub
+            .invoke(&id, "echo", &Map::new())
+            .await
+            .expect_err("third");
+        assert!(
+            matches!(error, InvokeError::TooManyCalls { limit: 2 }),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("OPENCLAW_PROXY_MAX_CALLS_PER_SESSION"),
+            "{error}"
+        );
+        // One finishes; the next call fits again.
+        app.answer(&one.request_id, json!("one")).await;
+        let _ = first.await.expect("join").expect("answered");
+        let third = spawn_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+        app.answer(&invoke.request_id, json!(3)).await;
+        assert_eq!(
+            third
+                .await
+                .expect("join")
+                .expect("answered")
+                .content_value(),
+            json!(3)
+        );
+        drop(second);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_invocation_too_large_for_the_bridge_fails_alone() {
+        let hub = Hub::new(CoreConfig {
+            max_message_bytes: 1024,
+            ..config()
+        });
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let mut big = Map::new();
+        big.insert("text".into(), json!("x".repeat(2000)));
+        let error = hub.invoke(&id, "echo", &big).await.expect_err("too large");
+        assert!(
+            matches!(error, InvokeError::TooLarge { limit: 1024, .. }),
+            "{error}"
+        );
+        // The bridge stays up and serves the next call.
+        let call = spawn_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+        app.answer(&invoke.request_id, json!("small")).await;
+        assert_eq!(
+            call.await.expect("join").expect("answered").content_value(),
+            json!("small")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sessions_and_tools_past_their_limits_are_refused_naming_the_setting() {
+        let mut limited = config();
+        limited.limits.max_sessions = 1;
+        limited.limits.max_tools_per_session = 1;
+        let hub = Hub::new(limited);
+        let id = session(&hub).await;
+        let refused = hub
+            .create_session(proto::CreateSessionRequest::default(), None)
+            .await
+            .expect_err("second session");
+        assert!(
+            matches!(
+                refused,
+                HubError::Limit(LimitError::TooManySessions { limit: 1 })
+            ),
+            "{refused}"
+        );
+        let two = ["a", "b"].map(|name| proto::ToolDefinition {
+            name: name.into(),
+            ..Default::default()
+        });
+        let refused = hub
+            .update_tools(&id, two.to_vec())
+            .await
+            .expect_err("two tools");
+        assert!(
+            refused
+                .to_string()
+                .contains("OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION"),
+            "{refused}"
+        );
+        // Deleting makes room again.
+        let deleted = hub
+            .delete_session(proto::DeleteSessionRequest { session_id: id })
+            .await
+            .expect("delete");
+        assert!(deleted.existed);
+        session(&hub).await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -1245,7 +1452,7 @@ mod tests {
         assert_eq!(hub.sweep_expired().await, 0);
         app.answer(&invoke.request_id, json!("done")).await;
         assert_eq!(
-            call.await.expect("join").expect("answered").content,
+            call.await.expect("join").expect("answered").content_value(),
             json!("done")
         );
 

@@ -25,6 +25,8 @@
 //! - [`auth`]: the global tokens and each session's own two tokens (only
 //!   their digests kept), compared in constant time; [`Hub::authorize`]
 //!   decides which one opens what.
+//! - [`limits`]: ceilings on sessions, tools, calls in flight and the rate
+//!   of session creation, each named by its setting when reached.
 //! - [`escape`]: outside strings made safe to echo in messages and logs.
 //! - [`metrics`]: the Prometheus metrics of one hub; [`audit`]: the audit
 //!   log; [`trace`]: spans and the W3C `traceparent` carried to apps and
@@ -40,6 +42,7 @@ pub mod directory;
 pub mod escape;
 pub mod grpc;
 pub mod hub;
+pub mod limits;
 pub mod metrics;
 pub mod outcome;
 pub mod tools;
@@ -50,6 +53,7 @@ pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTo
 pub use bridge::{BridgeStream, Inbound, ProgressSink};
 pub use config::CoreConfig;
 pub use hub::{Backend, CallContext, Hub, HubError};
+pub use limits::{LimitError, Limits};
 pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::v1 as proto;
 pub use outcome::{BridgeEnd, InvokeError, ToolOutcome};

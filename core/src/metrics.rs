@@ -89,7 +89,9 @@ impl CallOutcome {
             Err(
                 InvokeError::UnknownSession(_)
                 | InvokeError::UnknownTool { .. }
-                | InvokeError::Unavailable(_),
+                | InvokeError::Unavailable(_)
+                | InvokeError::TooManyCalls { .. }
+                | InvokeError::TooLarge { .. },
             ) => Self::Rejected,
         }
     }

@@ -8,24 +8,58 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The app's answer to a tool call.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The content is kept as the exact JSON text the app sent (checked to be
+/// JSON, never rebuilt as a tree), so every number reaches the MCP client
+/// unchanged: integers beyond 64 bits, `1e400`, every digit of a double.
+#[derive(Clone, Debug)]
 pub struct ToolOutcome {
     /// Whether the tool succeeded.
     pub ok: bool,
-    /// The tool's output; `Null` when the app sent none.
-    pub content: Value,
+    /// The tool's output as the app wrote it; `null` when it sent none.
+    pub content: Box<RawValue>,
     /// The app's error text when `ok` is false.
     pub error: String,
+}
+
+impl ToolOutcome {
+    /// `content_json` as the app sent it, checked to be one JSON value; empty
+    /// text is `null`.
+    pub fn from_app(
+        ok: bool,
+        content_json: String,
+        error: String,
+    ) -> Result<Self, serde_json::Error> {
+        let content = if content_json.trim().is_empty() {
+            // `null`.
+            Box::<RawValue>::default()
+        } else {
+            RawValue::from_string(content_json)?
+        };
+        Ok(Self { ok, content, error })
+    }
+
+    /// The content as a JSON tree, for callers that need one. A number no
+    /// tree can hold (beyond 64 bits, `1e400`) makes this the content's text
+    /// as a JSON string instead; the exact text is always [`Self::content`].
+    pub fn content_value(&self) -> Value {
+        serde_json::from_str(self.content.get())
+            .unwrap_or_else(|_| Value::String(self.content.get().to_owned()))
+    }
 }
 
 /// Why a tool call produced no answer from the app.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
-    #[error("session {0:?} does not exist: it was never created, it expired, or it was deleted")]
+    #[error(
+        "session {} does not exist: it was never created, it expired, or it was deleted",
+        crate::escape::quoted(.0)
+    )]
     UnknownSession(String),
-    #[error("unknown tool {tool:?}: this session offers {available}")]
+    #[error("unknown tool {}: this session offers {available}", crate::escape::quoted(.tool))]
     UnknownTool { tool: String, available: String },
     #[error("Bridge is not connected.")]
     NotConnected,
@@ -44,6 +78,18 @@ pub enum InvokeError {
     },
     #[error("The session directory is unreachable, so the call could not be routed: {0}")]
     Unavailable(String),
+    #[error(
+        "The session already has {limit} calls in flight, its limit (OPENCLAW_PROXY_MAX_CALLS_PER_SESSION); retry when one has finished."
+    )]
+    TooManyCalls { limit: u32 },
+    #[error(
+        "The call to {tool} is {bytes} bytes with its arguments, more than the bridge's limit of {limit} bytes (OPENCLAW_PROXY_MAX_BODY_BYTES); it was not sent."
+    )]
+    TooLarge {
+        tool: String,
+        bytes: usize,
+        limit: usize,
+    },
     /// A failure reported by the node that holds the bridge, as it worded it.
     #[error("{0}")]
     Remote(String),
@@ -60,6 +106,9 @@ pub enum BridgeEnd {
     Disconnected,
     /// The app stopped answering pings.
     Unresponsive,
+    /// The app stopped reading the proxy's messages for longer than the
+    /// bridge write timeout.
+    Stalled,
     /// The proxy is shutting down.
     ShuttingDown,
 }
@@ -72,6 +121,9 @@ impl BridgeEnd {
             Self::SessionDeleted => "the session was deleted",
             Self::Disconnected => "the bridge disconnected",
             Self::Unresponsive => "no message from the app for several ping intervals",
+            Self::Stalled => {
+                "the app left the proxy's messages unread for longer than OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS"
+            }
             Self::ShuttingDown => "the proxy is shutting down",
         }
     }
@@ -86,6 +138,9 @@ impl BridgeEnd {
             Self::Disconnected => "The app's bridge disconnected before the tool answered.",
             Self::Unresponsive => {
                 "The app's bridge stopped answering pings and was dropped before the tool answered."
+            }
+            Self::Stalled => {
+                "The app stopped reading its bridge, which was dropped before the tool answered."
             }
             Self::ShuttingDown => "The proxy is shutting down; the tool call was abandoned.",
         }

@@ -5,7 +5,48 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use openclaw_proxy_core::{BearerToken, CoreConfig};
+use openclaw_proxy_core::limits::{AddressRange, CreateRate};
+use openclaw_proxy_core::{BearerToken, CoreConfig, Limits};
+
+const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
+const SECONDS_PER_WEEK: u64 = 7 * SECONDS_PER_DAY;
+
+/// The smallest and largest message size limit that make sense: a tool
+/// definition or a call needs room, and a single message beyond 1 GiB is a
+/// typo for a smaller number.
+const MESSAGE_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=1024 * 1024 * 1024;
+
+fn parse_message_bytes(text: &str) -> Result<usize, String> {
+    let bytes: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of bytes"))?;
+    if MESSAGE_BYTES_RANGE.contains(&bytes) {
+        Ok(bytes)
+    } else {
+        Err(format!(
+            "{bytes} is outside {}..={} bytes",
+            MESSAGE_BYTES_RANGE.start(),
+            MESSAGE_BYTES_RANGE.end()
+        ))
+    }
+}
+
+/// `OPENCLAW_PROXY_SESSION_CREATE_RATE`: `None` for no limit.
+#[derive(Clone, Copy, Debug)]
+pub struct CreateRateSetting(pub Option<CreateRate>);
+
+/// `0` is "no limit"; anything else is RATE or RATE/BURST.
+fn parse_create_rate(text: &str) -> Result<CreateRateSetting, String> {
+    if text.trim() == "0" {
+        return Ok(CreateRateSetting(None));
+    }
+    text.parse().map(|rate| CreateRateSetting(Some(rate)))
+}
+
+fn parse_address_range(text: &str) -> Result<AddressRange, String> {
+    text.parse()
+}
 
 /// `openclaw-proxy`: lets apps expose their own tools to AI agents over MCP.
 #[derive(Clone, Debug, Parser)]
@@ -64,19 +105,13 @@ pub struct ServerConfig {
     pub tls_key_file: Option<std::path::PathBuf>,
 
     /// Idle lifetime of a session without a bridge, in seconds.
-    #[arg(
-        long,
-        env = "OPENCLAW_PROXY_SESSION_TTL_SECONDS",
-        default_value_t = 300
-    )]
+    #[arg(long, env = "OPENCLAW_PROXY_SESSION_TTL_SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=SECONDS_PER_WEEK))]
     pub session_ttl_seconds: u64,
 
     /// Limit of one tool call, in seconds.
-    #[arg(
-        long,
-        env = "OPENCLAW_PROXY_TOOL_TIMEOUT_SECONDS",
-        default_value_t = 120
-    )]
+    #[arg(long, env = "OPENCLAW_PROXY_TOOL_TIMEOUT_SECONDS", default_value_t = 120,
+          value_parser = clap::value_parser!(u64).range(1..=SECONDS_PER_DAY))]
     pub tool_timeout_seconds: u64,
 
     /// Concurrent HTTP/2 streams per connection (each gRPC bridge is one).
@@ -91,20 +126,67 @@ pub struct ServerConfig {
     pub hello_timeout_seconds: u64,
 
     /// The longest limit a tool may ask for with its own timeout_seconds, in seconds.
-    #[arg(
-        long,
-        env = "OPENCLAW_PROXY_MAX_TOOL_TIMEOUT_SECONDS",
-        default_value_t = 3600
-    )]
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_TOOL_TIMEOUT_SECONDS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(1..=SECONDS_PER_DAY))]
     pub max_tool_timeout_seconds: u64,
 
     /// Seconds between pings on an attached bridge; a bridge silent for three intervals is dropped.
+    #[arg(long, env = "OPENCLAW_PROXY_PING_INTERVAL_SECONDS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub ping_interval_seconds: u64,
+
+    /// Seconds a bridge may leave the proxy's messages unread before it is dropped (its calls fail at once).
+    #[arg(long, env = "OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub bridge_write_timeout_seconds: u64,
+
+    /// Seconds a client may take to send a whole request header (and to send anything at all, or finish a TLS handshake); an idle HTTP/1.1 keep-alive connection is closed after as long.
+    #[arg(long, env = "OPENCLAW_PROXY_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_read_timeout_seconds: u64,
+
+    /// Seconds between HTTP/2 keep-alive pings; a connection whose peer does not answer one within as long is closed.
+    #[arg(long, env = "OPENCLAW_PROXY_HTTP2_KEEPALIVE_SECONDS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub http2_keepalive_seconds: u64,
+
+    /// Live sessions one node holds (0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_SESSIONS", default_value_t = 100_000)]
+    pub max_sessions: usize,
+
+    /// Tools in one session (0: no limit).
     #[arg(
         long,
-        env = "OPENCLAW_PROXY_PING_INTERVAL_SECONDS",
-        default_value_t = 20
+        env = "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION",
+        default_value_t = 512
     )]
-    pub ping_interval_seconds: u64,
+    pub max_tools_per_session: usize,
+
+    /// Bytes of one session's tool definitions together: names, descriptions, schemas, paths (0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES", default_value_t = 1024 * 1024)]
+    pub max_tool_definition_bytes: usize,
+
+    /// Tool calls in flight on one session (0: no limit).
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_MAX_CALLS_PER_SESSION",
+        default_value_t = 256
+    )]
+    pub max_calls_per_session: u32,
+
+    /// Open client connections (0: no limit); more are answered 429 / RESOURCE_EXHAUSTED and closed.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_CONNECTIONS", default_value_t = 50_000)]
+    pub max_connections: usize,
+
+    /// Session creations per client address: RATE per second, or RATE/BURST (0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_SESSION_CREATE_RATE", default_value = "100/1000",
+          value_parser = parse_create_rate)]
+    pub session_create_rate: CreateRateSetting,
+
+    /// Reverse proxies (addresses or CIDR blocks, comma-separated) whose X-Forwarded-For names the client.
+    #[arg(long, env = "OPENCLAW_PROXY_TRUSTED_PROXIES", value_delimiter = ',',
+          value_parser = parse_address_range)]
+    pub trusted_proxies: Vec<AddressRange>,
 
     /// Public base URL (scheme://host[:port][/prefix]) for bridge_url and mcp_url behind a reverse proxy.
     #[arg(long, env = "OPENCLAW_PROXY_PUBLIC_URL")]
@@ -128,8 +210,9 @@ pub struct ServerConfig {
     )]
     pub allowed_origins: Vec<String>,
 
-    /// Largest accepted HTTP request body, in bytes.
-    #[arg(long, env = "OPENCLAW_PROXY_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    /// Largest message anywhere, in bytes: REST and MCP bodies, WebSocket messages and frames, gRPC messages both ways.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024,
+          value_parser = parse_message_bytes)]
     pub max_body_bytes: usize,
 
     /// Also serve GET /metrics on this address, without a token (for a Prometheus on an internal network).
@@ -253,6 +336,16 @@ impl ServerConfig {
             max_tool_timeout: Duration::from_secs(self.max_tool_timeout_seconds),
             hello_timeout: Duration::from_secs(self.hello_timeout_seconds),
             ping_interval: Duration::from_secs(self.ping_interval_seconds.max(1)),
+            bridge_write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
+            max_message_bytes: self.max_body_bytes,
+            limits: Limits {
+                max_sessions: self.max_sessions,
+                max_tools_per_session: self.max_tools_per_session,
+                max_tool_definition_bytes: self.max_tool_definition_bytes,
+                max_calls_per_session: self.max_calls_per_session,
+                session_create_rate: self.session_create_rate.0,
+                trusted_proxies: self.trusted_proxies.clone(),
+            },
             // Short TTLs are swept often enough to hold them.
             sweep_interval: Duration::from_secs((self.session_ttl_seconds / 4).clamp(1, 15)),
             ..CoreConfig::default()
@@ -279,6 +372,37 @@ pub struct EdgeConfig {
     /// How long the server keeps serving, not ready, after the shutdown
     /// signal before it closes the port and ends the bridges.
     pub shutdown_delay: Duration,
+    /// Connection-level limits and timeouts.
+    pub connections: ConnectionLimits,
+}
+
+/// What one client connection may hold, and for how long.
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// Open connections at once; 0 for no limit.
+    pub max_connections: usize,
+    /// Time to send a whole request header, the first bytes of a
+    /// connection, or finish a TLS handshake; also the idle limit of an
+    /// HTTP/1.1 keep-alive connection.
+    pub header_read_timeout: Duration,
+    /// Interval (and answer limit) of HTTP/2 keep-alive pings.
+    pub http2_keepalive: Duration,
+    /// How long a WebSocket frame may take to be written to the app.
+    pub write_timeout: Duration,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<AddressRange>,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 50_000,
+            header_read_timeout: Duration::from_secs(10),
+            http2_keepalive: Duration::from_secs(20),
+            write_timeout: Duration::from_secs(10),
+            trusted_proxies: Vec::new(),
+        }
+    }
 }
 
 /// Streams per HTTP/2 connection unless configured: enough for a backend
@@ -311,6 +435,13 @@ impl ServerConfig {
             max_body_bytes: self.max_body_bytes,
             http2_max_concurrent_streams: Some(self.http2_max_concurrent_streams),
             shutdown_delay: Duration::from_secs(self.shutdown_delay_seconds),
+            connections: ConnectionLimits {
+                max_connections: self.max_connections,
+                header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds),
+                http2_keepalive: Duration::from_secs(self.http2_keepalive_seconds),
+                write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
+                trusted_proxies: self.trusted_proxies.clone(),
+            },
         }
     }
 
@@ -361,6 +492,36 @@ mod tests {
         let mut argv = vec!["openclaw-proxy"];
         argv.extend_from_slice(args);
         ServerConfig::parse_from(argv)
+    }
+
+    #[test]
+    fn numeric_settings_out_of_range_stop_the_server_naming_the_setting() {
+        for (flag, value) in [
+            ("--ping-interval-seconds", "18446744073709551615"),
+            ("--ping-interval-seconds", "0"),
+            ("--session-ttl-seconds", "0"),
+            ("--tool-timeout-seconds", "99999999"),
+            ("--bridge-write-timeout-seconds", "0"),
+            ("--header-read-timeout-seconds", "100000"),
+            ("--max-body-bytes", "10"),
+            ("--session-create-rate", "fast"),
+            ("--trusted-proxies", "10.0.0.0/99"),
+            ("--max-sessions", "many"),
+        ] {
+            let error = ServerConfig::try_parse_from(["openclaw-proxy", flag, value])
+                .expect_err("out of range");
+            assert!(error.to_string().contains(flag), "{flag} {value}: {error}");
+        }
+        let defaults = ServerConfig::defaults();
+        let limits = defaults.core().limits;
+        assert_eq!(limits.max_sessions, 100_000);
+        assert_eq!(limits.max_calls_per_session, 256);
+        assert_eq!(
+            limits.session_create_rate.map(|rate| rate.burst),
+            Some(1000)
+        );
+        let unlimited = config(&["--session-create-rate", "0"]);
+        assert!(unlimited.core().limits.session_create_rate.is_none());
     }
 
     #[test]

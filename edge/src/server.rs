@@ -33,15 +33,16 @@ use openclaw_proxy_core::{ClientAddr, Hub};
 use tokio::net::TcpListener;
 use tower_service::Service;
 
-use crate::config::EdgeConfig;
+use crate::config::{ConnectionLimits, EdgeConfig};
 use crate::http;
 use crate::tls::Tls;
 
 /// How long shutdown waits for connections to finish after the bridges ended.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
-/// A client that has not sent a whole request header by then is dropped.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections over the limit that are still answered (with 429 /
+/// `RESOURCE_EXHAUSTED`) rather than dropped unanswered.
+const REFUSED_CONNECTIONS_ANSWERED: usize = 1024;
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -96,10 +97,13 @@ pub async fn serve(
         .http2_max_concurrent_streams
         .unwrap_or(crate::config::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS);
     let delay = edge.shutdown_delay;
+    let limits = edge.connections.clone();
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
-    let builder = connection_builder(streams);
+    let builder = connection_builder(streams, &limits);
     let graceful = GracefulShutdown::new();
+    let admission = Admission::new(limits.max_connections);
+    let header_read_timeout = limits.header_read_timeout;
     tokio::pin!(shutdown);
     // After the signal, with a delay configured: serving on, not ready.
     let mut draining_until: Option<tokio::time::Instant> = None;
@@ -136,24 +140,40 @@ pub async fn serve(
             remote,
             tls: tls.is_some(),
         };
-        let router = router.clone();
-        let service =
-            hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
-                request.extensions_mut().insert(info);
-                request.extensions_mut().insert(ClientAddr(info.remote));
-                let mut router = router.clone();
-                async move {
-                    let response: Result<_, Infallible> = router.call(request.map(Body::new)).await;
-                    response
-                }
-            });
+        let Some(permit) = admission.admit() else {
+            // Over the limit even for a refusal: no answer at all.
+            tracing::debug!(%remote, "connection dropped: too many connections, even refused ones");
+            continue;
+        };
+        let service = match permit {
+            Permit::Serve(permit) => ConnectionService::Serve {
+                router: router.clone(),
+                info,
+                _permit: Arc::new(permit),
+            },
+            Permit::Refuse(permit) => ConnectionService::Refuse {
+                limit: limits.max_connections,
+                _permit: Arc::new(permit),
+            },
+        };
         let Some(tls) = &tls else {
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            let connection = graceful.watch(connection);
+            let (builder, watcher) = (builder.clone(), graceful.watcher());
             tokio::spawn(async move {
-                if let Err(error) = connection.await {
+                // A client that sends nothing never reaches hyper's
+                // header-read timer (protocol detection waits first).
+                let mut first = [0_u8; 1];
+                match tokio::time::timeout(header_read_timeout, stream.peek(&mut first)).await {
+                    Ok(Ok(1..)) => {}
+                    Ok(_) => return,
+                    Err(_) => {
+                        tracing::debug!(%remote, "connection sent nothing in time; closed");
+                        return;
+                    }
+                }
+                let connection = builder
+                    .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
+                    .into_owned();
+                if let Err(error) = watcher.watch(connection).await {
                     tracing::debug!(%error, "connection ended with an error");
                 }
             });
@@ -165,7 +185,7 @@ pub async fn serve(
         // loop, and has the same limit as reading a request header.
         tokio::spawn(async move {
             let stream =
-                match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
+                match tokio::time::timeout(header_read_timeout, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,
                     Ok(Err(error)) => {
                         tracing::debug!(%error, "TLS handshake failed");
@@ -177,7 +197,7 @@ pub async fn serve(
                     }
                 };
             let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                 .into_owned();
             if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%error, "connection ended with an error");
@@ -233,15 +253,114 @@ async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
 }
 
 /// hyper's per-connection settings.
-fn connection_builder(max_concurrent_streams: u32) -> auto::Builder<TokioExecutor> {
+///
+/// hyper starts the HTTP/1 header-read timer whenever it waits for a request
+/// head, so the same limit closes idle keep-alive connections. HTTP/2
+/// connections (gRPC bridges stay idle for long) are checked with pings
+/// instead: a peer that does not answer one in time is gone.
+fn connection_builder(
+    max_concurrent_streams: u32,
+    limits: &ConnectionLimits,
+) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(limits.header_read_timeout);
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(max_concurrent_streams);
+        .max_concurrent_streams(max_concurrent_streams)
+        .keep_alive_interval(limits.http2_keepalive)
+        .keep_alive_timeout(limits.http2_keepalive);
     builder
+}
+
+/// The connection limit: a permit per open connection, and a few more for
+/// connections that are only told they are over it.
+struct Admission {
+    serving: Option<Arc<tokio::sync::Semaphore>>,
+    refusing: Arc<tokio::sync::Semaphore>,
+}
+
+enum Permit {
+    Serve(Option<tokio::sync::OwnedSemaphorePermit>),
+    Refuse(tokio::sync::OwnedSemaphorePermit),
+}
+
+impl Admission {
+    fn new(max_connections: usize) -> Self {
+        Self {
+            serving: (max_connections > 0)
+                .then(|| Arc::new(tokio::sync::Semaphore::new(max_connections))),
+            refusing: Arc::new(tokio::sync::Semaphore::new(REFUSED_CONNECTIONS_ANSWERED)),
+        }
+    }
+
+    /// A permit to serve the connection, or to refuse it with an answer;
+    /// `None` when even refusals are at their limit.
+    fn admit(&self) -> Option<Permit> {
+        let Some(serving) = &self.serving else {
+            return Some(Permit::Serve(None));
+        };
+        if let Ok(permit) = serving.clone().try_acquire_owned() {
+            return Some(Permit::Serve(Some(permit)));
+        }
+        self.refusing
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(Permit::Refuse)
+    }
+}
+
+/// What serves one connection: the whole service, or, over the connection
+/// limit, an answer that says so to every request. The permit is released
+/// when hyper drops the service, with the connection.
+#[derive(Clone)]
+enum ConnectionService {
+    Serve {
+        router: Router,
+        info: ConnectionInfo,
+        _permit: Arc<Option<tokio::sync::OwnedSemaphorePermit>>,
+    },
+    Refuse {
+        limit: usize,
+        _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+    },
+}
+
+impl ConnectionService {
+    fn hyper(
+        self,
+    ) -> impl hyper::service::Service<
+        Request<hyper::body::Incoming>,
+        Response = axum::response::Response,
+        Error = Infallible,
+        Future = impl Future<Output = Result<axum::response::Response, Infallible>> + Send,
+    > + Clone {
+        hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+            let this = self.clone();
+            async move {
+                match this {
+                    ConnectionService::Serve {
+                        mut router, info, ..
+                    } => {
+                        request.extensions_mut().insert(info);
+                        request.extensions_mut().insert(ClientAddr(info.remote));
+                        request
+                            .extensions_mut()
+                            .insert(tonic::transport::server::TcpConnectInfo {
+                                local_addr: Some(info.local),
+                                remote_addr: Some(info.remote),
+                            });
+                        router.call(request.map(Body::new)).await
+                    }
+                    ConnectionService::Refuse { limit, .. } => {
+                        Ok(http::too_many_connections(&request, limit))
+                    }
+                }
+            }
+        })
+    }
 }

@@ -4,11 +4,16 @@
 //! on every stream. A bridge is a long-lived, mostly idle stream and a proxy
 //! holds thousands of them, so those reservations would dominate its memory.
 //! Buffers still grow on demand for large messages.
+//!
+//! A message that is not valid protobuf is the sender's mistake, so it is
+//! reported as `INVALID_ARGUMENT` with a sentence, not as tonic's bare
+//! `INTERNAL`.
 
 use std::marker::PhantomData;
 
 use prost::Message;
-use tonic::codec::{BufferSettings, Codec};
+use tonic::Status;
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
 /// Initial capacity of a stream's encode and decode buffers.
@@ -42,13 +47,39 @@ where
     type Encode = T;
     type Decode = U;
     type Encoder = ProstEncoder<T>;
-    type Decoder = ProstDecoder<U>;
+    type Decoder = CheckedDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
         ProstEncoder::new(settings())
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        ProstDecoder::new(settings())
+        CheckedDecoder(ProstDecoder::new(settings()))
+    }
+}
+
+/// prost's decoder, with undecodable messages reported as `INVALID_ARGUMENT`.
+#[derive(Debug)]
+pub struct CheckedDecoder<U>(ProstDecoder<U>);
+
+impl<U: Message + Default> Decoder for CheckedDecoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        self.0.decode(buf).map_err(|status| {
+            Status::invalid_argument(format!(
+                "the message is not a valid {} in protobuf encoding: {}",
+                std::any::type_name::<U>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("message"),
+                status.message()
+            ))
+        })
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
     }
 }

@@ -7,14 +7,16 @@
 //!
 //! stdout carries only MCP messages; logs go to stderr (`RUST_LOG`, default
 //! `warn`). Every setting has an environment variable OpenClaw passes to stdio
-//! servers unchanged (none of them is on its blocked list).
-
-mod gateway;
-mod relay;
+//! servers unchanged (none of them is on its blocked list). The modes live in
+//! the library (`lib.rs`); this file reads the command line and reports how
+//! the mode ended: status 0 when stdin closed, 1 when the mode failed (stdout
+//! gone included), 2 for bad settings.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use openclaw_proxy_stdio::limits::LimitArgs;
+use openclaw_proxy_stdio::{gateway, relay};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
@@ -53,21 +55,30 @@ struct RelayArgs {
     /// The session to relay when `initialize` carries no `mcpSessionId`.
     #[arg(long, env = "OPENCLAW_PROXY_SESSION_ID")]
     session_id: Option<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
-/// The innermost cause of an HTTP failure ("Connection refused (os error
-/// 111)"), the part of reqwest's error chain a user can act on.
-pub(crate) fn root_cause(error: &reqwest::Error) -> String {
-    let mut source: &dyn std::error::Error = error;
-    while let Some(next) = source.source() {
-        source = next;
-    }
-    source.to_string()
-}
-
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("openclaw-proxy-stdio: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(cli));
+    // A read of stdin may still be pending on a blocking thread (the client
+    // keeps stdin open after stdout failed); do not wait for it.
+    runtime.shutdown_background();
+    code
+}
+
+async fn run(cli: Cli) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
@@ -77,7 +88,7 @@ async fn main() -> ExitCode {
         .init();
     let outcome = match cli.mode {
         Some(Mode::Gateway(args)) => match args.resolve() {
-            Ok(config) => gateway::run(config).await,
+            Ok(config) => gateway::run(config).await.map_err(anyhow::Error::from),
             Err(error) => {
                 eprintln!("openclaw-proxy-stdio gateway: {error}");
                 return ExitCode::from(2);
@@ -88,8 +99,9 @@ async fn main() -> ExitCode {
                 server_url: cli.relay.proxy_base_url.trim_end_matches('/').to_owned(),
                 token: cli.relay.openclaw_token.trim().to_owned(),
                 session_id: cli.relay.session_id.map(|id| id.trim().to_owned()),
+                limits: cli.relay.limits.resolve(),
             };
-            relay::run(config).await
+            relay::run(config).await.map_err(anyhow::Error::from)
         }
     };
     match outcome {

@@ -107,6 +107,15 @@ pub async fn mcp_connect_with_token(
         .await
 }
 
+/// The parameters of a `tools/call` of `name` with `arguments` (a JSON
+/// object).
+pub fn call(name: &str, arguments: Value) -> rmcp::model::CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("tool arguments must be a JSON object");
+    };
+    rmcp::model::CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
+}
+
 /// The text blocks of a tool result, in order.
 pub fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
     result

@@ -115,6 +115,21 @@ impl WsApp {
         }
     }
 
+    /// The next text frame exactly as sent (pings answered on the way);
+    /// `None` when the bridge closed.
+    pub async fn next_text(&mut self) -> Option<String> {
+        loop {
+            match self.socket.next().await {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return None,
+                Some(Ok(Message::Text(text))) if text.as_str().contains(r#""type":"ping""#) => {
+                    self.send_json(json!({"type": "pong"})).await;
+                }
+                Some(Ok(Message::Text(text))) => return Some(text.as_str().to_owned()),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
     /// The close code the bridge ends with; panics on any other frame.
     pub async fn closed(&mut self) -> (u16, String) {
         match self.next_json().await {

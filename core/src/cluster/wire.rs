@@ -220,7 +220,7 @@ pub struct Progress {
 #[derive(Debug, Serialize)]
 pub struct Answer<'a> {
     pub ok: bool,
-    pub content: &'a Value,
+    pub content: &'a RawValue,
     pub error: &'a str,
 }
 
@@ -237,13 +237,9 @@ pub struct ReadAnswer {
 impl ReadAnswer {
     /// The outcome it carries.
     pub fn into_outcome(self) -> Result<ToolOutcome, serde_json::Error> {
-        let content = match self.content {
-            Some(raw) => serde_json::from_str(raw.get())?,
-            None => Value::Null,
-        };
         Ok(ToolOutcome {
             ok: self.ok,
-            content,
+            content: self.content.unwrap_or_default(),
             error: self.error,
         })
     }
@@ -332,6 +328,7 @@ fn end_name(end: BridgeEnd) -> &'static str {
         BridgeEnd::SessionDeleted => "session_deleted",
         BridgeEnd::Disconnected => "disconnected",
         BridgeEnd::Unresponsive => "unresponsive",
+        BridgeEnd::Stalled => "stalled",
         BridgeEnd::ShuttingDown => "shutting_down",
     }
 }
@@ -341,6 +338,7 @@ fn end_of(name: &str) -> BridgeEnd {
         "replaced" => BridgeEnd::Replaced,
         "session_deleted" => BridgeEnd::SessionDeleted,
         "unresponsive" => BridgeEnd::Unresponsive,
+        "stalled" => BridgeEnd::Stalled,
         "shutting_down" => BridgeEnd::ShuttingDown,
         _ => BridgeEnd::Disconnected,
     }

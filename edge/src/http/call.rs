@@ -19,7 +19,8 @@ use std::sync::{Mutex, PoisonError};
 
 use axum::http::HeaderMap;
 use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
-use openclaw_proxy_core::{CallContext, Hub, InvokeError, Origin, ToolOutcome, Transport};
+use openclaw_proxy_core::{CallContext, Hub, InvokeError, Origin, ToolOutcome, Transport, escape};
+use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ProgressNotificationParam,
     ProgressToken, RequestMetaObject,
@@ -45,14 +46,50 @@ pub struct ToolCall<'a> {
     pub session_id: &'a str,
     /// The JSON-RPC id, as JSON text (`7`, `"a"`), for cancellation.
     pub jsonrpc_id: String,
-    /// The request's params (`_meta` included).
-    pub request: CallToolRequestParams,
+    /// The tool called.
+    pub name: String,
+    /// The arguments, the JSON text of an object, passed to the app as is.
+    pub arguments_json: String,
+    /// `params._meta` as JSON text, passed to the app as is; empty for none.
+    pub meta_json: String,
     /// Who is calling.
     pub client: CallerInfo,
     /// The caller's address, for the audit log.
     pub peer: Option<SocketAddr>,
     /// The request's W3C `traceparent` ([`trace_parent`]); empty for none.
     pub trace_parent: String,
+}
+
+impl<'a> ToolCall<'a> {
+    /// The call of rmcp's parsed request (its JSON already rebuilt as trees).
+    pub fn from_request(
+        session_id: &'a str,
+        jsonrpc_id: String,
+        request: CallToolRequestParams,
+        client: CallerInfo,
+    ) -> Self {
+        let arguments_json = request
+            .arguments
+            .as_ref()
+            .and_then(|arguments| serde_json::to_string(arguments).ok())
+            .unwrap_or_else(|| "{}".to_owned());
+        let meta_json = request
+            .meta
+            .as_ref()
+            .filter(|meta| !meta.0.0.is_empty())
+            .and_then(|meta| serde_json::to_string(meta).ok())
+            .unwrap_or_default();
+        Self {
+            session_id,
+            jsonrpc_id,
+            name: request.name.into(),
+            arguments_json,
+            meta_json,
+            client,
+            peer: None,
+            trace_parent: String::new(),
+        }
+    }
 }
 
 /// Runs a `tools/call` over the session's bridge and maps its outcome to the
@@ -65,23 +102,18 @@ pub async fn call_tool(
     call: ToolCall<'_>,
     progress: Option<ProgressTo>,
     cancelled: impl Future<Output = ()>,
-) -> Result<CallToolResult, McpError> {
+) -> Result<RawToolResult, McpError> {
     let ToolCall {
         session_id,
         jsonrpc_id,
-        request,
+        name,
+        arguments_json,
+        meta_json,
         client,
         peer,
         trace_parent,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
-    let arguments = request.arguments.unwrap_or_default();
-    let meta_json = request
-        .meta
-        .as_ref()
-        .filter(|meta| !meta.0.0.is_empty())
-        .and_then(|meta| serde_json::to_string(meta).ok())
-        .unwrap_or_default();
     let context = CallContext {
         meta_json,
         client,
@@ -92,23 +124,22 @@ pub async fn call_tool(
     let invoke = async {
         match progress {
             None => {
-                hub.invoke_with(session_id, &request.name, &arguments, context)
+                hub.invoke_json(session_id, &name, arguments_json, context)
                     .await
             }
             Some(to) => {
-                invoke_reporting_progress(hub, to, session_id, &request.name, &arguments, context)
-                    .await
+                invoke_reporting_progress(hub, to, session_id, &name, arguments_json, context).await
             }
         }
     };
     let outcome = tokio::select! {
         outcome = invoke => outcome,
         () = cancelled => {
-            tracing::debug!(tool = %request.name, "call abandoned: the client went away");
+            tracing::debug!(tool = %escape::truncated(&name), "call abandoned: the client went away");
             return Err(McpError::internal_error("the request was cancelled", None));
         }
         () = registered.token.cancelled() => {
-            tracing::debug!(tool = %request.name, "call cancelled by the client");
+            tracing::debug!(tool = %escape::truncated(&name), "call cancelled by the client");
             return Err(McpError::internal_error("the request was cancelled by the client", None));
         }
     };
@@ -218,12 +249,12 @@ async fn invoke_reporting_progress(
     to: ProgressTo,
     session_id: &str,
     tool: &str,
-    arguments: &serde_json::Map<String, serde_json::Value>,
+    arguments_json: String,
     mut context: CallContext,
 ) -> Result<ToolOutcome, InvokeError> {
     let (sink, mut reports) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
     context.progress = Some(sink);
-    let invoke = hub.invoke_with(session_id, tool, arguments, context);
+    let invoke = hub.invoke_json(session_id, tool, arguments_json, context);
     tokio::pin!(invoke);
     let notify = |report: ToolProgress| {
         let mut param = ProgressNotificationParam::new(to.token.clone(), report.progress);
@@ -236,25 +267,46 @@ async fn invoke_reporting_progress(
             }
         }
     };
+    // A client that does not read its stream holds a notification up; the
+    // call is polled all the while, so its timeout still holds.
+    let mut sending = std::pin::pin!(futures_util::future::OptionFuture::from(None));
+    let mut busy = false;
     let outcome = loop {
         tokio::select! {
             biased;
-            Some(report) = reports.recv() => notify(report).await,
+            Some(()) = &mut sending, if busy => {
+                sending.set(None.into());
+                busy = false;
+            }
+            Some(report) = reports.recv(), if !busy => {
+                sending.set(Some(notify(report)).into());
+                busy = true;
+            }
             outcome = &mut invoke => break outcome,
         }
     };
-    // Reports queued just before the answer still go first.
-    while let Ok(report) = reports.try_recv() {
-        notify(report).await;
+    // Reports queued just before the answer still go first, within the
+    // tool's own limit: a client that stopped reading gets nothing more.
+    let rest = async {
+        sending.await;
+        while let Ok(report) = reports.try_recv() {
+            notify(report).await;
+        }
+    };
+    if tokio::time::timeout(hub.config().tool_timeout, rest)
+        .await
+        .is_err()
+    {
+        tracing::debug!("the MCP client does not read its progress; the rest is dropped");
     }
     outcome
 }
 
 /// The MCP answer to a call's outcome: an unknown tool is invalid params;
 /// every other proxy-side failure is an error result with its sentence.
-fn answer(outcome: Result<ToolOutcome, InvokeError>) -> Result<CallToolResult, McpError> {
+fn answer(outcome: Result<ToolOutcome, InvokeError>) -> Result<RawToolResult, McpError> {
     match outcome {
-        Ok(outcome) => Ok(openclaw_proxy_proto::mcp::tool_result(
+        Ok(outcome) => Ok(openclaw_proxy_proto::mcp::tool_result_raw(
             outcome.ok,
             outcome.content,
             outcome.error,
@@ -262,8 +314,9 @@ fn answer(outcome: Result<ToolOutcome, InvokeError>) -> Result<CallToolResult, M
         Err(error @ InvokeError::UnknownTool { .. }) => {
             Err(McpError::invalid_params(error.to_string(), None))
         }
-        Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(
-            error.to_string(),
-        )])),
+        Err(error) => Ok(RawToolResult {
+            result: CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
+            structured: None,
+        }),
     }
 }

@@ -5,8 +5,11 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::{AuthError, HubError};
+use openclaw_proxy_core::{AuthError, HubError, LimitError, escape};
 use serde_json::json;
+
+/// Longest error message sent, in characters.
+const MESSAGE_LIMIT: usize = 1024;
 
 /// Everything the HTTP edge can refuse a request for.
 #[derive(Debug, thiserror::Error)]
@@ -28,14 +31,18 @@ pub enum ApiError {
     #[error("missing session id: use /v1/mcp/{{session_id}} or send the MCP-Session-Id header")]
     MissingSessionId,
     #[error(
-        "session {0:?} does not exist: it was never created, it expired, or it was deleted; register it again with POST /v1/chat/sessions"
+        "session {} does not exist: it was never created, it expired, or it was deleted; register it again with POST /v1/chat/sessions",
+        escape::quoted(.0)
     )]
     UnknownSession(String),
     #[error("{0}")]
     Hub(#[from] HubError),
-    #[error("Host {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_HOSTS")]
+    #[error("Host {} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_HOSTS", escape::quoted(.0))]
     HostNotAllowed(String),
-    #[error("Origin {0:?} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_ORIGINS")]
+    #[error(
+        "Origin {} is not allowed: add it to OPENCLAW_PROXY_ALLOWED_ORIGINS",
+        escape::quoted(.0)
+    )]
     OriginNotAllowed(String),
     #[error("the request path cannot be read: {0}")]
     InvalidPath(String),
@@ -51,6 +58,8 @@ pub enum ApiError {
     NotWebSocket(String),
     #[error("not ready: {0}")]
     NotReady(String),
+    #[error("{0}")]
+    TooManyConnections(String),
 }
 
 impl ApiError {
@@ -68,6 +77,7 @@ impl ApiError {
             Self::UnknownSession(_) => StatusCode::NOT_FOUND,
             Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::Hub(HubError::UnknownSession(_)) => StatusCode::NOT_FOUND,
+            Self::Hub(HubError::Limit(_)) => StatusCode::TOO_MANY_REQUESTS,
             Self::Hub(HubError::MissingSessionId | HubError::InvalidTool(_)) => {
                 StatusCode::BAD_REQUEST
             }
@@ -80,6 +90,7 @@ impl ApiError {
             Self::WebSocketVersion => StatusCode::UPGRADE_REQUIRED,
             Self::NotWebSocket(_) => StatusCode::BAD_REQUEST,
             Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooManyConnections(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -95,6 +106,12 @@ impl ApiError {
             Self::UnknownSession(_) | Self::Hub(HubError::UnknownSession(_)) => "unknown_session",
             Self::Hub(HubError::MissingSessionId) => "missing_session_id",
             Self::Hub(HubError::InvalidTool(_)) => "invalid_tool",
+            Self::Hub(HubError::Limit(LimitError::TooManySessions { .. })) => "too_many_sessions",
+            Self::Hub(HubError::Limit(LimitError::TooManyTools { .. })) => "too_many_tools",
+            Self::Hub(HubError::Limit(LimitError::ToolDefinitionsTooLarge { .. })) => {
+                "tool_definitions_too_large"
+            }
+            Self::Hub(HubError::Limit(LimitError::CreateRate { .. })) => "rate_limited",
             Self::Hub(HubError::ShuttingDown) => "shutting_down",
             Self::Hub(HubError::Unavailable(_) | HubError::NoRandomness(_)) => "unavailable",
             Self::HostNotAllowed(_) => "host_not_allowed",
@@ -105,6 +122,7 @@ impl ApiError {
             Self::WebSocketVersion => "unsupported_websocket_version",
             Self::NotWebSocket(_) => "not_websocket",
             Self::NotReady(_) => "not_ready",
+            Self::TooManyConnections(_) => "too_many_connections",
         }
     }
 }
@@ -112,7 +130,11 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        // Messages may quote what the client sent (a parser's error quotes a
+        // wrongly typed string in full): bounded, control characters escaped.
+        let message = self.to_string();
+        let message = escape::truncated_to(&message, MESSAGE_LIMIT);
+        let body = json!({"error": {"code": self.code(), "message": message}});
         let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         match self {
@@ -124,6 +146,13 @@ impl IntoResponse for ApiError {
                     header::SEC_WEBSOCKET_VERSION,
                     HeaderValue::from_static("13"),
                 );
+            }
+            Self::Hub(HubError::Limit(limit)) => {
+                if let Some(wait) = limit.retry_after() {
+                    // Whole seconds, rounded up: 0 would invite a retry storm.
+                    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                    headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+                }
             }
             _ => {}
         }

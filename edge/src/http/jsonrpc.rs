@@ -45,6 +45,18 @@ pub fn refusal(body: &[u8]) -> Option<Response> {
             ));
         }
     };
+    // rmcp reads the body as a tree, which serde_json refuses beyond 128
+    // levels of nesting; rmcp would call that a wrong media type (415).
+    if let Err(error) = serde_json::from_str::<Value>(value.get())
+        && error.to_string().starts_with("recursion limit exceeded")
+    {
+        return Some(error_response(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            ErrorCode::PARSE_ERROR,
+            format!("Parse error: the request body nests JSON deeper than 128 levels: {error}"),
+        ));
+    }
     // Batches and other shapes are rmcp's to judge.
     let envelope = serde_json::from_str::<Envelope<'_>>(value.get()).ok()?;
     if envelope.method.as_deref() == Some("tools/call") {

@@ -348,14 +348,10 @@ impl ServerHandler for SessionTools {
             Some(traced) => (traced.span, traced.trace_parent, traced.peer),
             None => (tracing::Span::none(), String::new(), None),
         };
-        let call = ToolCall {
-            session_id: &session,
-            jsonrpc_id: serde_json::to_string(&context.id).unwrap_or_default(),
-            request,
-            client,
-            peer,
-            trace_parent,
-        };
+        let jsonrpc_id = serde_json::to_string(&context.id).unwrap_or_default();
+        let mut call = ToolCall::from_request(&session, jsonrpc_id, request, client);
+        call.peer = peer;
+        call.trace_parent = trace_parent;
         // rmcp cancels `context.ct` when the client disconnects.
         call::call_tool(
             &self.hub,
@@ -366,6 +362,6 @@ impl ServerHandler for SessionTools {
         )
         .instrument(span)
         .await
-        .map(Into::into)
+        .map(|result| result.into_result().into())
     }
 }

@@ -89,12 +89,7 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
 /// The answer to a path no route serves: gRPC's `UNIMPLEMENTED` for gRPC
 /// requests (an unknown service or method), the JSON 404 for everything else.
 pub async fn unknown_route(request: Request) -> Response {
-    let grpc = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/grpc"));
-    if grpc {
+    if is_grpc(request.headers()) {
         let path = request.uri().path();
         let status = tonic::Status::unimplemented(format!(
             "no gRPC method {}: this server offers openclaw.proxy.v1, grpc.health.v1 and reflection",
@@ -104,6 +99,34 @@ pub async fn unknown_route(request: Request) -> Response {
         return Response::from_parts(parts, axum::body::Body::empty());
     }
     ApiError::NotFound(escape::truncated(request.uri().path()).into_owned()).into_response()
+}
+
+/// The answer to every request on a connection over
+/// `OPENCLAW_PROXY_MAX_CONNECTIONS`: `RESOURCE_EXHAUSTED` for gRPC, 429 for
+/// the rest, and the connection is not kept alive.
+pub fn too_many_connections<B>(request: &Request<B>, limit: usize) -> Response {
+    let message = format!(
+        "the server holds its limit of {limit} open connections (OPENCLAW_PROXY_MAX_CONNECTIONS); retry later"
+    );
+    if is_grpc(request.headers()) {
+        let (parts, ()) = tonic::Status::resource_exhausted(message)
+            .into_http::<()>()
+            .into_parts();
+        return Response::from_parts(parts, axum::body::Body::empty());
+    }
+    let mut response = ApiError::TooManyConnections(message).into_response();
+    response.headers_mut().insert(
+        header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"))
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {

@@ -160,12 +160,25 @@ pub async fn create_session(
     require_json(&headers)?;
     let limit = state.config.max_body_bytes;
     let body = read_body(body, limit).await?;
-    let request = parse_json::<CreateSessionBody>(&body)?.into_request()?;
+    let request = parse_create_session(&body)?;
     let origin = Origin::new(
         Transport::Rest,
         connection.as_ref().map(|Extension(info)| info.remote),
     );
-    let created = state.hub.create_session_from(request, origin).await?;
+    let client = connection.as_ref().map(|Extension(info)| {
+        let forwarded_for = headers
+            .get("x-forwarded-for")
+            .and_then(|value| value.to_str().ok());
+        openclaw_proxy_core::limits::client_address(
+            info.remote.ip(),
+            forwarded_for,
+            &state.hub.config().limits.trusted_proxies,
+        )
+    });
+    let created = state
+        .hub
+        .create_session_from(request, origin, client)
+        .await?;
     let session_id = created.session_id;
     let head = RequestHead {
         headers: &headers,
@@ -297,11 +310,25 @@ pub async fn update_tools(
     check_session_token(&state, &session_id, Surface::Rest, &headers).await?;
     require_json(&headers)?;
     let body = read_body(body, state.config.max_body_bytes).await?;
-    let tools = tool_definitions(parse_json::<UpdateToolsBody>(&body)?.tools)?;
+    let tools = parse_update_tools(&body)?;
     let updated = state.hub.update_tools(&session_id, tools).await?;
     Ok(Json(
         serde_json::json!({"ok": true, "tools": updated.tools}),
     ))
+}
+
+/// A `POST /v1/chat/sessions` body, parsed and checked up to the core's
+/// request (the core then validates the tools); the error names the field.
+#[doc(hidden)]
+pub fn parse_create_session(body: &[u8]) -> Result<proto::CreateSessionRequest, ApiError> {
+    parse_json::<CreateSessionBody>(body)?.into_request()
+}
+
+/// A `PUT /v1/chat/sessions/{id}/tools` body, parsed up to the core's tool
+/// definitions.
+#[doc(hidden)]
+pub fn parse_update_tools(body: &[u8]) -> Result<Vec<proto::ToolDefinition>, ApiError> {
+    tool_definitions(parse_json::<UpdateToolsBody>(body)?.tools)
 }
 
 /// Reads a body up to `limit` bytes; the error names the problem.

@@ -20,11 +20,12 @@
 //! original, the connection is then upgraded and the refusals are close
 //! codes: `4401` invalid token, `4404` unknown session (and a
 //! deleted one), `4409` replaced by a newer bridge, `4408` silent for several
-//! ping intervals, `1001` proxy shutting down. A malformed or unexpected
+//! ping intervals (or not reading for `OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS`), `1001` proxy shutting down. A malformed or unexpected
 //! frame is answered with an error frame and the bridge stays up.
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -51,12 +52,17 @@ use super::{EdgeState, SessionIdPath, check_session_token};
 pub const CLOSE_INVALID_TOKEN: u16 = 4401;
 /// Close code: the session does not exist (or was deleted).
 pub const CLOSE_UNKNOWN_SESSION: u16 = 4404;
-/// Close code: the app stopped answering pings.
+/// Close code: the app stopped answering pings, or stopped reading.
 pub const CLOSE_UNRESPONSIVE: u16 = 4408;
 /// Close code: a newer bridge replaced this one.
 pub const CLOSE_REPLACED: u16 = 4409;
 /// Close code: the proxy is going away.
 pub const CLOSE_GOING_AWAY: u16 = 1001;
+/// Close code: a message was over the size limit (RFC 6455 "message too big").
+pub const CLOSE_TOO_BIG: u16 = 1009;
+
+/// The close reason of a bridge that sent a message over the size limit.
+const TOO_BIG_REASON: &str = "a message was larger than OPENCLAW_PROXY_MAX_BODY_BYTES";
 
 /// Initial read buffer of a bridge socket.
 const READ_BUFFER_BYTES: usize = 1024;
@@ -83,7 +89,10 @@ pub async fn bridge(
     // codes after it, as the original protocol has them.
     let admitted = check_session_token(&state, &session_id, Surface::Websocket, &headers).await;
     upgrade
+        // One size limit for every surface (OPENCLAW_PROXY_MAX_BODY_BYTES),
+        // for whole messages and for single frames alike.
         .max_message_size(state.config.max_body_bytes)
+        .max_frame_size(state.config.max_body_bytes)
         // tungstenite reserves 128 KiB per socket for reading by default; with
         // thousands of mostly idle bridges that dominates memory. Frames of
         // any size still arrive: the buffer grows while one is read.
@@ -113,35 +122,52 @@ async fn close_refused(socket: WebSocket, error: HubError) {
 }
 
 async fn close(mut socket: WebSocket, code: u16, reason: &str) {
-    let frame = CloseFrame {
+    let _ = socket
+        .send(Message::Close(Some(close_frame(code, reason))))
+        .await;
+}
+
+/// Longest close reason a close frame carries (RFC 6455: 125 bytes of
+/// payload, two of them the code).
+const MAX_CLOSE_REASON_BYTES: usize = 123;
+
+/// A close frame, its reason cut at a character boundary to what a close
+/// frame may carry (a longer one is a protocol error the app would see
+/// instead of the code).
+fn close_frame(code: u16, reason: &str) -> CloseFrame {
+    let mut end = reason.len().min(MAX_CLOSE_REASON_BYTES);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    CloseFrame {
         code,
-        reason: Utf8Bytes::from(reason),
-    };
-    let _ = socket.send(Message::Close(Some(frame))).await;
+        reason: Utf8Bytes::from(&reason[..end]),
+    }
 }
 
 async fn run_bridge(state: EdgeState, session_id: String, origin: Origin, socket: WebSocket) {
     let (mut sink, stream) = socket.split();
     // Boxed, like the core's queue: an idle channel then costs pointers.
     let (to_app, local) = mpsc::channel::<Box<Message>>(LOCAL_CAPACITY);
+    let too_big = Arc::new(AtomicBool::new(false));
     let hello = proto::Hello {
         session_id: session_id.clone(),
     };
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.
-    let inbound = app_messages(stream, to_app, state.hub.metrics().clone());
+    let inbound = app_messages(stream, to_app, state.hub.metrics().clone(), too_big.clone());
     match state.hub.attach_from(hello, inbound, origin).await {
-        Ok(outbound) => write_frames(sink, outbound, local).await,
+        Ok(outbound) => {
+            let write_timeout = state.config.connections.write_timeout;
+            write_frames(sink, outbound, local, write_timeout, too_big).await;
+        }
         Err(error) => {
             let code = match error {
                 openclaw_proxy_core::HubError::ShuttingDown
                 | openclaw_proxy_core::HubError::Unavailable(_) => CLOSE_GOING_AWAY,
                 _ => CLOSE_UNKNOWN_SESSION,
             };
-            let frame = CloseFrame {
-                code,
-                reason: Utf8Bytes::from(error.to_string()),
-            };
+            let frame = close_frame(code, &error.to_string());
             let _ = sink.send(Message::Close(Some(frame))).await;
         }
     }
@@ -153,13 +179,19 @@ async fn write_frames(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
     mut outbound: BridgeStream,
     mut local: mpsc::Receiver<Box<Message>>,
+    write_timeout: std::time::Duration,
+    too_big: Arc<AtomicBool>,
 ) {
     loop {
         let frames: Vec<Message> = tokio::select! {
             item = outbound.next() => match item {
                 Some(Ok(message)) => render(message),
                 Some(Err(end)) => {
-                    let (code, reason) = close_code(end);
+                    let (code, reason) = if end == BridgeEnd::Disconnected && too_big.load(Ordering::Relaxed) {
+                        (CLOSE_TOO_BIG, TOO_BIG_REASON)
+                    } else {
+                        close_code(end)
+                    };
                     // When the app closed first, tungstenite has queued the
                     // echo of its close frame and refuses a second one;
                     // closing the sink flushes that echo either way.
@@ -172,8 +204,16 @@ async fn write_frames(
             Some(frame) = local.recv() => vec![*frame],
         };
         for frame in frames {
-            if sink.send(frame).await.is_err() {
-                return;
+            // An app that stops reading fills its TCP window and the write
+            // never finishes: drop the socket (the bridge then ends, its
+            // calls fail at once) rather than hold it and its queue.
+            match tokio::time::timeout(write_timeout, sink.send(frame)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    tracing::warn!("a WebSocket bridge stopped reading; dropping it");
+                    return;
+                }
             }
         }
     }
@@ -183,7 +223,7 @@ fn close_code(end: BridgeEnd) -> (u16, &'static str) {
     let code = match end {
         BridgeEnd::Replaced => CLOSE_REPLACED,
         BridgeEnd::SessionDeleted => CLOSE_UNKNOWN_SESSION,
-        BridgeEnd::Unresponsive => CLOSE_UNRESPONSIVE,
+        BridgeEnd::Unresponsive | BridgeEnd::Stalled => CLOSE_UNRESPONSIVE,
         BridgeEnd::ShuttingDown => CLOSE_GOING_AWAY,
         BridgeEnd::Disconnected => 1000,
     };
@@ -343,13 +383,10 @@ fn typed<'a, T: Deserialize<'a>>(
     .transpose()
 }
 
-/// A raw JSON value, cut short for an error message.
+/// A raw JSON value, cut short for an error message; the whitespace raw
+/// JSON may hold between tokens (CR, LF, tab) is escaped.
 fn truncate(raw: &str) -> Cow<'_, str> {
-    const LIMIT: usize = 64;
-    match raw.char_indices().nth(LIMIT) {
-        Some((end, _)) => Cow::Owned(format!("{}…", &raw[..end])),
-        None => Cow::Borrowed(raw),
-    }
+    openclaw_proxy_core::escape::truncated_to(raw, 64)
 }
 
 /// The app's frames as core messages, until it closes: results, progress
@@ -359,13 +396,19 @@ fn app_messages(
     stream: futures_util::stream::SplitStream<WebSocket>,
     to_app: mpsc::Sender<Box<Message>>,
     metrics: Arc<Metrics>,
+    too_big: Arc<AtomicBool>,
 ) -> impl futures_util::Stream<Item = Inbound> + Send + 'static {
     stream
-        .take_while(|frame| {
+        .take_while(move |frame| {
             let open = match frame {
                 Ok(Message::Close(_)) => false,
                 Ok(_) => true,
                 Err(error) => {
+                    // tungstenite's capacity error: a message or a frame
+                    // over OPENCLAW_PROXY_MAX_BODY_BYTES.
+                    if error.to_string().contains("too long") {
+                        too_big.store(true, Ordering::Relaxed);
+                    }
                     tracing::debug!(%error, "bridge socket error");
                     false
                 }
@@ -427,6 +470,18 @@ enum Parsed {
     Ping,
 }
 
+/// One text frame from an app, parsed as the bridge parses it: the core
+/// message it becomes (`None` for a JSON `ping`, which the edge answers
+/// itself), or the message of the error frame the app gets. For the
+/// property tests and fuzz targets.
+#[doc(hidden)]
+pub fn parse_app_frame(text: &str) -> Result<Option<Inbound>, String> {
+    match parse_frame(text)? {
+        Parsed::ToCore(inbound) => Ok(Some(inbound)),
+        Parsed::Ping => Ok(None),
+    }
+}
+
 fn parse_frame(text: &str) -> Result<Parsed, String> {
     // serde would read a JSON array positionally into the struct's fields.
     if !text.trim_start().starts_with('{') {
@@ -483,8 +538,12 @@ fn parse_frame(text: &str) -> Result<Parsed, String> {
             let tools = frame
                 .tools
                 .ok_or_else(|| "update_tools has no \"tools\" array".to_owned())?;
-            let tools: Vec<ToolBody> = serde_json::from_str(tools.get())
-                .map_err(|error| format!("update_tools \"tools\" is not a tool array: {error}"))?;
+            let tools: Vec<ToolBody> = serde_json::from_str(tools.get()).map_err(|error| {
+                // serde quotes a wrongly typed string in full.
+                let error = error.to_string();
+                let error = openclaw_proxy_core::escape::truncated_to(&error, 256);
+                format!("update_tools \"tools\" is not a tool array: {error}")
+            })?;
             let tools = tool_definitions(tools).map_err(|error| error.to_string())?;
             Ok(Parsed::ToCore(Inbound::Message(proto::AppMessage {
                 kind: Some(app_message::Kind::UpdateTools(proto::UpdateTools { tools })),

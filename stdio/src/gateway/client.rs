@@ -1,11 +1,16 @@
 //! Calls to the Gateway's `POST /tools/invoke`, and the mapping of its
-//! answers to MCP results.
+//! answers to MCP results. The HTTP client has the timeouts and the answer
+//! limit of [`crate::http`]; every failure, an empty answer (202, 204, an
+//! empty 200) included, is an MCP error result that says what happened.
 
 use openclaw_proxy_proto::mcp::content_result;
 use reqwest::StatusCode;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+
+use crate::http::{BodyError, ClientError};
+use crate::limits::Limits;
 
 /// The outcome of one call.
 #[derive(Debug)]
@@ -23,16 +28,18 @@ pub struct GatewayClient {
     http: reqwest::Client,
     url: String,
     token: String,
+    limits: Limits,
 }
 
 impl GatewayClient {
     /// A client for the Gateway at `url` (no trailing slash) with `token`.
-    pub fn new(url: String, token: String) -> Self {
-        Self {
-            http: reqwest::Client::new(),
+    pub fn new(url: String, token: String, limits: Limits) -> Result<Self, ClientError> {
+        Ok(Self {
+            http: crate::http::client(&url, &limits)?,
             url,
             token,
-        }
+            limits,
+        })
     }
 
     /// Invokes `tool`; every failure is an error result with a sentence.
@@ -66,11 +73,19 @@ impl GatewayClient {
             .await
         {
             Ok(response) => response,
+            Err(error) if error.is_timeout() && !error.is_connect() => {
+                let text = format!(
+                    "The OpenClaw Gateway at {} did not answer: {}.",
+                    self.url,
+                    crate::http::send_failure(&error, &self.limits)
+                );
+                return (failure(text), false);
+            }
             Err(error) => {
                 let text = format!(
                     "Cannot reach the OpenClaw Gateway at {}: {}. Check OPENCLAW_GATEWAY_URL and that the Gateway runs.",
                     self.url,
-                    crate::root_cause(&error)
+                    crate::http::send_failure(&error, &self.limits)
                 );
                 return (failure(text), false);
             }
@@ -81,8 +96,26 @@ impl GatewayClient {
             .get("retry-after")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
-        let text = response.text().await.unwrap_or_default();
+        let text = match crate::http::read_body(response, self.limits).await {
+            Ok(body) => String::from_utf8_lossy(&body).into_owned(),
+            Err(error @ (BodyError::TooLarge { .. } | BodyError::Timeout { .. })) => {
+                let text =
+                    format!("The OpenClaw Gateway's answer to {tool:?} was not used: {error}.");
+                return (failure(text), false);
+            }
+            Err(error) => {
+                let text =
+                    format!("The OpenClaw Gateway's answer to {tool:?} was cut off: {error}.");
+                return (failure(text), false);
+            }
+        };
         let parsed: Option<Envelope> = serde_json::from_str(&text).ok();
+        if status.is_success() && text.trim().is_empty() {
+            let text = format!(
+                "The OpenClaw Gateway answered HTTP {status} with an empty body to {tool:?}; /tools/invoke answers with a JSON {{\"ok\", \"result\"}} envelope. Is OPENCLAW_GATEWAY_URL the Gateway?"
+            );
+            return (failure(text), false);
+        }
         if status.is_success() {
             let result =
                 match parsed {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::tools::{ToolDef, ToolFileError, builtin_tools, load_tool_file};
+use crate::limits::{LimitArgs, Limits};
 
 /// The Gateway's default address.
 pub const DEFAULT_GATEWAY_URL: &str = "http://127.0.0.1:18789";
@@ -38,6 +39,8 @@ pub struct GatewayArgs {
     /// Session key used when a call gives none.
     #[arg(long, env = "OPENCLAW_MCP_SESSION_KEY")]
     pub session_key: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// The resolved settings.
@@ -58,6 +61,8 @@ pub struct GatewayConfig {
     pub discovery: bool,
     /// Session key used when a call gives none.
     pub default_session_key: Option<String>,
+    /// Line limit, HTTP timeouts and answer size.
+    pub limits: Limits,
 }
 
 /// Why gateway mode cannot start.
@@ -200,6 +205,7 @@ impl GatewayArgs {
             custom,
             discovery,
             default_session_key: non_empty(self.session_key),
+            limits: self.limits.resolve(),
         })
     }
 }

@@ -13,6 +13,10 @@
 //! resolved once ([`config`]); answers are mapped to MCP results in
 //! [`client`].
 //!
+//! stdin and stdout go through [`front`] rather than rmcp's stdio transport:
+//! every bad line is answered, a duplicate request id is refused, and a
+//! failed stdout write ends the process.
+//!
 //! `sessionKey`: every tool gets an optional `sessionKey` argument that is
 //! taken out of `args` and sent as the top-level `sessionKey` (falling back to
 //! `--session-key` / `OPENCLAW_MCP_SESSION_KEY`), except tools whose own schema
@@ -22,12 +26,14 @@
 pub mod client;
 pub mod config;
 pub mod discovery;
+pub mod front;
 pub mod policy;
 pub mod tools;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use rmcp::model::{
@@ -41,6 +47,7 @@ use serde_json::Value;
 use client::GatewayClient;
 use config::GatewayConfig;
 use discovery::{Discovery, GatewayTool, Inventory};
+use front::Front;
 use tools::{SESSION_KEY, ToolDef};
 
 /// How long discovery may take before the built-in list is served instead.
@@ -87,12 +94,14 @@ impl GatewayTools {
     /// returned task: `initialize` is answered at once (clients give a
     /// server a few seconds to start), `tools/list` and `tools/call` wait
     /// for the list.
-    pub fn start(config: GatewayConfig) -> (Self, tokio::task::JoinHandle<()>) {
+    pub fn start(
+        config: GatewayConfig,
+    ) -> Result<(Self, tokio::task::JoinHandle<()>), crate::http::ClientError> {
         let (settled, ready) = watch::channel(false);
         let server = Self {
             served: Arc::new(RwLock::new(Arc::new(Served::new(Vec::new())))),
             ready,
-            client: GatewayClient::new(config.url.clone(), config.token.clone()),
+            client: GatewayClient::new(config.url.clone(), config.token.clone(), config.limits)?,
             default_session_key: config.default_session_key.clone(),
         };
         let served = server.served.clone();
@@ -104,7 +113,7 @@ impl GatewayTools {
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Served::new(tools));
             let _ = settled.send(true);
         });
-        (server, resolving)
+        Ok((server, resolving))
     }
 
     /// The tools served, once settled.
@@ -263,17 +272,58 @@ fn servable(found: Discovery) -> Vec<GatewayTool> {
     tools
 }
 
+/// Why gateway mode stopped before stdin closed.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Client(#[from] crate::http::ClientError),
+    #[error(transparent)]
+    Stdout(#[from] crate::wire::WriteFailed),
+    #[error("MCP session failed: {0}")]
+    Mcp(String),
+}
+
 /// Serves the Gateway's tools on stdin/stdout until the client disconnects.
-pub async fn run(config: GatewayConfig) -> anyhow::Result<()> {
-    let (server, resolving) = GatewayTools::start(config);
-    let outcome = async {
-        let service = server.serve(rmcp::transport::stdio()).await?;
-        service.waiting().await?;
-        anyhow::Ok(())
+pub async fn run(config: GatewayConfig) -> Result<(), GatewayError> {
+    run_with(config, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serves on any reader and writer (stdin/stdout in production). Returns when
+/// `input` ends, or at once with [`GatewayError::Stdout`] when `output` fails.
+pub async fn run_with<R, W>(config: GatewayConfig, input: R, output: W) -> Result<(), GatewayError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let max_line_bytes = config.limits.max_line_bytes;
+    let (server, resolving) = GatewayTools::start(config)?;
+    let (out, mut writer) = crate::wire::output(output);
+    let (front, reader) = Front::start(input, max_line_bytes, out);
+    let serving = async {
+        let service = server
+            .serve(front)
+            .await
+            .map_err(|error| GatewayError::Mcp(error.to_string()))?;
+        service
+            .waiting()
+            .await
+            .map_err(|error| GatewayError::Mcp(error.to_string()))?;
+        Ok::<(), GatewayError>(())
+    };
+    let outcome = tokio::select! {
+        served = serving => served,
+        written = writer.wait() => written.map_err(GatewayError::from),
+    };
+    reader.stop();
+    if let Err(GatewayError::Stdout(_)) = outcome {
+        // Nobody reads any more: stop at once.
+        resolving.abort();
+        return outcome;
     }
-    .await;
     // A client that leaves during discovery still gets its outcome on
     // stderr (bounded by the discovery deadline).
     let _ = resolving.await;
-    outcome
+    outcome?;
+    writer.wait().await?;
+    Ok(())
 }

@@ -23,6 +23,49 @@ pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     command
 }
 
+/// The binary with a stdout nobody reads (closed at once) and stderr
+/// captured: what a client that stopped reading leaves behind.
+pub struct DeafChild {
+    pub child: Child,
+    pub stdin: ChildStdin,
+}
+
+impl DeafChild {
+    /// Starts the binary and closes the reading end of its stdout.
+    pub fn spawn(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn openclaw-proxy-stdio");
+        drop(child.stdout.take());
+        let stdin = child.stdin.take().expect("stdin");
+        Self { child, stdin }
+    }
+
+    /// Writes one message (ignoring a closed pipe: the process may be gone).
+    pub async fn send(&mut self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        let _ = self.stdin.write_all(line.as_bytes()).await;
+        let _ = self.stdin.flush().await;
+    }
+
+    /// Waits for the process to end on its own, stdin still open; returns
+    /// its status and stderr.
+    pub async fn exit(mut self) -> (ExitStatus, String) {
+        let status = no_hang(self.child.wait()).await.expect("wait");
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            use tokio::io::AsyncReadExt;
+            let _ = no_hang(pipe.read_to_string(&mut stderr)).await;
+        }
+        drop(self.stdin);
+        (status, stderr)
+    }
+}
+
 /// The binary driven with raw JSON-RPC lines.
 pub struct RawChild {
     child: Child,
@@ -67,6 +110,15 @@ impl RawChild {
         stdin.flush().await.expect("flush stdin");
     }
 
+    /// Writes one raw line given as bytes (they need not be UTF-8).
+    pub async fn send_bytes(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let mut bytes = line.to_vec();
+        bytes.push(b'\n');
+        stdin.write_all(&bytes).await.expect("write stdin");
+        stdin.flush().await.expect("flush stdin");
+    }
+
     /// Reads the next stdout line, which must be one JSON-RPC message.
     pub async fn recv(&mut self) -> Value {
         let line = no_hang(self.stdout.next_line())
@@ -77,6 +129,14 @@ impl RawChild {
             .unwrap_or_else(|error| panic!("stdout carried a non-JSON line {line:?}: {error}"));
         assert_eq!(message["jsonrpc"], "2.0", "{message}");
         message
+    }
+
+    /// Reads the next stdout line as it is (for numbers `Value` cannot hold).
+    pub async fn recv_line(&mut self) -> String {
+        no_hang(self.stdout.next_line())
+            .await
+            .expect("read stdout")
+            .expect("stdout open")
     }
 
     /// Closes stdin and waits for the process; stdout must hold nothing more

@@ -1,8 +1,11 @@
 //! The `openclaw-proxy-stdio` binary as a child process: the relay against the
 //! real server, and gateway mode against a Gateway stand-in and against the
-//! real OpenClaw Gateway. One test binary.
+//! real OpenClaw Gateway; hostile stdin lines and misbehaving servers; the
+//! line parser's properties. One test binary.
 
 mod common;
 mod gateway;
+mod hostile;
+mod line_props;
 mod real_gateway;
 mod relay;

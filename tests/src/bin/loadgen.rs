@@ -118,6 +118,11 @@ async fn server(args: &ServerArgs) -> anyhow::Result<Server> {
             .env("OPENCLAW_PROXY_LISTEN", format!("127.0.0.1:{port}"))
             .env("OPENCLAW_PROXY_APP_TOKEN", &args.app_token)
             .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", &args.openclaw_token)
+            // The benchmark opens sessions and calls faster than one client
+            // is allowed to by default.
+            .env("OPENCLAW_PROXY_SESSION_CREATE_RATE", "0")
+            .env("OPENCLAW_PROXY_MAX_CALLS_PER_SESSION", "0")
+            .env("OPENCLAW_PROXY_MAX_SESSIONS", "0")
             .env("RUST_LOG", "warn")
             .kill_on_drop(true)
             .spawn()

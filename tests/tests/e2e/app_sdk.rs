@@ -17,7 +17,7 @@ use openclaw_proxy_app::schemars::JsonSchema;
 use openclaw_proxy_app::{App, CallContext, SessionInfo, Tool, ToolError};
 use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_tests::*;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolResult;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
@@ -84,13 +84,6 @@ fn app(url: &str, tools: Vec<Tool>, reported: &Reported) -> openclaw_proxy_app::
         builder = builder.tool(tool);
     }
     builder
-}
-
-fn call(name: &str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object");
-    };
-    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
 }
 
 async fn mcp_call(base: &str, session_id: &str, name: &str, arguments: Value) -> CallToolResult {

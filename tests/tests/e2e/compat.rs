@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_tests::*;
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -33,13 +32,6 @@ async fn post_json(server: &TestServer, body: &str) -> (u16, Value) {
 
 fn error_message(body: &Value) -> &str {
     body["error"]["message"].as_str().unwrap_or_default()
-}
-
-fn call(name: &str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object");
-    };
-    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
 }
 
 /// The session bodies of the original implementation's own test suite and
@@ -224,7 +216,7 @@ async fn both_spellings_in_a_bridge_frame_agree_or_are_refused() {
     app.send_json(json!({"type": "invoke_result", "request_id": request_id, "requestId": request_id, "ok": true, "content": "yes"}))
         .await;
     let outcome = no_hang(call).await.expect("task").expect("answered");
-    assert_eq!(outcome.content, json!("yes"));
+    assert_eq!(outcome.content_value(), json!("yes"));
 }
 
 /// A result or progress frame that names a waiting call but cannot be used

@@ -71,7 +71,7 @@ async fn invocation_reaches_the_app_and_its_result_comes_back() {
 
     let outcome = call.await.expect("join").expect("call succeeds");
     assert!(outcome.ok);
-    assert_eq!(outcome.content, json!({"echoed_text": "hello"}));
+    assert_eq!(outcome.content_value(), json!({"echoed_text": "hello"}));
 
     let described = sessions.get(&session_id).await.expect("get");
     assert!(described.bridge_connected);
@@ -96,7 +96,7 @@ async fn request_ids_count_per_session_and_errors_pass_through() {
         let outcome = call.await.expect("join").expect("answered");
         assert!(!outcome.ok);
         assert_eq!(outcome.error, "disk is full");
-        assert_eq!(outcome.content, Value::Null);
+        assert_eq!(outcome.content_value(), Value::Null);
     }
 }
 
@@ -127,8 +127,8 @@ async fn json_values_arrive_exactly_as_sent_both_ways() {
         .invoke(&session_id, "echo_text", &args(sent.clone()))
         .await
         .expect("echoed");
-    assert_eq!(outcome.content.to_string(), sent.to_string());
-    let content = &outcome.content;
+    assert_eq!(outcome.content_value().to_string(), sent.to_string());
+    let content = &outcome.content_value();
     assert_eq!(content["max"].as_i64(), Some(i64::MAX));
     assert_eq!(content["min"].as_i64(), Some(i64::MIN));
     assert_eq!(content["beyond_double"].as_i64(), Some(9007199254740993));
@@ -369,7 +369,7 @@ async fn connected_bridge_and_call_in_flight_keep_the_session() {
 
     app.answer(&invoke.request_id, true, "\"done\"", "").await;
     let outcome = call.await.expect("join").expect("call completes");
-    assert_eq!(outcome.content, json!("done"));
+    assert_eq!(outcome.content_value(), json!("done"));
 }
 
 #[tokio::test]
@@ -398,7 +398,7 @@ async fn new_bridge_replaces_old_one_and_fails_its_calls() {
         .invoke(&session.id, "echo_text", &args(json!({"via": "new"})))
         .await
         .expect("served by the new bridge");
-    assert_eq!(outcome.content, json!({"via": "new"}));
+    assert_eq!(outcome.content_value(), json!({"via": "new"}));
     drop(server);
     echo.await.expect("echo task");
 }
@@ -459,7 +459,7 @@ async fn timeout_then_late_and_unknown_results_are_ignored() {
         .invoke(&session_id, "echo_text", &args(json!({"n": 2})))
         .await
         .expect("next call works");
-    assert_eq!(outcome.content, json!({"n": 2}));
+    assert_eq!(outcome.content_value(), json!({"n": 2}));
     drop(server);
     echo.await.expect("echo task");
 }

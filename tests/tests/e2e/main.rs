@@ -5,6 +5,7 @@ mod app_sdk;
 mod bench;
 mod compat;
 mod conversation;
+mod fidelity;
 mod grpc;
 mod interop;
 mod limits;

@@ -7,15 +7,8 @@ use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_edge::EdgeConfig;
 use openclaw_proxy_tests::*;
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequestParams, ContentBlock, ProtocolVersion};
+use rmcp::model::{ContentBlock, ProtocolVersion};
 use serde_json::{Value, json};
-
-fn call(name: &str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(arguments) = arguments else {
-        panic!("object arguments")
-    };
-    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
-}
 
 fn tool_json(name: &str) -> Value {
     json!({"name": name, "description": format!("The {name} tool."), "input_schema": {"type": "object"}})

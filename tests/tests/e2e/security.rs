@@ -824,7 +824,7 @@ async fn grpc_status_of_garbage(server: &TestServer, method: &str, token: &str) 
 async fn grpc_refuses_a_wrong_token_before_decoding_the_message() {
     let server = start_server(true).await;
     const UNAUTHENTICATED: &str = "16";
-    const INTERNAL: &str = "13";
+    const INVALID_ARGUMENT: &str = "3";
     for method in [
         "/openclaw.proxy.v1.SessionService/CreateSession",
         "/openclaw.proxy.v1.SessionService/GetSession",
@@ -850,7 +850,8 @@ async fn grpc_refuses_a_wrong_token_before_decoding_the_message() {
         .await,
         UNAUTHENTICATED
     );
-    // The same bytes with a token that passes are decoded, and fail there.
+    // The same bytes with a token that passes are decoded, and fail there:
+    // the sender's mistake, so INVALID_ARGUMENT (not tonic's bare INTERNAL).
     assert_eq!(
         grpc_status_of_garbage(
             &server,
@@ -858,7 +859,7 @@ async fn grpc_refuses_a_wrong_token_before_decoding_the_message() {
             APP_TOKEN
         )
         .await,
-        INTERNAL
+        INVALID_ARGUMENT
     );
 }
 

@@ -58,7 +58,7 @@ async fn invoke_frames_carry_both_spellings_and_either_is_accepted() {
         let outcome = no_hang(call).await.expect("join").expect("answered");
         assert!(outcome.ok);
         assert_eq!(
-            outcome.content,
+            outcome.content_value(),
             json!({"echoed_text": "hello", "spelling": key})
         );
     }
@@ -136,7 +136,7 @@ async fn close_codes_for_token_session_and_replacement() {
         .invoke(&id, "echo_text", &args(json!({"text": "second"})))
         .await
         .expect("served");
-    assert_eq!(outcome.content, json!({"text": "second"}));
+    assert_eq!(outcome.content_value(), json!({"text": "second"}));
 
     // Deleting the session closes its bridge with 4404.
     let response = reqwest::Client::new()
@@ -292,7 +292,7 @@ async fn malformed_frames_get_error_frames_and_the_bridge_stays_up() {
         .invoke(&id, "echo_text", &args(json!({"still": "up"})))
         .await
         .expect("served");
-    assert_eq!(outcome.content, json!({"still": "up"}));
+    assert_eq!(outcome.content_value(), json!({"still": "up"}));
     drop(server);
     let _ = no_hang(echo).await;
 }
