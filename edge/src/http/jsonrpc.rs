@@ -45,20 +45,27 @@ pub fn refusal(body: &[u8]) -> Option<Response> {
             ));
         }
     };
+    // Read without building a tree, so a deep body still yields its id.
+    let envelope = serde_json::from_str::<Envelope<'_>>(value.get()).ok();
     // rmcp reads the body as a tree, which serde_json refuses beyond 128
     // levels of nesting; rmcp would call that a wrong media type (415).
     if let Err(error) = serde_json::from_str::<Value>(value.get())
         && error.to_string().starts_with("recursion limit exceeded")
     {
         return Some(error_response(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            ErrorCode::PARSE_ERROR,
-            format!("Parse error: the request body nests JSON deeper than 128 levels: {error}"),
+            StatusCode::OK,
+            envelope
+                .and_then(|envelope| envelope.id)
+                .unwrap_or(Value::Null),
+            ErrorCode::INVALID_PARAMS,
+            format!(
+                "Invalid params: JSON nested deeper than {} levels, the limit: {error}",
+                super::direct::MAX_NESTING
+            ),
         ));
     }
     // Batches and other shapes are rmcp's to judge.
-    let envelope = serde_json::from_str::<Envelope<'_>>(value.get()).ok()?;
+    let envelope = envelope?;
     if envelope.method.as_deref() == Some("tools/call") {
         let params = envelope.params.map_or("null", RawValue::get);
         if let Err(error) = serde_json::from_str::<CallToolRequestParams>(params) {
@@ -117,6 +124,20 @@ pub async fn normalize(response: Response) -> Response {
     let text = match axum::body::to_bytes(body, PLAIN_ERROR_LIMIT).await {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(_) => status.canonical_reason().unwrap_or("error").to_owned(),
+    };
+    // rmcp answers a body that is JSON but no JSON-RPC message (a number, a
+    // batch, no "method", a wrong "jsonrpc") as a wrong media type; the
+    // media type was right, the request was not.
+    const NOT_JSON_RPC: &str = "fail to deserialize request body";
+    let (status, text) = match text.strip_prefix(NOT_JSON_RPC) {
+        Some(reason) if status == StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Invalid Request: the body is not a JSON-RPC request or notification: {}",
+                reason.trim()
+            ),
+        ),
+        _ => (status, text),
     };
     let code = if status.is_server_error() {
         ErrorCode::INTERNAL_ERROR
