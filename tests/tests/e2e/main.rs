@@ -7,6 +7,7 @@ mod compat;
 mod conversation;
 mod fidelity;
 mod grpc;
+mod hostile;
 mod interop;
 mod limits;
 mod mcp;
