@@ -99,6 +99,9 @@ pub(crate) struct Bridge {
     /// app that stopped reading.
     queued: AtomicU64,
     taken: AtomicU64,
+    /// Warnings the app can cause (malformed messages, unexpected results)
+    /// are rate-limited per bridge.
+    warnings: crate::log_budget::LogBudget,
 }
 
 impl Bridge {
@@ -125,6 +128,7 @@ impl Bridge {
             calls: Mutex::default(),
             queued: AtomicU64::new(0),
             taken: AtomicU64::new(0),
+            warnings: crate::log_budget::LogBudget::default(),
         });
         (bridge, receiver, updates)
     }
@@ -494,7 +498,9 @@ impl Bridge {
                         return;
                     }
                     self.metrics.dropped(DropReason::UnknownRequest);
-                    tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), "result for no waiting call ignored");
+                    if let Some(suppressed) = self.warnings.allow() {
+                        tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), suppressed, "result for no waiting call ignored");
+                    }
                     self.notify(notice(
                         format!(
                             "no call is waiting for request id {}: it already timed out, was cancelled, or never existed; the result was ignored",
@@ -552,12 +558,15 @@ impl Bridge {
             what,
             problem: problem.to_owned(),
         });
-        tracing::warn!(
-            session = short_id(&self.session_id),
-            request = short_request(&request_id),
-            failed_call = failed,
-            "malformed {what} from the app"
-        );
+        if let Some(suppressed) = self.warnings.allow() {
+            tracing::warn!(
+                session = short_id(&self.session_id),
+                request = short_request(&request_id),
+                failed_call = failed,
+                suppressed,
+                "malformed {what} from the app"
+            );
+        }
         tracing::debug!(session_id = %self.session_id, %request_id, %problem, "malformed {what} from the app");
         let message = if failed {
             format!(

@@ -27,6 +27,7 @@
 //!   decides which one opens what.
 //! - [`limits`]: ceilings on sessions, tools, calls in flight and the rate
 //!   of session creation, each named by its setting when reached.
+//! - [`log_budget`]: warnings an outsider can trigger, rate-limited per bridge.
 //! - [`escape`]: outside strings made safe to echo in messages and logs.
 //! - [`metrics`]: the Prometheus metrics of one hub; [`audit`]: the audit
 //!   log; [`trace`]: spans and the W3C `traceparent` carried to apps and
@@ -43,6 +44,7 @@ pub mod escape;
 pub mod grpc;
 pub mod hub;
 pub mod limits;
+pub mod log_budget;
 pub mod metrics;
 pub mod outcome;
 pub mod tools;

@@ -422,3 +422,55 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         assert_eq!(seen, vec![Some(expected)]);
     }
 }
+
+#[tokio::test]
+async fn a_flood_of_malformed_frames_is_answered_in_full_and_logged_a_few_times() {
+    const FRAMES: usize = 200;
+    let mut proxy = Proxy::start(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]);
+    let address = proxy.find(|line| {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let listening = event["message"]
+            .as_str()?
+            .contains("openclaw-proxy listening");
+        listening.then(|| event["address"].as_str().map(str::to_owned))?
+    });
+    let reply: Value = reqwest::Client::new()
+        .post(format!("http://{address}/v1/chat/sessions"))
+        .bearer_auth(TOKEN)
+        .json(&legacy_session_body())
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("JSON reply");
+    let session = TestSession::from_rest_reply(&reply).expect("session");
+    let mut app = WsApp::connect(&session.bridge_url, Some(TOKEN))
+        .await
+        .expect("bridge");
+    // Every frame is answered.
+    for n in 0..FRAMES {
+        app.send(tokio_tungstenite::tungstenite::Message::Text(
+            format!("not json {n}").into(),
+        ))
+        .await;
+        let frame = no_hang(app.next_json()).await.expect("an error frame");
+        assert_eq!(frame["type"], "error", "{frame}");
+    }
+    let lines = proxy.stop();
+    let warnings: Vec<Value> = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| {
+            event["level"] == "WARN"
+                && event["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains("malformed bridge frame"))
+        })
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        openclaw_proxy_core::log_budget::LINES_PER_WINDOW as usize,
+        "{warnings:#?}"
+    );
+}

@@ -398,6 +398,9 @@ fn app_messages(
     metrics: Arc<Metrics>,
     too_big: Arc<AtomicBool>,
 ) -> impl futures_util::Stream<Item = Inbound> + Send + 'static {
+    // One malformed frame after another is one app's mistake, not news:
+    // the app hears of each, the log of a few per minute.
+    let warnings = openclaw_proxy_core::log_budget::LogBudget::default();
     stream
         .take_while(move |frame| {
             let open = match frame {
@@ -427,7 +430,12 @@ fn app_messages(
                         metrics.dropped(DropReason::Malformed);
                         // The problem may quote the frame, which may hold
                         // ids: in full only below INFO.
-                        tracing::warn!("malformed bridge frame; the app got an error frame");
+                        if let Some(suppressed) = warnings.allow() {
+                            tracing::warn!(
+                                suppressed,
+                                "malformed bridge frame; the app got an error frame"
+                            );
+                        }
                         tracing::debug!(%problem, "malformed bridge frame");
                         reply(&to_app, error_frame(&problem, ""));
                         None
