@@ -35,8 +35,7 @@ pub(crate) type Queued = Box<ProxyMessage>;
 
 type Answer = Result<ToolOutcome, InvokeError>;
 
-/// Where a call's progress reports go, if its caller wants them.
-pub type ProgressSink = mpsc::Sender<proto::ToolProgress>;
+pub use crate::progress::ProgressSink;
 
 /// What the app sent over its bridge, as the core reads it.
 #[derive(Debug)]
@@ -202,7 +201,7 @@ impl Bridge {
             return false;
         };
         if let Some(sink) = &waiting.progress
-            && sink.try_send(report).is_err()
+            && !sink.push(report)
         {
             self.metrics.dropped(DropReason::ProgressOverflow);
         }

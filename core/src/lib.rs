@@ -11,6 +11,8 @@
 //!
 //! - [`outcome`]: how calls and bridges end (answers, errors, end reasons).
 //! - [`tools`]: validation of tool definitions at registration.
+//! - [`progress`]: a call's progress reports on their way to its caller,
+//!   thinned (oldest first) when the caller reads slower than the app reports.
 //! - [`bridge`]: one attached bridge: its outbound queue, the calls waiting
 //!   on it, and the loop that reads the app's messages and pings the app.
 //! - [`directory`]: where sessions are recorded (the seam for a second
@@ -47,16 +49,18 @@ pub mod limits;
 pub mod log_budget;
 pub mod metrics;
 pub mod outcome;
+pub mod progress;
 pub mod tools;
 pub mod trace;
 
 pub use audit::{ClientAddr, Origin};
 pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTokens, Side};
-pub use bridge::{BridgeStream, Inbound, ProgressSink};
+pub use bridge::{BridgeStream, Inbound};
 pub use config::CoreConfig;
 pub use hub::{Backend, CallContext, Hub, HubError};
 pub use limits::{LimitError, Limits};
 pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::v1 as proto;
 pub use outcome::{BridgeEnd, InvokeError, ToolOutcome};
+pub use progress::{ProgressReceiver, ProgressSink};
 pub use tools::{Tool, ToolError};

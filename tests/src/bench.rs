@@ -627,3 +627,98 @@ pub async fn run_stdio(
     let _ = child.wait().await;
     Ok(LoadReport::from_latencies(latencies, errors, elapsed))
 }
+
+/// Peak resident memory of a process since it started, in KiB (`VmHWM`).
+pub fn peak_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .context("no VmHWM in /proc status")
+}
+
+/// Memory under abuse: `bridges` WebSocket bridges that stop reading while
+/// `calls` tool calls of `payload_bytes` each are sent to them (200 at a
+/// time). Reports the server's resident memory before, its peak, and after
+/// the bridges are gone, plus how the calls ended; every call must end
+/// (the bridge write timeout drops the bridges, failing their calls).
+pub async fn measure_abuse(
+    target: &Target,
+    server_pid: u32,
+    bridges: usize,
+    calls: usize,
+    payload_bytes: usize,
+) -> anyhow::Result<Value> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    const IN_FLIGHT: usize = 200;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = resident_kib(server_pid)?;
+    let http = reqwest::Client::new();
+    let mut sessions = Vec::with_capacity(bridges);
+    let mut sockets = Vec::with_capacity(bridges);
+    for _ in 0..bridges {
+        let id = register_rest(&http, target).await?;
+        let url = format!("ws://{}/v1/chat/sessions/{id}/bridge", target.authority());
+        let mut request = url.into_client_request()?;
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", target.app_token).parse()?,
+        );
+        // Connected, then never read again.
+        let (socket, _) = tokio_tungstenite::connect_async(request).await?;
+        sockets.push(socket);
+        sessions.push(id);
+    }
+    let attached = resident_kib(server_pid)?;
+    let text = "x".repeat(payload_bytes);
+    let started = Instant::now();
+    let outcomes = futures_util::stream::iter(0..calls)
+        .map(|n| {
+            let url = format!(
+                "http://{}/v1/mcp/{}",
+                target.mcp_authority(),
+                sessions[n % sessions.len()]
+            );
+            let body = json!({
+                "jsonrpc": "2.0", "id": n, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": text}}
+            })
+            .to_string();
+            let http = http.clone();
+            let token = target.openclaw_token.clone();
+            async move {
+                let reply = http
+                    .post(url)
+                    .bearer_auth(token)
+                    .header("accept", "application/json, text/event-stream")
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .ok()?
+                    .text()
+                    .await
+                    .ok()?;
+                Some(reply.contains(r#""isError":true"#))
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let failed = outcomes.iter().filter(|o| **o == Some(true)).count();
+    let unanswered = outcomes.iter().filter(|o| o.is_none()).count();
+    let peak = peak_kib(server_pid)?;
+    drop(sockets);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = resident_kib(server_pid)?;
+    Ok(json!({
+        "bench": "memory_under_abuse", "bridges": bridges, "calls": calls,
+        "payload_bytes": payload_bytes, "seconds": (seconds * 10.0).round() / 10.0,
+        "calls_failed_with_an_error": failed, "calls_unanswered": unanswered,
+        "rss_before_kib": before, "rss_bridges_attached_kib": attached,
+        "rss_peak_kib": peak, "rss_after_kib": after,
+    }))
+}

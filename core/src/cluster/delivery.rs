@@ -213,7 +213,7 @@ impl NatsDelivery {
                         &call.context.progress,
                         serde_json::from_slice::<Progress>(&message.payload),
                     ) {
-                        let _ = sink.try_send(proto::ToolProgress {
+                        sink.push(proto::ToolProgress {
                             request_id: String::new(),
                             progress: report.progress,
                             total: report.total,
@@ -344,7 +344,7 @@ async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, messag
             return;
         }
     };
-    let (sink, mut reports) = mpsc::channel::<proto::ToolProgress>(64);
+    let (sink, mut reports) = crate::progress::channel();
     let header = |name: &str| {
         message
             .headers
@@ -395,7 +395,7 @@ async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, messag
             _ = alive.tick() => publish(KIND_ALIVE, Bytes::new()).await,
         }
     };
-    while let Ok(report) = reports.try_recv() {
+    while let Some(report) = reports.try_recv() {
         progress(report).await;
     }
     match outcome {

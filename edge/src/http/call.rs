@@ -29,9 +29,6 @@ use rmcp::service::Peer;
 use rmcp::{ErrorData as McpError, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-/// Progress reports buffered per call before older ones are dropped.
-const PROGRESS_BUFFER: usize = 64;
-
 /// Where a call's progress goes: the client's token and its channel.
 pub struct ProgressTo {
     /// The client's `progressToken`.
@@ -252,7 +249,7 @@ async fn invoke_reporting_progress(
     arguments_json: String,
     mut context: CallContext,
 ) -> Result<ToolOutcome, InvokeError> {
-    let (sink, mut reports) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+    let (sink, mut reports) = openclaw_proxy_core::progress::channel();
     context.progress = Some(sink);
     let invoke = hub.invoke_json(session_id, tool, arguments_json, context);
     tokio::pin!(invoke);
@@ -289,7 +286,7 @@ async fn invoke_reporting_progress(
     // tool's own limit: a client that stopped reading gets nothing more.
     let rest = async {
         sending.await;
-        while let Ok(report) = reports.try_recv() {
+        while let Some(report) = reports.try_recv() {
             notify(report).await;
         }
     };
@@ -298,6 +295,16 @@ async fn invoke_reporting_progress(
         .is_err()
     {
         tracing::debug!("the MCP client does not read its progress; the rest is dropped");
+    }
+    // Once per call, not per report: a flood is one event.
+    let thinned = reports.thinned();
+    if thinned > 0 {
+        tracing::info!(
+            session = %openclaw_proxy_core::escape::short_id(session_id),
+            tool = %escape::truncated(tool),
+            thinned,
+            "progress thinned: the client read slower than the app reported; the latest report and the result were delivered"
+        );
     }
     outcome
 }

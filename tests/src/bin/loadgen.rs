@@ -5,6 +5,7 @@
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app crate
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --bridges 500 --calls 2000
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
 //! ```
 //!
@@ -50,6 +51,21 @@ enum Command {
         /// Seconds to run.
         #[arg(long, default_value_t = 10)]
         duration: u64,
+    },
+    /// Resident memory while bridges that stopped reading are sent large
+    /// calls, and after they are gone.
+    Abuse {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Bridges that stop reading.
+        #[arg(long, default_value_t = 500)]
+        bridges: usize,
+        /// Calls sent to them.
+        #[arg(long, default_value_t = 2000)]
+        calls: usize,
+        /// Bytes of each call's argument.
+        #[arg(long, default_value_t = 200 * 1024)]
+        payload_bytes: usize,
     },
     /// Resident memory per session holding a bridge.
     Memory {
@@ -178,6 +194,18 @@ async fn main() -> anyhow::Result<()> {
             };
             let report = bench::run_load(&config).await?;
             println!("{}", bench::report_json(&config, &report));
+        }
+        Command::Abuse {
+            server: args,
+            bridges,
+            calls,
+            payload_bytes,
+        } => {
+            let server = server(&args).await?;
+            let pid = server.pid.context("abuse needs --spawn or --pid")?;
+            let report =
+                bench::measure_abuse(&server.target, pid, bridges, calls, payload_bytes).await?;
+            println!("{report}");
         }
         Command::Memory {
             server: args,

@@ -683,6 +683,66 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
 }
 
 #[tokio::test]
+async fn a_progress_flood_is_thinned_but_the_latest_report_and_the_result_arrive() {
+    const REPORTS: u32 = 5000;
+    let server = TestServer::start().await;
+    let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
+    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
+        .await
+        .expect("grpc");
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "echo_text", "arguments": {}, "_meta": {"progressToken": "flood"}
+    }});
+    let request = tokio::spawn(
+        mcp_post(&session.mcp_url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .send(),
+    );
+    let invoke = no_hang(app.next_invoke()).await;
+    for n in 1..=REPORTS {
+        app.send(openclaw_proxy_core::proto::app_message::Kind::Progress(
+            openclaw_proxy_core::proto::ToolProgress {
+                request_id: invoke.request_id.clone(),
+                progress: f64::from(n),
+                total: Some(f64::from(REPORTS)),
+                message: String::new(),
+            },
+        ))
+        .await;
+    }
+    app.answer(&invoke.request_id, true, "\"done\"", "").await;
+    let response = no_hang(request).await.expect("join").expect("response");
+    let messages = sse_messages(&response.text().await.expect("body"));
+    let (result, progress) = messages.split_last().expect("messages");
+    assert_eq!(result["result"]["content"][0]["text"], "done", "{result}");
+    let delivered: Vec<f64> = progress
+        .iter()
+        .map(|message| {
+            message["params"]["progress"]
+                .as_f64()
+                .expect("a progress value")
+        })
+        .collect();
+    assert_eq!(
+        delivered.last(),
+        Some(&f64::from(REPORTS)),
+        "the latest arrives"
+    );
+    assert!(
+        delivered.windows(2).all(|pair| pair[0] < pair[1]),
+        "in order"
+    );
+    // Every report is either delivered or counted as thinned.
+    let scrape = openclaw_proxy_tests::prometheus::Scrape::parse(&server.hub.render_metrics())
+        .expect("metrics");
+    let thinned = scrape.value(
+        "openclaw_proxy_bridge_messages_dropped_total",
+        &[("reason", "progress_overflow")],
+    );
+    assert_eq!(delivered.len() as f64 + thinned, f64::from(REPORTS));
+}
+
+#[tokio::test]
 async fn client_disconnect_ends_the_call_on_the_server() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
