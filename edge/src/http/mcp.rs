@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -125,6 +125,21 @@ async fn serve(
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
+    handle_message(state, session_id, parts, bytes, peer, method).await
+}
+
+/// Serves one admitted JSON-RPC message of `session_id` (its request head
+/// and body): the direct path, `notifications/cancelled`, or rmcp. The one
+/// place MCP messages are handled, for the streamable endpoint and the
+/// legacy SSE transport ([`super::legacy`]) alike.
+pub(super) async fn handle_message(
+    state: &EdgeState,
+    session_id: Arc<str>,
+    parts: Parts,
+    bytes: Bytes,
+    peer: Option<std::net::SocketAddr>,
+    method: &mut McpMethod,
+) -> Response {
     // The direct path first: it carries most traffic, and a body it does
     // not take costs it little.
     if direct::headers_allow(&parts.headers)
@@ -244,7 +259,9 @@ impl<'a> Sniffed<'a> {
     }
 }
 
-async fn admit(
+/// Checks `Host`/`Origin`, the token and the session of an MCP request,
+/// from its head alone.
+pub(super) async fn admit(
     state: &EdgeState,
     session_id: Option<&str>,
     headers: &axum::http::HeaderMap,

@@ -6,6 +6,8 @@
 //!   gRPC bridge stream.
 //! - [`mcp`]: `POST /v1/mcp/{id}` and `POST /v1/mcp` routed by `MCP-Session-Id`,
 //!   served by rmcp's stateless streamable HTTP transport.
+//! - [`legacy`]: `GET` on the same URLs, the HTTP+SSE transport of MCP
+//!   2024-11-05, whose messages the MCP endpoint's handling serves.
 //! - [`call`]: one `tools/call`, the same for every path that serves it.
 //! - [`direct`]: the direct path of plain `tools/call` requests.
 //! - [`guard`]: `Host` and `Origin` checks against DNS rebinding, on every
@@ -19,6 +21,7 @@ pub mod direct;
 pub mod error;
 pub mod guard;
 pub mod jsonrpc;
+pub mod legacy;
 pub mod mcp;
 pub mod rest;
 pub mod spelling;
@@ -51,6 +54,8 @@ pub struct EdgeState {
     pub guard: Arc<guard::HostGuard>,
     /// MCP calls in flight, for `notifications/cancelled`.
     pub in_flight: Arc<call::InFlight>,
+    /// The open streams of the legacy HTTP+SSE transport.
+    pub legacy: Arc<legacy::LegacyStreams>,
 }
 
 /// The HTTP edge's routes.
@@ -59,6 +64,7 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
     let state = EdgeState {
         mcp: mcp::service(hub.clone(), &config, in_flight.clone()),
         in_flight,
+        legacy: Arc::default(),
         guard: Arc::new(guard::HostGuard::new(&config)),
         hub,
         config: Arc::new(config),
@@ -78,9 +84,13 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
             axum::routing::put(rest::update_tools),
         )
         .route("/v1/chat/sessions/{session_id}/bridge", get(ws::bridge))
-        .route("/v1/mcp", post(mcp::by_header))
-        .route("/v1/mcp/", post(mcp::by_header))
-        .route("/v1/mcp/{session_id}", post(mcp::by_path))
+        .route("/v1/mcp", post(mcp::by_header).get(legacy::open_by_header))
+        .route("/v1/mcp/", post(mcp::by_header).get(legacy::open_by_header))
+        .route(
+            "/v1/mcp/{session_id}",
+            post(mcp::by_path).get(legacy::open_by_path),
+        )
+        .route("/v1/mcp/{session_id}/messages", post(legacy::post_message))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)

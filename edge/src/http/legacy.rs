@@ -1,0 +1,774 @@
+//! The legacy HTTP+SSE transport of MCP revision 2024-11-05.
+//!
+//! Why it exists: OpenClaw, given a server `url` without
+//! `"transport": "streamable-http"`, speaks this older transport. The client
+//! opens an SSE stream with `GET` on the MCP URL; the first event,
+//! `endpoint`, names a URL the client then POSTs its JSON-RPC messages to;
+//! each POST is answered `202 Accepted` at once, and the answers travel as
+//! `message` events on the stream.
+//!
+//! How: nothing here speaks MCP. Each POSTed message runs through
+//! [`super::mcp::handle_message`], the same code the streamable endpoint runs
+//! (direct path, `notifications/cancelled`, rmcp), and every JSON-RPC message
+//! of its answer (one JSON body, or each event of an SSE body: progress, then
+//! the result) is pushed onto the stream. So `initialize`, `tools/list`,
+//! `tools/call` and notifications behave exactly as on the streamable
+//! endpoint. Two additions only this transport can carry: the
+//! `initialize` answer on a legacy stream offers `tools.listChanged`, and
+//! the stream receives `notifications/tools/list_changed` when the session's
+//! tools change (the stream watches the session, so an update on any node
+//! or channel is seen).
+//!
+//! Routing: `GET` on `/v1/mcp/{id}`, or on `/v1/mcp` and `/v1/mcp/` with
+//! `MCP-Session-Id`, with `Accept: text/event-stream` and no
+//! `MCP-Protocol-Version` header opens a stream; a streamable HTTP client
+//! always sends that header on its `GET`, which keeps its 405. The endpoint is
+//! `/v1/mcp/{id}/messages?legacy={stream id}` (behind
+//! `OPENCLAW_PROXY_PUBLIC_URL`'s path, if it has one): a path on the same
+//! origin, as the revision allows. Both routes run the checks of every MCP
+//! request ([`super::mcp::admit`]: `Host`, `Origin`, token, session).
+//!
+//! Lifetime and bounds: a stream ends when its client closes it (its calls in
+//! flight are then dropped, which cancels them in the app as a client that
+//! goes away does on the streamable endpoint), when the session is deleted or
+//! expires, when the server shuts down, or when the client stops reading
+//! (a message that cannot be queued within the bridge write timeout,
+//! `OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS`, ends the stream). At most
+//! [`MAX_STREAMS_PER_SESSION`] streams per session and [`MAX_STREAMS`] per
+//! process are open, each with at most [`MAX_PENDING`] messages in progress
+//! and [`QUEUE`] events queued. A POST to a stream that is not open is a 404
+//! with a JSON-RPC error.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use openclaw_proxy_core::metrics::McpMethod;
+use openclaw_proxy_core::{ClientAddr, HubError, Tool, escape};
+use rmcp::model::ErrorCode;
+use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::mcp::{self, SESSION_HEADER};
+use super::{EdgeState, SessionIdPath, jsonrpc};
+
+/// Open legacy streams per session: a client needs one; a few allow for
+/// reconnects that overlap the old stream's end.
+pub const MAX_STREAMS_PER_SESSION: usize = 8;
+/// Open legacy streams per process, over all sessions.
+pub const MAX_STREAMS: usize = 1024;
+/// Messages of one stream in progress at once (POSTed, answer not yet
+/// queued); calls are further bounded by the session's call limit.
+pub const MAX_PENDING: usize = 64;
+/// Events queued for one stream before a producer waits for the client.
+pub const QUEUE: usize = 64;
+/// Interval of the `: ping` comments that keep an idle stream open through
+/// proxies.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often a stream looks at its session: tools changed, session gone,
+/// server shutting down.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// The protocol revision of this transport, sent to the MCP handling when the
+/// client names none and no `initialize` on the stream negotiated one.
+pub const PROTOCOL_VERSION: &str = "2024-11-05";
+/// The query parameter of the endpoint that names the stream.
+const STREAM_PARAM: &str = "legacy";
+
+/// The open legacy streams of this process, by stream id.
+#[derive(Debug, Default)]
+pub struct LegacyStreams {
+    streams: Mutex<HashMap<Arc<str>, Arc<LegacyStream>>>,
+}
+
+/// One open stream.
+#[derive(Debug)]
+struct LegacyStream {
+    id: Arc<str>,
+    session_id: Arc<str>,
+    /// Encoded SSE events for the client.
+    outbound: mpsc::Sender<Bytes>,
+    /// Cancelled when the stream ends, whatever ends it.
+    closed: CancellationToken,
+    /// Messages in progress.
+    pending: Arc<Semaphore>,
+    /// The revision the stream's `initialize` negotiated, if any.
+    protocol_version: Mutex<Option<String>>,
+}
+
+/// Why a stream could not be opened.
+enum OpenRefusal {
+    SessionFull,
+    ServerFull,
+}
+
+impl LegacyStreams {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<LegacyStream>>> {
+        // Plain data, never left half-updated by a panic: poison is harmless.
+        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a new stream of `session_id`, within the limits.
+    fn open(
+        &self,
+        session_id: Arc<str>,
+    ) -> Result<(Arc<LegacyStream>, mpsc::Receiver<Bytes>), OpenRefusal> {
+        let mut streams = self.lock();
+        if streams.len() >= MAX_STREAMS {
+            return Err(OpenRefusal::ServerFull);
+        }
+        let of_session = streams
+            .values()
+            .filter(|stream| stream.session_id == session_id)
+            .count();
+        if of_session >= MAX_STREAMS_PER_SESSION {
+            return Err(OpenRefusal::SessionFull);
+        }
+        let (outbound, receiver) = mpsc::channel(QUEUE);
+        let id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
+        let stream = Arc::new(LegacyStream {
+            id: id.clone(),
+            session_id,
+            outbound,
+            closed: CancellationToken::new(),
+            pending: Arc::new(Semaphore::new(MAX_PENDING)),
+            protocol_version: Mutex::new(None),
+        });
+        streams.insert(id, stream.clone());
+        Ok((stream, receiver))
+    }
+
+    /// The open stream `id` of `session_id`.
+    fn get(&self, id: &str, session_id: &str) -> Option<Arc<LegacyStream>> {
+        self.lock()
+            .get(id)
+            .filter(|stream| &*stream.session_id == session_id)
+            .cloned()
+    }
+
+    /// Ends stream `id`: it leaves the registry and everything it runs stops.
+    fn close(&self, id: &str) {
+        if let Some(stream) = self.lock().remove(id) {
+            stream.closed.cancel();
+        }
+    }
+
+    /// How many streams are open.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no stream is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl LegacyStream {
+    /// Queues one JSON-RPC message (JSON text) as a `message` event. A client
+    /// that has not made room within `write_timeout` has stopped reading:
+    /// the stream ends.
+    async fn deliver(&self, streams: &LegacyStreams, message: &str, write_timeout: Duration) {
+        let event = encode_event("message", message);
+        match self.outbound.send_timeout(event, write_timeout).await {
+            Ok(()) => {}
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                tracing::info!(
+                    session = %openclaw_proxy_core::audit::short_session(&self.session_id),
+                    "legacy SSE client does not read its stream within {write_timeout:?}; the stream ends"
+                );
+                streams.close(&self.id);
+            }
+            // The stream already ended.
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => {}
+        }
+    }
+
+    fn protocol_version(&self) -> Option<String> {
+        self.protocol_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_protocol_version(&self, version: String) {
+        *self
+            .protocol_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(version);
+    }
+}
+
+/// One SSE event; a multi-line `data` becomes several `data:` lines, which
+/// the client joins back with newlines.
+fn encode_event(event: &str, data: &str) -> Bytes {
+    let mut text = String::with_capacity(data.len() + event.len() + 16);
+    text.push_str("event: ");
+    text.push_str(event);
+    text.push('\n');
+    for line in data.split('\n') {
+        text.push_str("data: ");
+        text.push_str(line.strip_suffix('\r').unwrap_or(line));
+        text.push('\n');
+    }
+    text.push('\n');
+    Bytes::from(text)
+}
+
+/// Whether a `GET` asks for a legacy stream: it accepts `text/event-stream`
+/// and names no protocol revision (a streamable HTTP client always does).
+fn wants_legacy_stream(headers: &HeaderMap) -> bool {
+    let accepts_sse = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|item| {
+            let essence = item.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("text/event-stream")
+        });
+    accepts_sse && !headers.contains_key(HEADER_MCP_PROTOCOL_VERSION)
+}
+
+/// `GET /v1/mcp/{session_id}`: a legacy stream, else 405.
+pub async fn open_by_path(
+    State(state): State<EdgeState>,
+    SessionIdPath(session_id): SessionIdPath,
+    request: Request,
+) -> Response {
+    open(state, Some(session_id), request).await
+}
+
+/// `GET /v1/mcp` and `GET /v1/mcp/` routed by `MCP-Session-Id`: a legacy
+/// stream, else 405.
+pub async fn open_by_header(State(state): State<EdgeState>, request: Request) -> Response {
+    let session_id = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| value.trim().to_owned());
+    open(state, session_id, request).await
+}
+
+async fn open(state: EdgeState, session_id: Option<String>, request: Request) -> Response {
+    if !wants_legacy_stream(request.headers()) {
+        // As before this transport existed: the streamable endpoint offers
+        // no server-initiated stream.
+        return super::method_not_allowed(request.method().clone(), request.uri().clone())
+            .await
+            .into_response();
+    }
+    if let Err(error) = mcp::admit(
+        &state,
+        session_id.as_deref(),
+        request.headers(),
+        request.uri(),
+    )
+    .await
+    {
+        return error.into_response();
+    }
+    let session_id: Arc<str> = session_id.unwrap_or_default().into();
+    let (stream, receiver) = match state.legacy.open(session_id.clone()) {
+        Ok(opened) => opened,
+        Err(refusal) => {
+            let message = match refusal {
+                OpenRefusal::SessionFull => format!(
+                    "session {} holds its limit of {MAX_STREAMS_PER_SESSION} open legacy SSE streams; close one, or use the streamable HTTP transport (POST)",
+                    escape::quoted(&session_id)
+                ),
+                OpenRefusal::ServerFull => format!(
+                    "the server holds its limit of {MAX_STREAMS} open legacy SSE streams; retry later, or use the streamable HTTP transport (POST)"
+                ),
+            };
+            return jsonrpc::error_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                Value::Null,
+                ErrorCode::INVALID_REQUEST,
+                message,
+            );
+        }
+    };
+    tracing::debug!(
+        session = %openclaw_proxy_core::audit::short_session(&session_id),
+        "legacy SSE stream opened"
+    );
+    let url = endpoint(state.config.public_url.as_deref(), &session_id, &stream.id);
+    // The tools as the stream opens: any later change is announced.
+    let tools = state.hub.tools(&session_id).await.ok();
+    tokio::spawn(watch(state.clone(), stream.clone(), tools));
+    let events = outgoing(state.legacy.clone(), stream, receiver);
+    let first = futures_util::stream::once(std::future::ready(Ok::<_, std::convert::Infallible>(
+        encode_event("endpoint", &url),
+    )));
+    let body = Body::from_stream(futures_util::StreamExt::chain(first, events));
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// Ends its stream when the response body is dropped: the client closed
+/// the connection, or the server ended the stream.
+struct CloseOnDrop {
+    streams: Arc<LegacyStreams>,
+    id: Arc<str>,
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.streams.close(&self.id);
+        tracing::debug!("legacy SSE stream closed");
+    }
+}
+
+/// The stream's events after `endpoint`: queued messages, and a keep-alive
+/// comment every [`KEEP_ALIVE`]; it ends when the stream is closed.
+fn outgoing(
+    streams: Arc<LegacyStreams>,
+    stream: Arc<LegacyStream>,
+    receiver: mpsc::Receiver<Bytes>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let guard = CloseOnDrop {
+        streams,
+        id: stream.id.clone(),
+    };
+    let state = (stream.closed.clone(), receiver, keep_alive, guard);
+    futures_util::stream::unfold(
+        state,
+        |(closed, mut receiver, mut keep_alive, guard)| async move {
+            let event = tokio::select! {
+                biased;
+                () = closed.cancelled() => None,
+                event = receiver.recv() => event,
+                _ = keep_alive.tick() => Some(Bytes::from_static(b": ping\n\n")),
+            };
+            event.map(|event| (Ok(event), (closed, receiver, keep_alive, guard)))
+        },
+    )
+}
+
+/// Watches the stream's session: `notifications/tools/list_changed` when
+/// its tools change, the end of the stream when the session is gone or the
+/// server shuts down.
+async fn watch(state: EdgeState, stream: Arc<LegacyStream>, mut tools: Option<Arc<[Tool]>>) {
+    let hub = &state.hub;
+    loop {
+        tokio::select! {
+            () = stream.closed.cancelled() => return,
+            () = tokio::time::sleep(WATCH_INTERVAL) => {}
+        }
+        if hub.is_shutting_down() {
+            state.legacy.close(&stream.id);
+            return;
+        }
+        match hub.tools(&stream.session_id).await {
+            Ok(now) => {
+                let changed = tools
+                    .as_ref()
+                    .is_none_or(|before| !Arc::ptr_eq(before, &now) && before[..] != now[..]);
+                tools = Some(now);
+                if changed {
+                    let notification =
+                        r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+                    stream
+                        .deliver(
+                            &state.legacy,
+                            notification,
+                            hub.config().bridge_write_timeout,
+                        )
+                        .await;
+                }
+            }
+            Err(HubError::UnknownSession(_)) => {
+                tracing::debug!("legacy SSE stream ends: its session is gone");
+                state.legacy.close(&stream.id);
+                return;
+            }
+            // A cluster backend out of reach: the session may well live on.
+            Err(error) => tracing::debug!(%error, "legacy SSE stream cannot look at its session"),
+        }
+    }
+}
+
+/// The endpoint URL of a stream: a path on the origin the client reached,
+/// under the public URL's path when it has one.
+fn endpoint(public_url: Option<&str>, session_id: &str, stream_id: &str) -> String {
+    let prefix = public_url
+        .and_then(|url| url.split_once("://"))
+        .and_then(|(_, rest)| rest.find('/').map(|slash| &rest[slash..]))
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    format!(
+        "{prefix}/v1/mcp/{}/messages?{STREAM_PARAM}={stream_id}",
+        percent_encode(session_id)
+    )
+}
+
+/// `text` as one URL path segment: unreserved characters kept, every other
+/// byte escaped.
+fn percent_encode(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+/// The stream id of an endpoint request's query, if it names one.
+fn stream_param(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(name, _)| *name == STREAM_PARAM)
+        .map(|(_, value)| value)
+}
+
+/// `POST /v1/mcp/{session_id}/messages?legacy={stream id}`: one message of
+/// a legacy stream, `202` at once, its answer on the stream.
+pub async fn post_message(
+    State(state): State<EdgeState>,
+    SessionIdPath(session_id): SessionIdPath,
+    request: Request,
+) -> Response {
+    let response = accept_message(&state, session_id, request).await;
+    if response.status() != StatusCode::ACCEPTED {
+        state
+            .hub
+            .metrics()
+            .mcp_request(McpMethod::Unread, response.status().as_u16());
+    }
+    response
+}
+
+async fn accept_message(state: &EdgeState, session_id: String, request: Request) -> Response {
+    if let Err(error) = mcp::admit(state, Some(&session_id), request.headers(), request.uri()).await
+    {
+        return error.into_response();
+    }
+    let stream_id = stream_param(request.uri().query()).unwrap_or_default();
+    let Some(stream) = state.legacy.get(stream_id, &session_id) else {
+        return jsonrpc::error_response(
+            StatusCode::NOT_FOUND,
+            Value::Null,
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "legacy SSE stream {} of session {} is not open: it was closed or never opened; open one with GET on the session's MCP URL (Accept: text/event-stream) and post to the endpoint it names",
+                escape::quoted(stream_id),
+                escape::quoted(&session_id)
+            ),
+        );
+    };
+    let json_body = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+    if !json_body {
+        return jsonrpc::error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Value::Null,
+            ErrorCode::INVALID_REQUEST,
+            "Invalid Request: post JSON-RPC messages with `Content-Type: application/json`"
+                .to_owned(),
+        );
+    }
+    let Ok(permit) = stream.pending.clone().try_acquire_owned() else {
+        return jsonrpc::error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            Value::Null,
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "this legacy SSE stream has {MAX_PENDING} messages in progress, its limit; wait for their answers on the stream"
+            ),
+        );
+    };
+    let peer = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
+    let (mut parts, body) = request.into_parts();
+    let bytes = match super::rest::read_body(body, state.config.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error.into_response(),
+    };
+    // Nothing else can be answered here: the rest has an id to answer on
+    // the stream.
+    if let Err(error) = serde_json::from_slice::<&serde_json::value::RawValue>(&bytes) {
+        return jsonrpc::error_response(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            ErrorCode::PARSE_ERROR,
+            format!("Parse error: the request body is not JSON: {error}"),
+        );
+    }
+    // The head the streamable endpoint expects of a client; the revision
+    // is the one the client names, else the one its stream negotiated.
+    let headers = &mut parts.headers;
+    headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    let initialize = is_initialize(&bytes);
+    if !initialize && !headers.contains_key(HEADER_MCP_PROTOCOL_VERSION) {
+        let version = stream
+            .protocol_version()
+            .and_then(|version| HeaderValue::from_str(&version).ok())
+            .unwrap_or(HeaderValue::from_static(PROTOCOL_VERSION));
+        headers.insert(HEADER_MCP_PROTOCOL_VERSION, version);
+    }
+    tokio::spawn(relay(
+        state.clone(),
+        stream,
+        parts,
+        bytes,
+        peer,
+        initialize,
+        permit,
+    ));
+    (StatusCode::ACCEPTED, "Accepted").into_response()
+}
+
+/// Whether `body` is an `initialize` request.
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_slice::<Method<'_>>(body).is_ok_and(|request| request.method == "initialize")
+}
+
+/// Handles one message and pushes its answer onto the stream; abandoned
+/// (its call cancelled) when the stream ends first.
+async fn relay(
+    state: EdgeState,
+    stream: Arc<LegacyStream>,
+    parts: Parts,
+    bytes: Bytes,
+    peer: Option<std::net::SocketAddr>,
+    initialize: bool,
+    _permit: OwnedSemaphorePermit,
+) {
+    let closed = stream.closed.clone();
+    let work = async {
+        let mut method = McpMethod::Unread;
+        let response = mcp::handle_message(
+            &state,
+            stream.session_id.clone(),
+            parts,
+            bytes,
+            peer,
+            &mut method,
+        )
+        .await;
+        state
+            .hub
+            .metrics()
+            .mcp_request(method, response.status().as_u16());
+        forward(&state, &stream, response, initialize).await;
+    };
+    tokio::select! {
+        () = closed.cancelled() => {}
+        () = work => {}
+    }
+}
+
+/// Pushes every JSON-RPC message of an MCP answer onto the stream, each as
+/// soon as it is there (progress before the result).
+async fn forward(state: &EdgeState, stream: &LegacyStream, response: Response, initialize: bool) {
+    let write_timeout = state.hub.config().bridge_write_timeout;
+    let deliver = |message: String| async move {
+        let message = if initialize {
+            offer_list_changed(&message).unwrap_or(message)
+        } else {
+            message
+        };
+        stream.deliver(&state.legacy, &message, write_timeout).await;
+    };
+    let is_sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    let mut body = response.into_body();
+    if !is_sse {
+        match axum::body::to_bytes(body, usize::MAX).await {
+            Ok(bytes) if !bytes.iter().all(u8::is_ascii_whitespace) => {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                if initialize {
+                    remember_version(stream, &text);
+                }
+                deliver(text).await;
+            }
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, "MCP answer for a legacy stream not read"),
+        }
+        return;
+    }
+    let mut events = SseData::default();
+    while let Some(frame) = body.frame().await {
+        let data = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
+            Err(error) => {
+                tracing::debug!(%error, "MCP answer for a legacy stream broke off");
+                return;
+            }
+        };
+        for message in events.push(&data) {
+            if initialize {
+                remember_version(stream, &message);
+            }
+            deliver(message).await;
+        }
+    }
+}
+
+/// Notes the revision an `initialize` answer negotiated.
+fn remember_version(stream: &LegacyStream, answer: &str) {
+    let version = serde_json::from_str::<Value>(answer)
+        .ok()
+        .and_then(|answer| {
+            answer["result"]["protocolVersion"]
+                .as_str()
+                .map(str::to_owned)
+        });
+    if let Some(version) = version {
+        stream.set_protocol_version(version);
+    }
+}
+
+/// The `initialize` answer with `capabilities.tools.listChanged: true`:
+/// this stream sends that notification. `None` for anything else.
+fn offer_list_changed(answer: &str) -> Option<String> {
+    let mut answer: Value = serde_json::from_str(answer).ok()?;
+    let tools = answer
+        .get_mut("result")?
+        .get_mut("capabilities")?
+        .get_mut("tools")?
+        .as_object_mut()?;
+    tools.insert("listChanged".to_owned(), Value::Bool(true));
+    serde_json::to_string(&answer).ok()
+}
+
+/// The `data` of SSE events, read from a byte stream in any chunking;
+/// events without data (priming events, comments) yield nothing.
+#[derive(Default)]
+struct SseData {
+    line: Vec<u8>,
+    data: Vec<String>,
+}
+
+impl SseData {
+    fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        let mut complete = Vec::new();
+        for &byte in bytes {
+            if byte != b'\n' {
+                self.line.push(byte);
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            let line =
+                String::from_utf8_lossy(line.strip_suffix(b"\r").unwrap_or(&line)).into_owned();
+            if line.is_empty() {
+                let data = std::mem::take(&mut self.data).join("\n");
+                if !data.trim().is_empty() {
+                    complete.push(data);
+                }
+            } else if let Some(value) = line.strip_prefix("data:") {
+                self.data
+                    .push(value.strip_prefix(' ').unwrap_or(value).to_owned());
+            }
+        }
+        complete
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_data_in_any_chunking() {
+        let text = b"id: 0\ndata:\n\n: keep\n\ndata: {\"a\":1}\r\n\r\nevent: message\ndata: [1,\ndata: 2]\n\n";
+        for split in 0..text.len() {
+            let mut events = SseData::default();
+            let mut messages = events.push(&text[..split]);
+            messages.extend(events.push(&text[split..]));
+            assert_eq!(messages, ["{\"a\":1}", "[1,\n2]"], "split at {split}");
+        }
+    }
+
+    #[test]
+    fn endpoints_are_paths_under_the_public_url() {
+        assert_eq!(
+            endpoint(None, "abc-1", "s1"),
+            "/v1/mcp/abc-1/messages?legacy=s1"
+        );
+        assert_eq!(
+            endpoint(Some("https://proxy.example.com/base/"), "a b/é", "s1"),
+            "/base/v1/mcp/a%20b%2F%C3%A9/messages?legacy=s1"
+        );
+        assert_eq!(
+            endpoint(Some("https://proxy.example.com"), "x", "s"),
+            "/v1/mcp/x/messages?legacy=s"
+        );
+    }
+
+    #[test]
+    fn legacy_streams_are_asked_for_without_a_revision() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        assert!(wants_legacy_stream(&headers));
+        headers.insert(
+            HEADER_MCP_PROTOCOL_VERSION,
+            HeaderValue::from_static("2025-11-25"),
+        );
+        assert!(!wants_legacy_stream(&headers));
+        assert!(!wants_legacy_stream(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn events_carry_multi_line_data_as_several_lines() {
+        assert_eq!(
+            encode_event("message", "{\n\"a\": 1}"),
+            "event: message\ndata: {\ndata: \"a\": 1}\n\n"
+        );
+    }
+
+    #[test]
+    fn stream_ids_come_from_the_query() {
+        assert_eq!(stream_param(Some("x=1&legacy=abc")), Some("abc"));
+        assert_eq!(stream_param(Some("legacyx=1")), None);
+        assert_eq!(stream_param(None), None);
+    }
+}
