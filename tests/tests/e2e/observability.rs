@@ -293,3 +293,50 @@ async fn the_app_receives_the_callers_traceparent_on_either_bridge() {
         );
     }
 }
+
+#[tokio::test]
+async fn lost_cancelled_and_rejected_calls_are_counted_exactly() {
+    let mut core = core_config();
+    core.limits.max_calls_per_session = 1;
+    let server = TestServer::start_with(core, edge_config()).await;
+    let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
+    let outcomes = || {
+        let scrape = Scrape::parse(&server.hub.render_metrics()).expect("Prometheus text");
+        ["ok", "bridge_lost", "cancelled", "rejected"]
+            .map(|outcome| scrape.value("openclaw_proxy_tool_calls_total", &[("outcome", outcome)]))
+    };
+
+    // Rejected: a tool the session does not have, and a call over the
+    // session's limit while one is in flight.
+    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
+        .await
+        .expect("bridge");
+    let unknown = server.spawn_invoke(&session.id, "no_such_tool", json!({}));
+    assert!(no_hang(unknown).await.expect("join").is_err());
+    let held = server.spawn_invoke(&session.id, "echo_text", json!({}));
+    no_hang(app.next_invoke()).await;
+    let over = server.spawn_invoke(&session.id, "echo_text", json!({}));
+    assert!(no_hang(over).await.expect("join").is_err());
+
+    // Cancelled: the caller stops waiting, and the app is told.
+    held.abort();
+    assert!(matches!(no_hang(app.next()).await, Received::Cancel(_)));
+    let cancelled = || async { outcomes()[2] == 1.0 };
+    eventually(
+        "the abandoned call counted",
+        Duration::from_secs(10),
+        cancelled,
+    )
+    .await;
+
+    // Bridge lost: the app goes away mid-call.
+    let lost = server.spawn_invoke(&session.id, "echo_text", json!({}));
+    no_hang(app.next_invoke()).await;
+    drop(app);
+    let error = no_hang(lost).await.expect("join").expect_err("lost");
+    assert!(
+        matches!(error, openclaw_proxy_core::InvokeError::BridgeEnded(_)),
+        "{error}"
+    );
+    assert_eq!(outcomes(), [0.0, 1.0, 1.0, 2.0]);
+}
