@@ -9,6 +9,7 @@ mod fidelity;
 mod grpc;
 mod hostile;
 mod interop;
+mod legacy_sse;
 mod limits;
 mod mcp;
 mod observability;

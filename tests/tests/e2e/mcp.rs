@@ -390,10 +390,14 @@ async fn http_errors_missing_session_bad_token_unknown_session_get() {
         .expect("POST");
     assert_eq!(response.status(), 404);
 
+    // A streamable HTTP client's GET (it names its revision) finds no
+    // server stream; without the header it would open a legacy SSE stream
+    // (tests/e2e/legacy_sse.rs).
     let response = reqwest::Client::new()
         .get(&url)
         .bearer_auth(OPENCLAW_TOKEN)
         .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
         .send()
         .await
         .expect("GET");

@@ -1,0 +1,488 @@
+//! The legacy HTTP+SSE transport (MCP 2024-11-05), which OpenClaw speaks for
+//! a server entry without `"transport": "streamable-http"`: a `GET` opens
+//! the stream, its `endpoint` event names where to POST, and the answers
+//! arrive on the stream. Driven raw (reqwest, reading the stream byte by
+//! byte) and by the TypeScript SDK's `SSEClientTransport`.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use futures_util::{Stream, StreamExt};
+use openclaw_proxy_core::proto::proxy_message;
+use openclaw_proxy_tests::conformance::{ensure_node_tools, node_dir, start_fixture};
+use openclaw_proxy_tests::*;
+use serde_json::{Value, json};
+
+type Bytes = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// A client's end of a legacy SSE stream.
+struct LegacyClient {
+    base: String,
+    /// The endpoint the stream named, resolved against `base`.
+    endpoint: String,
+    token: String,
+    bytes: Bytes,
+    buffer: String,
+}
+
+/// How the `GET` reaches the session.
+#[derive(Clone, Copy, Debug)]
+enum Open {
+    Path,
+    Header,
+    HeaderSlash,
+}
+
+/// The `GET` that opens a legacy stream, with `token`.
+fn open_request(server: &TestServer, session_id: &str, open: Open) -> reqwest::RequestBuilder {
+    let client = reqwest::Client::new();
+    let request = match open {
+        Open::Path => client.get(format!("{}/v1/mcp/{session_id}", server.http_url())),
+        Open::Header => client
+            .get(format!("{}/v1/mcp", server.http_url()))
+            .header("mcp-session-id", session_id),
+        Open::HeaderSlash => client
+            .get(format!("{}/v1/mcp/", server.http_url()))
+            .header("mcp-session-id", session_id),
+    };
+    request.header("accept", "text/event-stream")
+}
+
+impl LegacyClient {
+    /// Opens a stream with the OpenClaw token and reads its `endpoint` event.
+    async fn open(server: &TestServer, session_id: &str, open: Open) -> Self {
+        let response = open_request(server, session_id, open)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(response.status(), 200, "{open:?}");
+        let content_type = response.headers()["content-type"].to_str().expect("text");
+        assert!(
+            content_type.starts_with("text/event-stream"),
+            "{content_type}"
+        );
+        let mut client = Self {
+            base: server.http_url(),
+            endpoint: String::new(),
+            token: OPENCLAW_TOKEN.to_owned(),
+            bytes: Box::pin(response.bytes_stream()),
+            buffer: String::new(),
+        };
+        let (event, data) = no_hang(client.next_event()).await.expect("endpoint event");
+        assert_eq!(event, "endpoint");
+        assert!(
+            data.starts_with(&format!("/v1/mcp/{session_id}/messages?legacy=")),
+            "{data}"
+        );
+        client.endpoint = format!("{}{data}", client.base);
+        client
+    }
+
+    /// The next event with data, as (event name, data); comments skipped.
+    /// `None` when the stream ended.
+    async fn next_event(&mut self) -> Option<(String, String)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut event, mut data) = ("message".to_owned(), Vec::new());
+                for line in block.lines() {
+                    if let Some(name) = line.strip_prefix("event:") {
+                        event = name.trim().to_owned();
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push(value.strip_prefix(' ').unwrap_or(value).to_owned());
+                    }
+                }
+                if !data.is_empty() {
+                    return Some((event, data.join("\n")));
+                }
+                continue;
+            }
+            match self.bytes.next().await {
+                Some(Ok(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                Some(Err(_)) | None => return None,
+            }
+        }
+    }
+
+    /// The next `message` event's JSON-RPC message.
+    async fn next_message(&mut self) -> Value {
+        let (event, data) = no_hang(self.next_event())
+            .await
+            .expect("a message on the stream");
+        assert_eq!(event, "message", "{data}");
+        serde_json::from_str(&data).expect("JSON-RPC message")
+    }
+
+    /// POSTs `body` to the endpoint; the HTTP status and body text.
+    async fn post(&self, body: &Value) -> (u16, String) {
+        post_to(&self.endpoint, &self.token, body).await
+    }
+
+    /// Sends a request and returns its answer from the stream.
+    async fn request(&mut self, body: &Value) -> Value {
+        let (status, text) = self.post(body).await;
+        assert_eq!(status, 202, "{text}");
+        let answer = self.next_message().await;
+        assert_eq!(answer["id"], body["id"], "{answer}");
+        answer
+    }
+}
+
+async fn post_to(url: &str, token: &str, body: &Value) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("body"))
+}
+
+fn echo_tools() -> Value {
+    json!([{
+        "name": "echo_text",
+        "description": "Echo text.",
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+    }])
+}
+
+#[tokio::test]
+async fn a_legacy_client_initializes_lists_and_calls_over_its_stream() {
+    let server = TestServer::start().await;
+    for bridge in BridgeKind::BOTH {
+        let app = TestApp::start(&server, bridge, echo_tools(), echo).await;
+        for open in [Open::Path, Open::Header, Open::HeaderSlash] {
+            let mut client = LegacyClient::open(&server, &app.session.id, open).await;
+            let what = format!("{bridge:?} {open:?}");
+
+            let initialized = client.request(&initialize_body(1, "2024-11-05")).await;
+            let result = &initialized["result"];
+            assert_eq!(
+                result["protocolVersion"], "2024-11-05",
+                "{what}: {initialized}"
+            );
+            assert_eq!(result["serverInfo"]["name"], "openclaw-proxy");
+            assert_eq!(result["capabilities"]["tools"]["listChanged"], true);
+            let (status, _) = client
+                .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await;
+            assert_eq!(status, 202);
+
+            let listed = client
+                .request(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+                .await;
+            assert_eq!(listed["result"]["tools"][0]["name"], "echo_text", "{what}");
+
+            let called = client
+                .request(
+                    &json!({"jsonrpc": "2.0", "id": "three", "method": "tools/call",
+                    "params": {"name": "echo_text", "arguments": {"text": "héllo"}}}),
+                )
+                .await;
+            assert_eq!(
+                called["result"]["structuredContent"],
+                json!({"text": "héllo"}),
+                "{what}: {called}"
+            );
+            assert_eq!(called["result"]["isError"], false);
+
+            // An unknown tool is the same JSON-RPC error as on the
+            // streamable endpoint.
+            let unknown = client
+                .request(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "nope", "arguments": {}}}))
+                .await;
+            assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn streamable_gets_keep_their_405_and_bad_requests_are_refused() {
+    let server = TestServer::start().await;
+    let app = TestApp::start(&server, BridgeKind::Ws, echo_tools(), echo).await;
+    let id = &app.session.id;
+
+    // A streamable HTTP client's GET names its revision: 405, as before.
+    for open in [Open::Path, Open::Header, Open::HeaderSlash] {
+        let response = open_request(&server, id, open)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(response.status(), 405, "{open:?}");
+    }
+    // So is a GET that does not ask for an event stream.
+    let response = reqwest::Client::new()
+        .get(&app.session.mcp_url)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 405);
+
+    // A bad token: 401 with the Bearer challenge.
+    let response = open_request(&server, id, Open::Path)
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    // An unknown session: 404.
+    let response = open_request(&server, "no-such-session", Open::Header)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 404);
+
+    let mut client = LegacyClient::open(&server, id, Open::Path).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    // The endpoint checks the token like every MCP route.
+    let (status, _) = post_to(&client.endpoint, "wrong", &ping).await;
+    assert_eq!(status, 401);
+    // A body that is not JSON has no id to answer on the stream.
+    let response = reqwest::Client::new()
+        .post(&client.endpoint)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("JSON-RPC error");
+    assert_eq!(body["error"]["code"], -32700, "{body}");
+    // An unknown stream id: 404 in JSON-RPC's shape.
+    let unknown = format!("{}/v1/mcp/{id}/messages?legacy=nope", server.http_url());
+    let (status, text) = post_to(&unknown, OPENCLAW_TOKEN, &ping).await;
+    assert_eq!(status, 404, "{text}");
+    let body: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("not open")),
+        "{body}"
+    );
+    // Still served.
+    let pong = client.request(&ping).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+
+    // A closed stream's endpoint is gone too.
+    let endpoint = client.endpoint.clone();
+    drop(client);
+    eventually(
+        "the closed stream's endpoint answering 404",
+        std::time::Duration::from_secs(10),
+        || async { post_to(&endpoint, OPENCLAW_TOKEN, &ping).await.0 == 404 },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn closing_the_stream_cancels_its_call_in_a_websocket_app() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let (status, _) = client
+        .post(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "echo_text", "arguments": {"text": "long"}}}))
+        .await;
+    assert_eq!(status, 202);
+    let invoke = app.next_json().await.expect("invoke_tool");
+    assert_eq!(invoke["type"], "invoke_tool", "{invoke}");
+    drop(client);
+    let cancel = no_hang(app.next_json()).await.expect("cancel_tool");
+    assert_eq!(cancel["type"], "cancel_tool", "{cancel}");
+    assert_eq!(cancel["request_id"], invoke["request_id"]);
+}
+
+#[tokio::test]
+async fn closing_the_stream_cancels_its_call_in_a_grpc_app() {
+    let server = TestServer::start().await;
+    let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
+    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
+        .await
+        .expect("attach");
+    let client = LegacyClient::open(&server, &session.id, Open::Header).await;
+    // With a progress token the call goes through rmcp's path.
+    let (status, _) = client
+        .post(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+            "params": {"name": "echo_text", "arguments": {}, "_meta": {"progressToken": 1}}}))
+        .await;
+    assert_eq!(status, 202);
+    let invoke = app.next_invoke().await;
+    drop(client);
+    let cancel = loop {
+        match no_hang(app.raw_message()).await {
+            Ok(Some(proxy_message::Kind::Cancel(cancel))) => break cancel,
+            Ok(Some(proxy_message::Kind::Ping(_))) => {}
+            other => panic!("expected CancelTool, got {other:?}"),
+        }
+    };
+    assert_eq!(cancel.request_id, invoke.request_id);
+}
+
+#[tokio::test]
+async fn progress_and_cancellation_notices_travel_like_on_the_streamable_endpoint() {
+    let server = TestServer::start().await;
+    let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
+    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
+        .await
+        .expect("attach");
+    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let (status, _) = client
+        .post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "echo_text", "arguments": {}, "_meta": {"progressToken": "p"}}}))
+        .await;
+    assert_eq!(status, 202);
+    let invoke = app.next_invoke().await;
+    app.send(openclaw_proxy_core::proto::app_message::Kind::Progress(
+        openclaw_proxy_core::proto::ToolProgress {
+            request_id: invoke.request_id.clone(),
+            progress: 0.5,
+            total: Some(1.0),
+            message: "half".into(),
+        },
+    ))
+    .await;
+    let progress = client.next_message().await;
+    assert_eq!(progress["method"], "notifications/progress", "{progress}");
+    assert_eq!(progress["params"]["progressToken"], "p");
+    assert_eq!(progress["params"]["progress"], 0.5);
+
+    // notifications/cancelled posted to the endpoint cancels the call.
+    let (status, _) = client
+        .post(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 9, "reason": "stop"}}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let cancel = loop {
+        match no_hang(app.raw_message()).await {
+            Ok(Some(proxy_message::Kind::Cancel(cancel))) => break cancel,
+            Ok(Some(proxy_message::Kind::Ping(_))) => {}
+            other => panic!("expected CancelTool, got {other:?}"),
+        }
+    };
+    assert_eq!(cancel.request_id, invoke.request_id);
+    let answer = client.next_message().await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("cancelled")),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn tool_updates_reach_the_stream_and_deleting_the_session_ends_it() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    client.request(&initialize_body(1, "2024-11-05")).await;
+
+    let response = reqwest::Client::new()
+        .put(format!(
+            "{}/v1/chat/sessions/{}/tools",
+            server.http_url(),
+            session.id
+        ))
+        .bearer_auth(APP_TOKEN)
+        .json(&json!({"tools": [{"name": "read_chat"}, {"name": "post_message"}]}))
+        .send()
+        .await
+        .expect("PUT");
+    assert_eq!(response.status(), 200);
+    let changed = client.next_message().await;
+    assert_eq!(
+        changed,
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    );
+    let listed = client
+        .request(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(names, ["read_chat", "post_message"]);
+
+    let response = reqwest::Client::new()
+        .delete(format!(
+            "{}/v1/chat/sessions/{}",
+            server.http_url(),
+            session.id
+        ))
+        .bearer_auth(APP_TOKEN)
+        .send()
+        .await
+        .expect("DELETE");
+    assert!(response.status().is_success());
+    // The stream ends: nothing but keep-alives until then.
+    assert_eq!(no_hang(client.next_event()).await, None);
+}
+
+async fn node() -> PathBuf {
+    tokio::task::spawn_blocking(ensure_node_tools)
+        .await
+        .expect("join")
+        .expect("Node.js tools installed")
+}
+
+#[tokio::test]
+async fn typescript_sdk_sse_client_configured_as_openclaw_does() {
+    let node = node().await;
+    let server = TestServer::start().await;
+    let fixture = start_fixture(&server.http_url(), APP_TOKEN)
+        .await
+        .expect("fixture app");
+    // The session URL, and the stable URL with the session in a header.
+    let routes = [
+        (
+            format!("{}/v1/mcp/{}", server.http_url(), fixture.session_id),
+            None,
+        ),
+        (
+            format!("{}/v1/mcp", server.http_url()),
+            Some(&fixture.session_id),
+        ),
+    ];
+    for (url, header) in routes {
+        let mut command = tokio::process::Command::new(&node);
+        command
+            .arg(node_dir().join("openclaw-sse-client.mjs"))
+            .arg(&url)
+            .arg(OPENCLAW_TOKEN);
+        if let Some(session_id) = header {
+            command.arg(session_id);
+        }
+        let output = no_hang(command.current_dir(node_dir()).output())
+            .await
+            .expect("run the TypeScript SDK client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "client failed on {url}:\n{stdout}\n{stderr}"
+        );
+        let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+        assert_eq!(line["ok"], true);
+        assert_eq!(line["progress"], json!([0, 50, 100]));
+    }
+}
