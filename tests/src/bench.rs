@@ -711,14 +711,31 @@ pub async fn measure_abuse(
     let failed = outcomes.iter().filter(|o| **o == Some(true)).count();
     let unanswered = outcomes.iter().filter(|o| o.is_none()).count();
     let peak = peak_kib(server_pid)?;
+    // Everything let go: the bridges, and the MCP client's pooled
+    // connections (the server closes idle keep-alive connections after the
+    // header-read timeout, 10 s by default).
     drop(sockets);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    drop(http);
+    tokio::time::sleep(Duration::from_secs(12)).await;
     let after = resident_kib(server_pid)?;
+    // The allocator hands freed memory back as its threads run again: a
+    // little ordinary traffic, then a last reading.
+    let probe = reqwest::Client::new();
+    for round in 0..2 {
+        for _ in 0..2000 {
+            let _ = probe.get(format!("{}/health", target.base_url)).send().await;
+        }
+        if round == 0 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    let after_traffic = resident_kib(server_pid)?;
     Ok(json!({
         "bench": "memory_under_abuse", "bridges": bridges, "calls": calls,
         "payload_bytes": payload_bytes, "seconds": (seconds * 10.0).round() / 10.0,
         "calls_failed_with_an_error": failed, "calls_unanswered": unanswered,
         "rss_before_kib": before, "rss_bridges_attached_kib": attached,
         "rss_peak_kib": peak, "rss_after_kib": after,
+        "rss_after_traffic_kib": after_traffic,
     }))
 }
