@@ -226,9 +226,29 @@ impl GrpcBridge {
             .await;
     }
 
+    /// A handle that sends on this bridge from another task, while this one
+    /// reads.
+    pub fn sender(&self) -> AppSender {
+        AppSender(self.outbound.clone())
+    }
+
     /// Answers every call with its own arguments until the bridge ends;
     /// returns the end status.
     pub fn serve_echo(self) -> JoinHandle<Status> {
         crate::app::serve_app(self, crate::app::echo)
+    }
+}
+
+/// Sends on a [`GrpcBridge`] from another task.
+#[derive(Clone, Debug)]
+pub struct AppSender(mpsc::Sender<proto::AppMessage>);
+
+impl AppSender {
+    /// Sends a message; `false` once the bridge's stream is gone.
+    pub async fn send(&self, kind: app_message::Kind) -> bool {
+        self.0
+            .send(proto::AppMessage { kind: Some(kind) })
+            .await
+            .is_ok()
     }
 }
