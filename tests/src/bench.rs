@@ -723,7 +723,10 @@ pub async fn measure_abuse(
     let probe = reqwest::Client::new();
     for round in 0..2 {
         for _ in 0..2000 {
-            let _ = probe.get(format!("{}/health", target.base_url)).send().await;
+            let _ = probe
+                .get(format!("{}/health", target.base_url))
+                .send()
+                .await;
         }
         if round == 0 {
             tokio::time::sleep(Duration::from_secs(2)).await;
