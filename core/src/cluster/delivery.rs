@@ -8,6 +8,12 @@
 //! on it, and publishes `progress`, `alive` (every second while the call
 //! runs), then the `answer` or the `failure`. NATS answers "no responders"
 //! when no node holds the bridge.
+//!
+//! A caller that stops waiting (its MCP client cancelled or went away)
+//! publishes `{prefix}.cancel.{node}.{n}`, named after its reply subject.
+//! Every node listens on `{prefix}.cancel.>` (cancellations are rare, so one
+//! subscription per node costs less than one per call); the node running
+//! that call drops it, which tells the app to stop, as on one node.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +26,7 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::Node;
 use super::directory::NatsDirectory;
@@ -44,6 +51,9 @@ const REPLY_BUFFER: usize = 256;
 
 type Waiting = Mutex<HashMap<u64, mpsc::Sender<Message>>>;
 
+/// Calls from other nodes running here, by their reply subject.
+type Answering = Mutex<HashMap<String, CancellationToken>>;
+
 /// Delivery to bridges held by other nodes, and service of calls for bridges
 /// held here.
 pub struct NatsDelivery {
@@ -52,6 +62,7 @@ pub struct NatsDelivery {
     reply_base: String,
     next_reply: AtomicU64,
     waiting: Arc<Waiting>,
+    answering: Arc<Answering>,
     serving: Mutex<HashMap<Arc<str>, JoinHandle<()>>>,
     hub: OnceLock<WeakHub>,
 }
@@ -65,6 +76,7 @@ impl NatsDelivery {
             reply_base,
             next_reply: AtomicU64::new(0),
             waiting: Arc::default(),
+            answering: Arc::default(),
             serving: Mutex::default(),
             hub: OnceLock::new(),
         }
@@ -91,6 +103,33 @@ impl NatsDelivery {
             };
             while let Some(message) = replies.next().await {
                 route_reply(&waiting, message);
+            }
+        });
+        let client = self.node.client.clone();
+        let prefix = self.node.prefix.clone();
+        let answering = self.answering.clone();
+        tokio::spawn(async move {
+            let mut cancels = match client.subscribe(format!("{prefix}.cancel.>")).await {
+                Ok(cancels) => cancels,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot subscribe to cancellations; calls from other nodes run until answered or timed out");
+                    return;
+                }
+            };
+            let cancel_prefix = format!("{prefix}.cancel.");
+            while let Some(message) = cancels.next().await {
+                let Some(call) = message.subject.strip_prefix(cancel_prefix.as_str()) else {
+                    continue;
+                };
+                let reply = format!("{prefix}.reply.{call}");
+                let token = answering
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&reply)
+                    .cloned();
+                if let Some(token) = token {
+                    token.cancel();
+                }
             }
         });
     }
@@ -177,6 +216,12 @@ impl NatsDelivery {
         if let Err(error) = published {
             return Ok(Err(InvokeError::Unavailable(format!("NATS: {error}"))));
         }
+        // Until the holding node has answered, going away cancels the call
+        // there too.
+        let mut abandon = Abandon {
+            client: self.node.client.clone(),
+            subject: Some(format!("{}.cancel.{}.{n}", self.node.prefix, self.node.id)),
+        };
         let deadline = tokio::time::Instant::now() + call.timeout;
         loop {
             let message = tokio::select! {
@@ -198,6 +243,7 @@ impl NatsDelivery {
             if message.status == Some(StatusCode::NO_RESPONDERS) {
                 // No node holds the bridge, or one is just taking it over:
                 // offered again briefly before it counts as not connected.
+                abandon.subject = None;
                 return Err(Moved(call.context));
             }
             let kind = message
@@ -222,6 +268,7 @@ impl NatsDelivery {
                     }
                 }
                 KIND_ANSWER => {
+                    abandon.subject = None;
                     return Ok(serde_json::from_slice::<ReadAnswer>(&message.payload)
                         .and_then(ReadAnswer::into_outcome)
                         .map_err(|error| {
@@ -231,6 +278,7 @@ impl NatsDelivery {
                         }));
                 }
                 KIND_FAILURE => {
+                    abandon.subject = None;
                     return match serde_json::from_slice::<Failure>(&message.payload) {
                         Ok(Failure::NotConnected) => Err(Moved(call.context)),
                         Ok(failure) => Ok(Err(failure.into_error(call.session_id))),
@@ -250,12 +298,16 @@ impl NatsDelivery {
     async fn serve(
         node: Arc<Node>,
         hub: WeakHub,
+        answering: Arc<Answering>,
         session_id: Arc<str>,
         mut calls: async_nats::Subscriber,
     ) {
         while let Some(message) = calls.next().await {
             let (node, hub, session_id) = (node.clone(), hub.clone(), session_id.clone());
-            tokio::spawn(async move { answer_call(node, hub, session_id, message).await });
+            let answering = answering.clone();
+            tokio::spawn(async move {
+                answer_call(node, hub, &answering, session_id, message).await;
+            });
         }
     }
 }
@@ -263,6 +315,29 @@ impl NatsDelivery {
 /// The node that answered no longer holds the bridge; the call's context
 /// (its progress sink) comes back for the next attempt.
 struct Moved(CallContext);
+
+/// Tells the holding node to drop a call its caller stopped waiting for.
+struct Abandon {
+    client: async_nats::Client,
+    /// `None` once the holding node answered (nothing left to cancel).
+    subject: Option<String>,
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        let (Some(subject), Ok(runtime)) =
+            (self.subject.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            if let Err(error) = client.publish(subject, Bytes::new()).await {
+                tracing::debug!(%error, "cancellation for another node not sent");
+            }
+        });
+    }
+}
 
 /// Removes a call's reply route when the call ends, however it ends.
 struct Registered<'a> {
@@ -276,6 +351,31 @@ impl Drop for Registered<'_> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.n);
+    }
+}
+
+/// A call from another node in [`Answering`] while it runs here.
+struct AnsweringEntry<'a> {
+    answering: &'a Answering,
+    reply: String,
+}
+
+impl<'a> AnsweringEntry<'a> {
+    fn new(answering: &'a Answering, reply: String, token: CancellationToken) -> Self {
+        answering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(reply.clone(), token);
+        Self { answering, reply }
+    }
+}
+
+impl Drop for AnsweringEntry<'_> {
+    fn drop(&mut self) {
+        self.answering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.reply);
     }
 }
 
@@ -308,10 +408,19 @@ fn route_reply(waiting: &Waiting, message: Message) {
 
 /// Runs one call from another node on the bridge here and streams its
 /// progress, liveness and outcome back.
-async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, message: Message) {
+async fn answer_call(
+    node: Arc<Node>,
+    hub: WeakHub,
+    answering: &Answering,
+    session_id: Arc<str>,
+    message: Message,
+) {
     let Some(reply) = message.reply.clone() else {
         return;
     };
+    // The caller may cancel until the answer is sent.
+    let cancelled = CancellationToken::new();
+    let _answering = AnsweringEntry::new(answering, reply.to_string(), cancelled.clone());
     let publish = |kind: &'static str, body: Bytes| {
         let mut headers = HeaderMap::new();
         headers.insert(KIND, kind);
@@ -390,6 +499,8 @@ async fn answer_call(node: Arc<Node>, hub: WeakHub, session_id: Arc<str>, messag
     let outcome = loop {
         tokio::select! {
             biased;
+            // Dropping the call tells the app to stop working on it.
+            () = cancelled.cancelled() => return,
             Some(report) = reports.recv() => progress(report).await,
             outcome = &mut invoke => break outcome,
             _ = alive.tick() => publish(KIND_ALIVE, Bytes::new()).await,
@@ -432,8 +543,13 @@ impl RemoteDelivery for NatsDelivery {
                 Ok(calls) => {
                     let hub = self.hub.get().cloned();
                     if let Some(hub) = hub {
-                        let task =
-                            tokio::spawn(Self::serve(self.node.clone(), hub, id.clone(), calls));
+                        let task = tokio::spawn(Self::serve(
+                            self.node.clone(),
+                            hub,
+                            self.answering.clone(),
+                            id.clone(),
+                            calls,
+                        ));
                         if let Some(old) = self.serving().insert(id.clone(), task) {
                             old.abort();
                         }

@@ -609,3 +609,49 @@ async fn the_callers_traceparent_crosses_nats_and_metrics_count_on_the_calling_n
     assert_eq!(on_a.value("openclaw_proxy_bridges", &grpc), 0.0);
     assert_eq!(on_b.value("openclaw_proxy_bridges", &grpc), 1.0);
 }
+
+#[tokio::test]
+async fn a_caller_that_goes_away_on_one_node_cancels_the_call_in_the_app_on_another() {
+    let (_nats, nodes, _) = cluster(2, 300).await;
+    let id = create(&nodes[0]).await;
+    let mut app = WsApp::connect(&bridge_url(&nodes[0], &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on A");
+    // The app echoes, holds calls of "hold", and reports what it is told.
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let app = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            let request_id = frame["request_id"].as_str().unwrap_or_default().to_owned();
+            match frame["type"].as_str() {
+                Some("invoke_tool") if frame["arguments"]["text"] == "hold" => {
+                    let _ = events_tx.send(("invoked", request_id));
+                }
+                Some("invoke_tool") => {
+                    app.send_json(json!({"type": "invoke_result", "request_id": request_id,
+                                         "ok": true, "content": "echo"}))
+                        .await;
+                }
+                Some("cancel_tool") => {
+                    let _ = events_tx.send(("cancelled", request_id));
+                }
+                _ => {}
+            }
+        }
+    });
+    call_when_reachable(&nodes[1], &id, "warm").await;
+
+    // A call on B waits on A's bridge; its MCP client goes away.
+    let held = hold(&nodes[1], &id);
+    let (what, invoked) = events.recv().await.expect("the app got the call");
+    assert_eq!(what, "invoked");
+    held.abort();
+    let (what, cancelled) = tokio::time::timeout(Duration::from_secs(30), events.recv())
+        .await
+        .expect("a cancellation within the guard")
+        .expect("the app is still up");
+    assert_eq!((what, cancelled), ("cancelled", invoked));
+    // The bridge goes on serving.
+    let (failed, text) = call(&nodes[1], &id, "after").await;
+    assert!(!failed, "{text}");
+    app.abort();
+}
