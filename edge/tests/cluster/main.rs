@@ -655,3 +655,65 @@ async fn a_caller_that_goes_away_on_one_node_cancels_the_call_in_the_app_on_anot
     assert!(!failed, "{text}");
     app.abort();
 }
+
+#[tokio::test]
+async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let dir = nats::tempdir::TempDir::new("nats-tls");
+    let mut authority = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    authority.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let authority = CertifiedIssuer::self_signed(authority, KeyPair::generate().expect("CA key"))
+        .expect("CA certificate");
+    let key = KeyPair::generate().expect("server key");
+    let certificate = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .expect("server params")
+        .signed_by(&key, &authority)
+        .expect("server certificate");
+    let (ca, cert, server_key) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("server.pem"),
+        dir.path().join("server.key"),
+    );
+    std::fs::write(&ca, authority.pem()).expect("write CA");
+    std::fs::write(&cert, certificate.pem()).expect("write certificate");
+    std::fs::write(&server_key, key.serialize_pem()).expect("write key");
+    let path = |file: &std::path::Path| file.display().to_string();
+    let nats = Nats::start_with(vec![
+        "--tls".into(),
+        "--tlscert".into(),
+        path(&cert),
+        "--tlskey".into(),
+        path(&server_key),
+    ])
+    .await;
+    let settings = NodeSettings {
+        nats_url: nats.url(),
+        prefix: format!("test_{}", nats::free_port()),
+        session_ttl_seconds: 300,
+        tool_timeout_seconds: 60,
+    };
+    // With the CA the node joins: ready, and sessions work.
+    let trusting = Node::start_with(
+        &settings,
+        &[("OPENCLAW_PROXY_NATS_TLS_CA_FILE", &path(&ca))],
+    )
+    .await
+    .expect("node starts");
+    trusting.wait_ready(200).await;
+    let id = create(&trusting).await;
+    let stored = reqwest::Client::new()
+        .get(format!("{}/v1/chat/sessions/{id}", trusting.url()))
+        .bearer_auth(APP_TOKEN)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(
+        stored.status(),
+        200,
+        "the session is in the directory over TLS"
+    );
+    // Without it the server's certificate is not trusted: alive, not ready.
+    let untrusting = Node::start(&settings).await;
+    assert_eq!(untrusting.status_of("/health").await, 200);
+    untrusting.wait_ready(503).await;
+}

@@ -54,17 +54,25 @@ pub struct Nats {
     pub port: u16,
     store: tempdir::TempDir,
     child: Option<Child>,
+    /// Extra command-line arguments (TLS files, say).
+    extra: Vec<String>,
 }
 
 impl Nats {
     /// Starts a server with JetStream on a free loopback port.
     pub async fn start() -> Self {
+        Self::start_with(Vec::new()).await
+    }
+
+    /// [`Nats::start`] with extra command-line arguments.
+    pub async fn start_with(extra: Vec<String>) -> Self {
         let port = free_port();
         let store = tempdir::TempDir::new("nats-store");
         let mut nats = Self {
             port,
             store,
             child: None,
+            extra,
         };
         nats.resume().await;
         nats
@@ -94,6 +102,7 @@ impl Nats {
                 "-sd",
             ])
             .arg(self.store.path())
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -120,7 +129,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-mod tempdir {
+pub mod tempdir {
     //! A directory removed when dropped.
     use std::path::{Path, PathBuf};
 
