@@ -336,10 +336,15 @@ impl ServerHandler for SessionTools {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let session = session_of(&context)?;
+        // rmcp moves the request's `_meta` into the context before it calls
+        // the handler: put it back, for the app and the client's name.
+        if request.meta.is_none() {
+            request.meta = Some(context.meta.clone());
+        }
         let progress = context.meta.get_progress_token().map(|token| ProgressTo {
             token,
             peer: context.peer.clone(),
