@@ -434,7 +434,9 @@ mod json_rpc {
                 None => prop_assert!(is_json),
             }
             let _ = jsonrpc::cancelled_request(&body);
-            let _ = direct::parse(&Bytes::from(body));
+            let body = Bytes::from(body);
+            let _ = direct::parse(&body, direct::Revision::WithInitialize, &HeaderMap::new());
+            let _ = direct::parse(&body, direct::Revision::PerRequest, &headers_2026("x"));
         }
 
         #[test]
@@ -450,7 +452,9 @@ mod json_rpc {
                 check_refusal(response)?;
             }
             let _ = jsonrpc::cancelled_request(text.as_bytes());
-            let _ = direct::parse(&Bytes::from(text));
+            let text = Bytes::from(text);
+            let _ = direct::parse(&text, direct::Revision::WithInitialize, &HeaderMap::new());
+            let _ = direct::parse(&text, direct::Revision::PerRequest, &headers_2026("x"));
         }
 
         #[test]
@@ -486,8 +490,34 @@ mod json_rpc {
     }
 }
 
+/// The headers of a 2026-07-28 `tools/call` of `tool`.
+fn headers_2026(tool: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static("2026-07-28"),
+    );
+    headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
+    if let Ok(name) = HeaderValue::from_str(tool) {
+        headers.insert("mcp-name", name);
+    }
+    headers
+}
+
 mod direct_path {
     use super::*;
+    use direct::Revision;
+
+    fn parse(body: &Value, revision: Revision, headers: &HeaderMap) -> bool {
+        direct::parse(&Bytes::from(body.to_string()), revision, headers).is_some()
+    }
+
+    fn meta_2026() -> Value {
+        json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        })
+    }
 
     fn call_body(id: Value, name: &str, arguments: Option<Value>, meta: Option<Value>) -> Value {
         let mut params = json!({"name": name});
@@ -523,40 +553,84 @@ mod direct_path {
             pretty in any::<bool>(),
         ) {
             let body = call_body(id, &name, arguments, None);
-            prop_assert!(direct::parse(&Bytes::from(render(&body, pretty))).is_some(), "{body}");
+            let text = Bytes::from(render(&body, pretty));
+            prop_assert!(
+                direct::parse(&text, Revision::WithInitialize, &HeaderMap::new()).is_some(),
+                "{body}"
+            );
         }
 
         #[test]
-        fn progress_other_methods_and_unknown_fields_are_left_to_rmcp(
+        fn progress_and_valid_2026_calls_take_the_direct_path(
             id in request_id(),
-            name in any::<String>(),
+            name in "[a-z_]{1,20}",
             token in prop_oneof![any::<i64>().prop_map(Value::from), any::<String>().prop_map(Value::from)],
+        ) {
+            let with_progress = call_body(id.clone(), &name, None, Some(json!({"progressToken": token})));
+            prop_assert!(parse(&with_progress, Revision::WithInitialize, &HeaderMap::new()));
+            let call_2026 = call_body(id.clone(), &name, None, Some(meta_2026()));
+            prop_assert!(parse(&call_2026, Revision::PerRequest, &headers_2026(&name)));
+            let mut meta = meta_2026();
+            meta["progressToken"] = token;
+            let with_progress = call_body(id, &name, None, Some(meta));
+            prop_assert!(parse(&with_progress, Revision::PerRequest, &headers_2026(&name)));
+        }
+
+        #[test]
+        fn other_methods_unknown_fields_and_invalid_2026_calls_are_left_to_rmcp(
+            id in request_id(),
+            name in "[a-z_]{1,20}",
             other_method in "[a-z/]{1,20}",
             extra in "[a-z]{1,10}",
         ) {
-            let with_progress = call_body(id.clone(), &name, None, Some(json!({"progressToken": token})));
-            prop_assert!(direct::parse(&Bytes::from(with_progress.to_string())).is_none());
+            let none = HeaderMap::new();
             let mut other = call_body(id.clone(), &name, None, None);
             other["method"] = json!(other_method);
             prop_assume!(other_method != "tools/call");
-            prop_assert!(direct::parse(&Bytes::from(other.to_string())).is_none());
+            prop_assert!(!parse(&other, Revision::WithInitialize, &none));
             let mut unknown = call_body(id.clone(), &name, None, None);
             unknown[extra.as_str()] = json!(1);
-            prop_assert!(direct::parse(&Bytes::from(unknown.to_string())).is_none());
-            let mut old = call_body(id, &name, None, None);
+            prop_assert!(!parse(&unknown, Revision::WithInitialize, &none));
+            let mut old = call_body(id.clone(), &name, None, None);
             old["jsonrpc"] = json!("1.0");
-            prop_assert!(direct::parse(&Bytes::from(old.to_string())).is_none());
+            prop_assert!(!parse(&old, Revision::WithInitialize, &none));
+            // A revision named in `_meta` below 2026-07-28 is rmcp's to negotiate.
+            let named = call_body(id.clone(), &name, None, Some(meta_2026()));
+            prop_assert!(!parse(&named, Revision::WithInitialize, &none));
+            // 2026-07-28: no `_meta`, one without capabilities, a header
+            // naming another tool or method, a Base64-wrapped name.
+            let headers = headers_2026(&name);
+            let plain = call_body(id.clone(), &name, None, None);
+            prop_assert!(!parse(&plain, Revision::PerRequest, &headers));
+            let mut meta = meta_2026();
+            meta["io.modelcontextprotocol/clientCapabilities"] = json!("none");
+            let malformed = call_body(id.clone(), &name, None, Some(meta));
+            prop_assert!(!parse(&malformed, Revision::PerRequest, &headers));
+            let valid = call_body(id, &name, None, Some(meta_2026()));
+            let other_tool = headers_2026(&format!("{name}x"));
+            prop_assert!(!parse(&valid, Revision::PerRequest, &other_tool));
+            let mut other_method = headers.clone();
+            other_method.insert("mcp-method", HeaderValue::from_static("tools/list"));
+            prop_assert!(!parse(&valid, Revision::PerRequest, &other_method));
+            let mut repeated = headers.clone();
+            repeated.append("mcp-name", HeaderValue::from_static("x"));
+            prop_assert!(!parse(&valid, Revision::PerRequest, &repeated));
+            let mut wrapped = headers;
+            wrapped.insert("mcp-name", HeaderValue::from_static("=?base64?eA==?="));
+            prop_assert!(!parse(&valid, Revision::PerRequest, &wrapped));
         }
 
         #[test]
         fn any_headers_are_judged_without_panicking(
-            values in prop::collection::vec((0..4_usize, any::<Vec<u8>>()), 0..6),
+            values in prop::collection::vec((0..6_usize, any::<Vec<u8>>()), 0..6),
         ) {
             let names = [
                 header::ACCEPT,
                 header::CONTENT_TYPE,
                 header::HeaderName::from_static("mcp-protocol-version"),
                 header::HOST,
+                header::HeaderName::from_static("mcp-method"),
+                header::HeaderName::from_static("mcp-name"),
             ];
             let mut headers = HeaderMap::new();
             for (name, value) in values {
@@ -564,7 +638,10 @@ mod direct_path {
                     headers.append(names[name].clone(), value);
                 }
             }
-            let _ = direct::headers_allow(&headers);
+            if let Some(revision) = direct::headers_allow(&headers) {
+                let body = call_body(json!(1), "x", None, None);
+                let _ = direct::parse(&Bytes::from(body.to_string()), revision, &headers);
+            }
         }
     }
 }

@@ -6,5 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use openclaw_proxy_edge::http::direct;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = direct::parse(&bytes::Bytes::copy_from_slice(data));
+    let body = bytes::Bytes::copy_from_slice(data);
+    let _ = direct::parse(&body, direct::Revision::WithInitialize, &Default::default());
+    let _ = direct::parse(&body, direct::Revision::PerRequest, &Default::default());
 });

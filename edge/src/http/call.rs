@@ -11,6 +11,12 @@
 //! of its own, which rmcp ignores; [`InFlight`] finds the call by session and
 //! JSON-RPC id instead. Two concurrent calls of one session with the same
 //! JSON-RPC id are cancelled together.
+//!
+//! Progress: the app's reports become `notifications/progress` sent to a
+//! [`NotificationSink`], rmcp's peer of the request on the rmcp path, a
+//! channel the direct path writes its SSE answer from; so thinning under a
+//! flood (`openclaw_proxy_core::progress`) and its one log line per call are
+//! the same on every path.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,19 +28,46 @@ use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
 use openclaw_proxy_core::{CallContext, Hub, InvokeError, Origin, ToolOutcome, Transport, escape};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ProgressNotificationParam,
-    ProgressToken, RequestMetaObject,
+    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ProgressNotification,
+    ProgressNotificationParam, ProgressToken, RequestMetaObject, ServerNotification,
 };
 use rmcp::service::Peer;
 use rmcp::{ErrorData as McpError, RoleServer};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Where a call's notifications to its client go.
+#[derive(Clone)]
+pub enum NotificationSink {
+    /// rmcp's peer of the request, which writes them on the request's
+    /// stream (the rmcp path).
+    Peer(Peer<RoleServer>),
+    /// A channel whose reader writes them on the answer (the direct path).
+    Channel(mpsc::Sender<ServerNotification>),
+}
+
+impl NotificationSink {
+    /// Sends one notification, waiting while the client does not take it.
+    async fn send(&self, notification: ServerNotification) -> Result<(), String> {
+        match self {
+            Self::Peer(peer) => peer
+                .send_notification(notification)
+                .await
+                .map_err(|error| error.to_string()),
+            Self::Channel(sender) => sender
+                .send(notification)
+                .await
+                .map_err(|_| "the answer is gone".to_owned()),
+        }
+    }
+}
 
 /// Where a call's progress goes: the client's token and its channel.
 pub struct ProgressTo {
     /// The client's `progressToken`.
     pub token: ProgressToken,
-    /// The peer that carries `notifications/progress` to the client.
-    pub peer: Peer<RoleServer>,
+    /// What carries `notifications/progress` to the client.
+    pub sink: NotificationSink,
 }
 
 /// One `tools/call` as the edge received it.
@@ -257,9 +290,11 @@ async fn invoke_reporting_progress(
         let mut param = ProgressNotificationParam::new(to.token.clone(), report.progress);
         param.total = report.total;
         param.message = (!report.message.is_empty()).then_some(report.message);
-        let peer = to.peer.clone();
+        let notification =
+            ServerNotification::ProgressNotification(ProgressNotification::new(param));
+        let sink = to.sink.clone();
         async move {
-            if let Err(error) = peer.notify_progress(param).await {
+            if let Err(error) = sink.send(notification).await {
                 tracing::debug!(%error, "progress notification not delivered");
             }
         }

@@ -2,43 +2,71 @@
 //!
 //! rmcp's stateless transport builds a service per request, spawns it, and
 //! passes the call through a one-shot transport: several task hand-offs that
-//! together cost more than the whole bridge round trip. For the common shape
-//! of `tools/call` (one JSON-RPC request, no progress token, a protocol
-//! revision with an `initialize` handshake, as rmcp defines them; a `_meta`
-//! is fine and reaches the app), this module answers directly: it parses the request
-//! with rmcp's own model types, runs the one [`call_tool`] every MCP path
-//! runs, applies the same legacy-peer adjustments rmcp applies, and
-//! serializes rmcp's response type. Everything else (`initialize`,
-//! `tools/list`, notifications, progress, 2026-07-28 requests, anything
-//! unusual) goes to rmcp unchanged, so the protocol stays rmcp's.
+//! together cost more than the whole bridge round trip. For the common shapes
+//! of `tools/call` this module answers directly: it parses the request with
+//! rmcp's own model types, runs the one [`call_tool`] every MCP path runs,
+//! applies the same per-revision adjustments rmcp applies, and writes rmcp's
+//! response shape: JSON, or, once a progress notification comes before the
+//! result, an SSE stream framed as rmcp frames it (`data: {message}` and a
+//! blank line per message, no event ids, `:` comments while idle).
+//!
+//! The shapes served here, one JSON-RPC request each (a `_meta` is fine and
+//! reaches the app as sent):
+//! - revisions with an `initialize` handshake (up to 2025-11-25), with or
+//!   without a `progressToken`;
+//! - 2026-07-28 requests that are valid as rmcp defines validity: one
+//!   `MCP-Protocol-Version: 2026-07-28`, `_meta` declaring that revision and
+//!   the client's capabilities, one `Mcp-Method: tools/call` and one plain
+//!   `Mcp-Name` equal to the tool's name.
+//!
+//! Everything else (`initialize`, `tools/list`, notifications, batches,
+//! unknown fields, headers that disagree with the body, Base64-wrapped
+//! names, a revision named in `_meta` at an older revision, anything
+//! unusual) goes to rmcp unchanged, so the protocol, and every refusal, stays
+//! rmcp's.
 //!
 //! Answers of this path carry the header [`SERVED_BY_HEADER`]` : direct`, so
 //! the end-to-end tests can tell which path served a request; they compare
 //! the two paths' answers byte for byte.
+//!
+//! A call streaming progress runs in a task of its own once its first
+//! notification is out, so its timeout holds while a client reads slowly;
+//! the task is aborted (the call released on the bridge, the app told to
+//! stop) when the client goes away.
 //!
 //! JSON fidelity: the arguments and `_meta` travel to the app as the exact
 //! text the client sent, and an object result comes back as the exact text
 //! the app sent (text block and `structuredContent`), so no number changes
 //! on the way: not integers beyond 64 bits, not `1e400`, not the last digit
 //! of a double. rmcp's path rebuilds JSON as trees; there, numbers a tree
-//! cannot hold keep their text in the text block only.
+//! cannot hold keep their text in the text block only. (In an SSE event, the
+//! line breaks of the app's whitespace become spaces: an event is one line.)
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_proto::mcp::RawToolResult;
+use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolResult, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerResult,
+    CallToolResult, ErrorCode, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
-use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
+use rmcp::transport::common::http_header::{
+    BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME,
+    HEADER_MCP_PROTOCOL_VERSION,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tracing::Instrument;
 
-use super::call::{InFlight, ToolCall, call_tool, caller};
+use super::call::{InFlight, NotificationSink, ProgressTo, ToolCall, call_tool, caller};
+use super::mcp::SSE_KEEP_ALIVE;
 
 /// How deep JSON may nest: serde_json's limit, which rmcp's path applies.
 pub const MAX_NESTING: usize = 128;
@@ -120,18 +148,55 @@ fn exact_response<'a>(
 /// The response header that names the path which served a `tools/call`.
 pub const SERVED_BY_HEADER: HeaderName = HeaderName::from_static("openclaw-proxy-served-by");
 
-/// Whether the headers allow the direct path: JSON body, a client that
-/// accepts JSON and SSE, and a protocol revision that rmcp serves with an
-/// `initialize` handshake (no per-request metadata to validate). An absent
-/// version header means 2025-03-26 to rmcp, which qualifies.
-pub fn headers_allow(headers: &HeaderMap) -> bool {
-    let version_ok = match headers.get(HEADER_MCP_PROTOCOL_VERSION) {
-        None => true,
-        Some(value) => value.to_str().is_ok_and(|version| {
-            ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
-                .iter()
-                .any(|known| known.as_str() == version)
-        }),
+/// Notifications a streaming call may have waiting for its client, beyond
+/// the reports the core keeps per call (`openclaw_proxy_core::progress`).
+const NOTIFICATION_QUEUE: usize = 16;
+
+/// The `_meta` key in which a request names its protocol revision.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// The protocol revisions the direct path serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Revision {
+    /// Up to 2025-11-25: `initialize` negotiated the revision, which the
+    /// header names (absent: 2025-03-26). Answers get rmcp's legacy-peer
+    /// adjustments.
+    WithInitialize,
+    /// 2026-07-28: every request carries its revision, client and
+    /// capabilities in `_meta`, and names its method and tool in headers.
+    PerRequest,
+}
+
+/// The sole value of header `name` as text; `None` when it is absent,
+/// repeated or not text (rmcp refuses the last two).
+fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    value.to_str().ok()
+}
+
+/// The revision a request may be served at directly, from its headers: a
+/// JSON body, a client that accepts JSON and SSE, and one protocol version
+/// header naming a revision served here (or none, which means 2025-03-26
+/// to rmcp).
+pub fn headers_allow(headers: &HeaderMap) -> Option<Revision> {
+    let revision = if headers.contains_key(HEADER_MCP_PROTOCOL_VERSION) {
+        let version = single(headers, HEADER_MCP_PROTOCOL_VERSION)?;
+        if version == ProtocolVersion::V_2026_07_28.as_str() {
+            Revision::PerRequest
+        } else if ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
+            .iter()
+            .any(|known| known.as_str() == version)
+        {
+            Revision::WithInitialize
+        } else {
+            return None;
+        }
+    } else {
+        Revision::WithInitialize
     };
     let content_type_ok = headers
         .get(header::CONTENT_TYPE)
@@ -159,31 +224,30 @@ pub fn headers_allow(headers: &HeaderMap) -> bool {
         json |= item == "application/json";
         sse |= item == "text/event-stream";
     }
-    version_ok && content_type_ok && json && sse
+    (content_type_ok && json && sse).then_some(revision)
 }
 
-/// A `tools/call` the direct path can answer.
+/// A `tools/call` as it arrives.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DirectCall {
+struct WireCall {
     // Checked by deserializing: only "2.0" and "tools/call" are accepted.
     #[serde(rename = "jsonrpc")]
     _jsonrpc: JsonRpcVersion,
     id: RequestId,
     #[serde(rename = "method")]
     _method: ToolsCall,
-    params: DirectParams,
+    params: WireParams,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DirectParams {
+struct WireParams {
     name: String,
     /// Passed to the app as sent; it must be a JSON object.
     #[serde(default)]
     arguments: Option<Box<RawValue>>,
-    /// Passed to the app as sent; a `progressToken` in it sends the call to
-    /// rmcp, which streams progress.
+    /// Passed to the app as sent.
     #[serde(rename = "_meta", default)]
     meta: Option<Box<RawValue>>,
 }
@@ -200,115 +264,383 @@ enum ToolsCall {
     ToolsCall,
 }
 
+/// A `tools/call` the direct path can answer.
+pub struct DirectCall {
+    id: RequestId,
+    name: String,
+    arguments: Option<Box<RawValue>>,
+    /// `_meta` as the client wrote it, for the app.
+    meta_text: Option<Box<RawValue>>,
+    /// `_meta` read once, for what the edge needs of it.
+    meta: Option<RequestMetaObject>,
+    progress: Option<ProgressToken>,
+    revision: Revision,
+}
+
 impl DirectCall {
     /// The tool called.
     pub fn tool(&self) -> &str {
-        &self.params.name
+        &self.name
     }
 
     /// The request's W3C `traceparent` ([`super::call::trace_parent`]).
     pub fn trace_parent(&self, headers: &HeaderMap) -> String {
-        let meta: Option<RequestMetaObject> = self
-            .params
-            .meta
-            .as_deref()
-            .and_then(|raw| serde_json::from_str(raw.get()).ok());
-        super::call::trace_parent(meta.as_ref(), headers)
+        super::call::trace_parent(self.meta.as_ref(), headers)
     }
 }
 
-/// Parses `body` when it is exactly a plain `tools/call` request; anything
-/// else (other methods, a progress token, batches, unknown fields) returns
-/// `None` and is left to rmcp.
-pub fn parse(body: &Bytes) -> Option<DirectCall> {
+/// Whether the SEP-2243 headers of a 2026-07-28 request name exactly its
+/// method and tool, as rmcp checks them; a Base64-wrapped name is left to
+/// rmcp, which decodes it.
+fn standard_headers_match(headers: &HeaderMap, tool: &str) -> bool {
+    let name = single(headers, HEADER_MCP_NAME);
+    single(headers, HEADER_MCP_METHOD) == Some("tools/call")
+        && name == Some(tool)
+        && !(tool.starts_with(BASE64_HEADER_PREFIX) && tool.ends_with(BASE64_HEADER_SUFFIX))
+}
+
+/// Parses `body` when it is exactly a `tools/call` request this path
+/// serves at `revision` with these `headers`; anything else (other methods,
+/// batches, unknown fields, a request rmcp would refuse or negotiate on its
+/// own) returns `None` and is left to rmcp.
+pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<DirectCall> {
     // Deeper JSON goes to rmcp, which refuses it (serde_json's limit), so
     // the limit is the same on every path although this one builds no tree.
     if !nesting_within(body, MAX_NESTING) {
         return None;
     }
-    let call: DirectCall = serde_json::from_slice(body).ok()?;
+    let call: WireCall = serde_json::from_slice(body).ok()?;
+    let params = call.params;
     // rmcp refuses arguments that are not an object, in its own words.
     let object = |raw: &RawValue| raw.get().starts_with('{');
-    if !call.params.arguments.as_deref().is_none_or(object) {
+    if !params.arguments.as_deref().is_none_or(object) {
         return None;
     }
-    let wants_progress = match call.params.meta.as_deref() {
-        None => false,
-        Some(raw) => {
-            let meta: RequestMetaObject = serde_json::from_str(raw.get()).ok()?;
-            meta.get_progress_token().is_some()
-        }
+    let meta: Option<RequestMetaObject> = match params.meta.as_deref() {
+        None => None,
+        Some(raw) => Some(serde_json::from_str(raw.get()).ok()?),
     };
-    (!wants_progress).then_some(call)
+    match revision {
+        // A revision named in `_meta` makes rmcp negotiate the request on
+        // its own, with checks of its own.
+        Revision::WithInitialize => {
+            if meta
+                .as_ref()
+                .is_some_and(|meta| meta.0.0.contains_key(META_PROTOCOL_VERSION))
+            {
+                return None;
+            }
+        }
+        Revision::PerRequest => {
+            let valid = meta.as_ref().is_some_and(|meta| {
+                meta.protocol_version()
+                    .is_some_and(|version| version == ProtocolVersion::V_2026_07_28)
+                    && meta
+                        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                        .is_empty()
+            });
+            if !valid || !standard_headers_match(headers, &params.name) {
+                return None;
+            }
+        }
+    }
+    let progress = meta
+        .as_ref()
+        .and_then(RequestMetaObject::get_progress_token);
+    Some(DirectCall {
+        id: call.id,
+        name: params.name,
+        arguments: params.arguments,
+        meta_text: params.meta,
+        meta,
+        progress,
+        revision,
+    })
 }
 
-/// Answers a parsed call. A client that goes away drops this future, which
-/// releases the call on the bridge.
+/// What a call ended with.
+type Outcome = Result<RawToolResult, McpError>;
+
+/// The JSON-RPC message answering a call, as rmcp writes it at `revision`
+/// (with `structuredContent` as the app's exact text).
+fn answer_message(id: &RequestId, revision: Revision, outcome: Outcome) -> Vec<u8> {
+    let body = match outcome {
+        Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(id.clone()))),
+        Ok(RawToolResult { result, structured }) => {
+            let mut result = ServerResult::CallToolResult(result);
+            match revision {
+                // The legacy-peer adjustments rmcp makes.
+                Revision::WithInitialize => {
+                    result.strip_result_type_for_legacy_peer();
+                    result.strip_non_object_output_for_legacy_peer();
+                }
+                Revision::PerRequest => result.fill_missing_cache_hints(),
+            }
+            match &result {
+                ServerResult::CallToolResult(result) => {
+                    serde_json::to_vec(&exact_response(id, result, structured.as_deref()))
+                }
+                _ => serde_json::to_vec(&ServerJsonRpcMessage::response(result, id.clone())),
+            }
+        }
+    };
+    body.unwrap_or_else(|error| {
+        let error = McpError::internal_error(format!("cannot serialize the result: {error}"), None);
+        serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(id.clone())))
+            .unwrap_or_default()
+    })
+}
+
+/// The HTTP status rmcp gives an answer of a 2026-07-28 request whose
+/// `_meta` is well formed (this path serves no other); 200 before.
+fn status_of(revision: Revision, outcome: &Outcome) -> StatusCode {
+    match (revision, outcome) {
+        (Revision::PerRequest, Err(error)) => match error.code {
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::OK,
+        },
+        _ => StatusCode::OK,
+    }
+}
+
+/// One SSE event carrying a JSON message, framed as rmcp's SSE encoder
+/// frames it. JSON line breaks can only be whitespace (strings escape
+/// theirs): they become spaces, so the event stays one line.
+fn sse_event(mut message: Vec<u8>) -> Bytes {
+    for byte in &mut message {
+        if matches!(*byte, b'\n' | b'\r') {
+            *byte = b' ';
+        }
+    }
+    let mut event = Vec::with_capacity(message.len() + 8);
+    event.extend_from_slice(b"data: ");
+    event.extend_from_slice(&message);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+/// A notification's SSE event.
+fn notification_event(notification: ServerNotification) -> Bytes {
+    let message = ServerJsonRpcMessage::notification(notification);
+    sse_event(serde_json::to_vec(&message).unwrap_or_default())
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (SERVED_BY_HEADER, HeaderValue::from_static("direct")),
+        ],
+        Body::from(body),
+    )
+        .into_response()
+}
+
+fn sse_response(body: Body) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+            (SERVED_BY_HEADER, HeaderValue::from_static("direct")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// A task that is aborted when this handle is dropped: a streaming call
+/// whose client went away.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The owned parts of a [`ToolCall`], so a streaming call can move to a
+/// task of its own.
+struct Prepared {
+    jsonrpc_id: String,
+    name: String,
+    arguments_json: String,
+    meta_json: String,
+    client: openclaw_proxy_core::proto::CallerInfo,
+    peer: Option<SocketAddr>,
+    trace_parent: String,
+}
+
+impl Prepared {
+    fn call(self, session_id: &str) -> ToolCall<'_> {
+        ToolCall {
+            session_id,
+            jsonrpc_id: self.jsonrpc_id,
+            client: self.client,
+            name: self.name,
+            arguments_json: self.arguments_json,
+            meta_json: self.meta_json,
+            peer: self.peer,
+            trace_parent: self.trace_parent,
+        }
+    }
+}
+
+/// Answers a parsed call. A client that goes away drops this future (or
+/// the answer's stream), which releases the call on the bridge.
 pub async fn answer(
     hub: &Hub,
-    in_flight: &InFlight,
-    session_id: &str,
+    in_flight: &Arc<InFlight>,
+    session_id: &Arc<str>,
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
     call: DirectCall,
 ) -> Response {
+    let DirectCall {
+        id,
+        name,
+        arguments,
+        meta_text,
+        meta,
+        progress,
+        revision,
+    } = call;
     let version = headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|value| value.to_str().ok());
-    let params = call.params;
-    let meta_json = params.meta.map(|raw| raw.get().to_owned());
-    // Parsed once more only for its clientInfo (2026-07-28 clients).
-    let meta: Option<RequestMetaObject> = meta_json
-        .as_deref()
-        .and_then(|text| serde_json::from_str(text).ok());
-    let call_ = ToolCall {
-        session_id,
-        jsonrpc_id: serde_json::to_string(&call.id).unwrap_or_default(),
+    let prepared = Prepared {
+        jsonrpc_id: serde_json::to_string(&id).unwrap_or_default(),
+        // The client's name from a 2026-07-28 `_meta`.
         client: caller(meta.as_ref(), None, version),
-        name: params.name,
-        arguments_json: params
-            .arguments
-            .map_or_else(|| "{}".to_owned(), |raw| raw.get().to_owned()),
-        meta_json: meta_json
+        trace_parent: super::call::trace_parent(meta.as_ref(), headers),
+        name,
+        arguments_json: arguments.map_or_else(|| "{}".to_owned(), |raw| raw.get().to_owned()),
+        meta_json: meta_text
+            .map(|raw| raw.get().to_owned())
             .filter(|text| !is_empty_object(text))
             .unwrap_or_default(),
         peer,
-        trace_parent: super::call::trace_parent(meta.as_ref(), headers),
     };
-    let answer = call_tool(hub, in_flight, call_, None, std::future::pending()).await;
-    let body = match answer {
-        Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(call.id))),
-        Ok(RawToolResult { result, structured }) => {
-            let mut result = ServerResult::CallToolResult(result);
-            // The legacy-peer adjustments rmcp makes: this path serves only
-            // revisions with `initialize`.
-            result.strip_result_type_for_legacy_peer();
-            result.strip_non_object_output_for_legacy_peer();
-            match &result {
-                ServerResult::CallToolResult(result) => {
-                    serde_json::to_vec(&exact_response(&call.id, result, structured.as_deref()))
-                }
-                _ => serde_json::to_vec(&ServerJsonRpcMessage::response(result, call.id)),
+    drop(meta);
+    let Some(token) = progress else {
+        let call = prepared.call(session_id);
+        let outcome = call_tool(hub, in_flight, call, None, std::future::pending()).await;
+        return json_response(
+            status_of(revision, &outcome),
+            answer_message(&id, revision, outcome),
+        );
+    };
+    let (sender, mut notifications) = mpsc::channel(NOTIFICATION_QUEUE);
+    let (hub, in_flight, session_id) = (hub.clone(), in_flight.clone(), session_id.clone());
+    let mut running = Box::pin(async move {
+        let progress = ProgressTo {
+            token,
+            sink: NotificationSink::Channel(sender),
+        };
+        let call = prepared.call(&session_id);
+        call_tool(
+            &hub,
+            &in_flight,
+            call,
+            Some(progress),
+            std::future::pending(),
+        )
+        .await
+    });
+    // As rmcp answers: JSON when the result comes first, SSE once a
+    // notification does.
+    let first = tokio::select! {
+        biased;
+        Some(notification) = notifications.recv() => notification,
+        outcome = &mut running => {
+            let mut events = Vec::new();
+            while let Ok(notification) = notifications.try_recv() {
+                events.push(notification_event(notification));
             }
+            if events.is_empty() {
+                return json_response(
+                    status_of(revision, &outcome),
+                    answer_message(&id, revision, outcome),
+                );
+            }
+            events.push(sse_event(answer_message(&id, revision, outcome)));
+            let events = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
+            return sse_response(Body::from_stream(events));
         }
     };
-    match body {
-        Ok(body) => (
-            StatusCode::OK,
-            [
-                (
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                ),
-                (SERVED_BY_HEADER, HeaderValue::from_static("direct")),
-            ],
-            Body::from(body),
-        )
-            .into_response(),
-        Err(error) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot serialize the result: {error}"),
-        )
-            .into_response(),
+    // Run on, whether or not the client reads, until the client goes away.
+    let running = AbortOnDrop(tokio::spawn(running.in_current_span()));
+    let rest = Streaming {
+        notifications,
+        running,
+        id,
+        revision,
+    };
+    let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(
+        notification_event(first),
+    )));
+    let rest = futures_util::stream::unfold(Some(rest), |rest| async move {
+        let mut rest = rest?;
+        match rest.next().await {
+            Next::Event(event) => Some((Ok(event), Some(rest))),
+            Next::Last(event) => Some((Ok(event), None)),
+        }
+    });
+    sse_response(Body::from_stream(futures_util::StreamExt::chain(
+        first, rest,
+    )))
+}
+
+/// A streaming call after its first notification.
+struct Streaming {
+    notifications: mpsc::Receiver<ServerNotification>,
+    running: AbortOnDrop<Outcome>,
+    id: RequestId,
+    revision: Revision,
+}
+
+enum Next {
+    Event(Bytes),
+    Last(Bytes),
+}
+
+impl Streaming {
+    /// The next event: a notification, a keep-alive comment after
+    /// [`SSE_KEEP_ALIVE`] without one, or the answer, last.
+    async fn next(&mut self) -> Next {
+        let notification = tokio::select! {
+            biased;
+            notification = self.notifications.recv() => notification,
+            () = tokio::time::sleep(SSE_KEEP_ALIVE) => {
+                return Next::Event(Bytes::from_static(b":\n\n"));
+            }
+        };
+        if let Some(notification) = notification {
+            return Next::Event(notification_event(notification));
+        }
+        // Every sender is gone: the call is over, its notifications sent.
+        let outcome = tokio::select! {
+            joined = &mut self.running.0 => joined.unwrap_or_else(|error| {
+                Err(McpError::internal_error(format!("the call ended: {error}"), None))
+            }),
+            () = tokio::time::sleep(SSE_KEEP_ALIVE) => {
+                return Next::Event(Bytes::from_static(b":\n\n"));
+            }
+        };
+        Next::Last(sse_event(answer_message(&self.id, self.revision, outcome)))
     }
 }

@@ -39,13 +39,17 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Deserialize;
 use tracing::Instrument;
 
-use super::call::{self, InFlight, ProgressTo, ToolCall};
+use super::call::{self, InFlight, NotificationSink, ProgressTo, ToolCall};
 use super::error::ApiError;
 use super::{EdgeState, SessionIdPath, check_session_token, direct, jsonrpc};
 use crate::config::EdgeConfig;
 
 /// The header that routes `/v1/mcp` to a session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The interval of the comments that keep an idle SSE answer open, on
+/// rmcp's path and the direct path alike.
+pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// rmcp's HTTP service around [`SessionTools`], built once.
 pub type McpService = Arc<StreamableHttpService<SessionTools, NeverSessionManager>>;
@@ -56,7 +60,7 @@ pub fn service(hub: Hub, config: &EdgeConfig, in_flight: Arc<InFlight>) -> McpSe
     let http_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         // Checked earlier, before authentication: see `super::guard`.
         .disable_allowed_hosts()
         .disable_allowed_origins()
@@ -142,8 +146,8 @@ pub(super) async fn handle_message(
 ) -> Response {
     // The direct path first: it carries most traffic, and a body it does
     // not take costs it little.
-    if direct::headers_allow(&parts.headers)
-        && let Some(call) = direct::parse(&bytes)
+    if let Some(revision) = direct::headers_allow(&parts.headers)
+        && let Some(call) = direct::parse(&bytes, revision, &parts.headers)
     {
         *method = McpMethod::ToolsCall;
         let span = request_span("tools/call", &session_id, call.tool());
@@ -347,7 +351,7 @@ impl ServerHandler for SessionTools {
         }
         let progress = context.meta.get_progress_token().map(|token| ProgressTo {
             token,
-            peer: context.peer.clone(),
+            sink: NotificationSink::Peer(context.peer.clone()),
         });
         let version = context
             .extensions

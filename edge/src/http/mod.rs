@@ -9,7 +9,8 @@
 //! - [`legacy`]: `GET` on the same URLs, the HTTP+SSE transport of MCP
 //!   2024-11-05, whose messages the MCP endpoint's handling serves.
 //! - [`call`]: one `tools/call`, the same for every path that serves it.
-//! - [`direct`]: the direct path of plain `tools/call` requests.
+//! - [`direct`]: the direct path of `tools/call` requests (with or without
+//!   progress, at 2026-07-28 as at earlier revisions).
 //! - [`guard`]: `Host` and `Origin` checks against DNS rebinding, on every
 //!   route but the health probes.
 //! - [`jsonrpc`]: the MCP endpoint's refusals in JSON-RPC's shape.
