@@ -949,3 +949,296 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
         "Bridge is not connected."
     );
 }
+
+/// A WebSocket app that answers as [`mapping_app`] does, after as many
+/// progress reports as the call's `reports` argument asks for.
+fn serve_with_progress(mut app: WsApp) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "invoke_tool" {
+                continue;
+            }
+            let request_id = frame["request_id"].clone();
+            let reports = frame["arguments"]["reports"].as_u64().unwrap_or(0);
+            for n in 1..=reports {
+                app.send_json(json!({"type": "progress", "request_id": request_id,
+                    "progress": n, "total": reports, "message": format!("step {n}")}))
+                    .await;
+            }
+            let call = Call {
+                session_id: String::new(),
+                request_id: String::new(),
+                tool_name: frame["tool_name"].as_str().unwrap_or_default().to_owned(),
+                arguments: frame["arguments"].clone(),
+                trace_parent: None,
+            };
+            let answer = match mapping_app(&call) {
+                Answer::Content(content) => {
+                    json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": content})
+                }
+                Answer::Error(error) => {
+                    json!({"type": "invoke_result", "request_id": request_id, "ok": false, "error": error})
+                }
+            };
+            app.send_json(answer).await;
+        }
+    })
+}
+
+/// The `_meta` of a 2026-07-28 request: its revision, the client's
+/// capabilities and name.
+fn meta_2026() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "equivalence", "version": "1"}
+    })
+}
+
+/// Posts a `tools/call` with `params`, at `version` (with the 2026-07-28
+/// headers naming `method` and `name` when given); status, content type,
+/// the path that served it and the body, exactly.
+async fn post_call(
+    url: &str,
+    params: Value,
+    version: Option<&str>,
+    standard_headers: Option<(&str, &str)>,
+) -> (u16, Option<String>, Option<String>, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params});
+    let mut request = mcp_post(url, &body).bearer_auth(OPENCLAW_TOKEN);
+    if let Some(version) = version {
+        request = request.header("mcp-protocol-version", version);
+    }
+    if let Some((method, name)) = standard_headers {
+        request = request
+            .header("mcp-method", method)
+            .header("mcp-name", name);
+    }
+    let response = no_hang(request.send()).await.expect("POST");
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (content_type, served_by) = (header("content-type"), header("openclaw-proxy-served-by"));
+    let status = response.status().as_u16();
+    let text = no_hang(response.text()).await.expect("body");
+    (status, content_type, served_by, text)
+}
+
+#[tokio::test]
+async fn direct_and_sdk_paths_answer_progress_and_2026_calls_byte_for_byte() {
+    // Calls with a progress token (at every revision with `initialize`) and
+    // valid 2026-07-28 calls take the direct path; the same call with an
+    // unknown params field goes through rmcp. Status, content type and body
+    // must be the same bytes: JSON when the result comes first, SSE with the
+    // progress events in order when the app reports.
+    let server = TestServer::start_with(
+        CoreConfig {
+            tool_timeout: Duration::from_millis(300),
+            ..core_config()
+        },
+        edge_config(),
+    )
+    .await;
+    let mut body = legacy_session_body();
+    body["tools"] =
+        json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
+    let session = TestSession::register(&server, &body).await;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let app = serve_with_progress(app);
+    server
+        .wait_for_session(&session.id, "the bridge attaching", |session| {
+            session.bridge_connected
+        })
+        .await;
+    let url = &session.mcp_url;
+    let tools = [
+        "object",
+        "string",
+        "blocks",
+        "number",
+        "nothing",
+        "fails",
+        "no_such_tool",
+    ];
+    let mut streamed = 0;
+    for version in [
+        None,
+        Some("2024-11-05"),
+        Some("2025-11-25"),
+        Some("2026-07-28"),
+    ] {
+        let per_request = version == Some("2026-07-28");
+        for tool in tools {
+            // No progress token; a token the app never reports to; a token
+            // with one and with three reports before the result.
+            let progress: [Option<u64>; 4] = [None, Some(0), Some(1), Some(3)];
+            for (case, reports) in progress.into_iter().enumerate() {
+                if reports.is_none() && !per_request {
+                    // The plain call: `direct_and_sdk_paths_answer_tools_call_identically`.
+                    continue;
+                }
+                let mut meta = if per_request {
+                    meta_2026()
+                } else {
+                    json!({"k": 1})
+                };
+                if reports.is_some() {
+                    meta["progressToken"] = json!(format!("token-{case}"));
+                }
+                let arguments = json!({"text": "héllo", "big": 9007199254740993_i64, "reports": reports.unwrap_or(0)});
+                let params = json!({"name": tool, "arguments": arguments, "_meta": meta});
+                let mut answers = Vec::new();
+                for via_rmcp in [false, true] {
+                    let mut params = params.clone();
+                    if via_rmcp {
+                        params["x-extension"] = json!({"trace": "x"});
+                    }
+                    let headers = per_request.then_some(("tools/call", tool));
+                    let (status, content_type, served_by, text) =
+                        post_call(url, params, version, headers).await;
+                    assert_eq!(
+                        served_by.as_deref(),
+                        (!via_rmcp).then_some("direct"),
+                        "{tool} at {version:?}, {reports:?} reports"
+                    );
+                    answers.push((status, content_type, text));
+                }
+                assert_eq!(
+                    answers[0], answers[1],
+                    "{tool} at {version:?}, {reports:?} reports"
+                );
+                let (status, content_type, text) = &answers[0];
+                assert_eq!(*status, 200, "{text}");
+                let reported = reports.unwrap_or(0);
+                let answered = tool != "no_such_tool";
+                if answered && reported > 0 {
+                    streamed += 1;
+                    assert_eq!(content_type.as_deref(), Some("text/event-stream"));
+                    let messages = sse_messages(text);
+                    assert_eq!(messages.len() as u64, reported + 1, "{text}");
+                    for (n, message) in messages[..messages.len() - 1].iter().enumerate() {
+                        assert_eq!(message["method"], "notifications/progress", "{text}");
+                        assert_eq!(message["params"]["progress"], json!(n as f64 + 1.0));
+                        assert_eq!(message["params"]["progressToken"], format!("token-{case}"));
+                    }
+                    assert_eq!(messages[messages.len() - 1]["id"], 41, "{text}");
+                } else {
+                    assert_eq!(content_type.as_deref(), Some("application/json"), "{text}");
+                }
+                let answer: Value = match sse_messages(text).pop() {
+                    Some(last) if content_type.as_deref() == Some("text/event-stream") => last,
+                    _ => serde_json::from_str(text).expect("JSON answer"),
+                };
+                if answered {
+                    // 2026-07-28 results say they are complete; older ones do not.
+                    assert_eq!(
+                        answer["result"]["resultType"].as_str(),
+                        per_request.then_some("complete"),
+                        "{text}"
+                    );
+                } else {
+                    assert_eq!(answer["error"]["code"], -32602, "{text}");
+                }
+            }
+        }
+    }
+    assert!(streamed > 0);
+    app.abort();
+}
+
+#[tokio::test]
+async fn invalid_2026_calls_are_left_to_rmcp() {
+    // Whatever rmcp would refuse or judge on its own never takes the direct
+    // path: its refusal stays rmcp's.
+    let server = TestServer::start().await;
+    let app = TestApp::start(
+        &server,
+        BridgeKind::Ws,
+        json!([tool_json("object")]),
+        mapping_app,
+    )
+    .await;
+    let url = &app.session.mcp_url;
+    let params = |meta: Value| json!({"name": "object", "arguments": {}, "_meta": meta});
+    let mut without_capabilities = meta_2026();
+    without_capabilities
+        .as_object_mut()
+        .expect("object")
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let mut older = meta_2026();
+    older["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let cases = [
+        // Headers that disagree with the body, or are missing.
+        (params(meta_2026()), Some(("tools/call", "other"))),
+        (params(meta_2026()), Some(("tools/list", "object"))),
+        (params(meta_2026()), None),
+        // `_meta` without what 2026-07-28 requires, or naming another revision.
+        (params(without_capabilities), Some(("tools/call", "object"))),
+        (params(older), Some(("tools/call", "object"))),
+        (params(json!({})), Some(("tools/call", "object"))),
+    ];
+    for (params, headers) in cases {
+        let (status, _, served_by, text) =
+            post_call(url, params.clone(), Some("2026-07-28"), headers).await;
+        assert_eq!(served_by, None, "{params} {headers:?}: {text}");
+        assert_eq!(status, 400, "{params} {headers:?}: {text}");
+    }
+    // A revision named in `_meta` at an older revision is negotiated by rmcp.
+    let (status, _, served_by, text) =
+        post_call(url, params(meta_2026()), Some("2025-11-25"), None).await;
+    assert_eq!(served_by, None, "{text}");
+    assert_eq!(status, 400, "{text}");
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_a_streaming_direct_call_cancels_it_in_the_app() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let params =
+        json!({"name": "echo_text", "arguments": {}, "_meta": {"progressToken": "leaving"}});
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
+    let request = tokio::spawn(
+        mcp_post(&session.mcp_url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send(),
+    );
+    let invoke = app.next_json().await.expect("invoke_tool");
+    let request_id = invoke["request_id"].clone();
+    app.send_json(json!({"type": "progress", "request_id": request_id, "progress": 1}))
+        .await;
+    let mut response = no_hang(request).await.expect("join").expect("response");
+    assert_eq!(
+        response
+            .headers()
+            .get("openclaw-proxy-served-by")
+            .and_then(|v| v.to_str().ok()),
+        Some("direct")
+    );
+    let first = no_hang(response.chunk())
+        .await
+        .expect("read")
+        .expect("an event");
+    assert!(
+        String::from_utf8_lossy(&first).contains("notifications/progress"),
+        "{first:?}"
+    );
+    drop(response);
+    let cancel = no_hang(app.next_json()).await.expect("cancel_tool");
+    assert_eq!(cancel["type"], "cancel_tool", "{cancel}");
+    assert_eq!(cancel["request_id"], request_id);
+    server
+        .wait_for_session(&session.id, "the call leaving the server", |session| {
+            session.calls_in_flight == 0
+        })
+        .await;
+}
