@@ -57,6 +57,31 @@ pub enum GrpcApp {
     Crate,
 }
 
+/// The MCP protocol revision the load's clients speak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    /// An `initialize` handshake first, then `MCP-Protocol-Version:
+    /// 2025-11-25` on every call.
+    #[default]
+    #[value(name = "2025-11-25")]
+    V2025_11_25,
+    /// No handshake: every call carries its revision, client and
+    /// capabilities in `_meta` and names its method and tool in the
+    /// `Mcp-Method` and `Mcp-Name` headers.
+    #[value(name = "2026-07-28")]
+    V2026_07_28,
+}
+
+impl Protocol {
+    /// The revision's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::V2025_11_25 => "2025-11-25",
+            Self::V2026_07_28 => "2026-07-28",
+        }
+    }
+}
+
 /// Where the server is and how to authenticate.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -104,6 +129,11 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// Stop after this many calls instead (for smoke runs).
     pub max_calls: Option<u64>,
+    /// The protocol revision of the MCP clients.
+    pub protocol: Protocol,
+    /// Whether each call asks for progress (a `progressToken`) and the app
+    /// reports once before it answers, so each answer is an SSE stream.
+    pub progress: bool,
 }
 
 /// The numbers of one run, printed as one JSON line.
@@ -150,20 +180,22 @@ pub async fn start_apps(
     bridge: BridgeKind,
     sessions: usize,
 ) -> anyhow::Result<Vec<String>> {
-    start_apps_with(target, bridge, GrpcApp::Lean, sessions).await
+    start_apps_with(target, bridge, GrpcApp::Lean, sessions, false).await
 }
 
-/// [`start_apps`] with the choice of gRPC app.
+/// [`start_apps`] with the choice of gRPC app, and apps that report
+/// progress once per call before answering when `progress` is set.
 pub async fn start_apps_with(
     target: &Target,
     bridge: BridgeKind,
     grpc_app: GrpcApp,
     sessions: usize,
+    progress: bool,
 ) -> anyhow::Result<Vec<String>> {
     if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Crate {
         let mut ids = Vec::with_capacity(sessions);
         for _ in 0..sessions {
-            ids.push(start_crate_app(target).await?);
+            ids.push(start_crate_app(target, progress).await?);
         }
         return Ok(ids);
     }
@@ -183,12 +215,12 @@ pub async fn start_apps_with(
         let id = match &channel {
             Some(channel) => {
                 let id = register_grpc(channel.clone(), &target.app_token).await?;
-                start_grpc_app(channel.clone(), &target.app_token, &id).await?;
+                start_grpc_app(channel.clone(), &target.app_token, &id, progress).await?;
                 id
             }
             None => {
                 let id = register_rest(&http, target).await?;
-                start_ws_app(target, &id).await?;
+                start_ws_app(target, &id, progress).await?;
                 id
             }
         };
@@ -251,8 +283,9 @@ struct InvokeFrame<'a> {
     arguments: Option<&'a RawValue>,
 }
 
-/// A WebSocket app that answers every call with its arguments.
-async fn start_ws_app(target: &Target, session_id: &str) -> anyhow::Result<()> {
+/// A WebSocket app that answers every call with its arguments, after one
+/// progress report when `progress` is set.
+async fn start_ws_app(target: &Target, session_id: &str, progress: bool) -> anyhow::Result<()> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let url = format!(
         "ws://{}/v1/chat/sessions/{session_id}/bridge",
@@ -272,6 +305,20 @@ async fn start_ws_app(target: &Target, session_id: &str) -> anyhow::Result<()> {
                 continue;
             };
             let reply = match (frame.kind, frame.request_id) {
+                ("invoke_tool", Some(request_id)) if progress => {
+                    let report = format!(
+                        r#"{{"type":"progress","request_id":{},"progress":1,"total":1}}"#,
+                        Value::from(request_id)
+                    );
+                    if sink.feed(Message::Text(report.into())).await.is_err() {
+                        return;
+                    }
+                    format!(
+                        r#"{{"type":"invoke_result","request_id":{},"ok":true,"content":{}}}"#,
+                        Value::from(request_id),
+                        frame.arguments.map_or("null", RawValue::get)
+                    )
+                }
                 ("invoke_tool", Some(request_id)) => format!(
                     r#"{{"type":"invoke_result","request_id":{},"ok":true,"content":{}}}"#,
                     Value::from(request_id),
@@ -289,11 +336,15 @@ async fn start_ws_app(target: &Target, session_id: &str) -> anyhow::Result<()> {
 }
 
 /// A gRPC app written with the app crate that answers every call with its
-/// arguments; it registers its own session and serves until the runtime
-/// ends.
-async fn start_crate_app(target: &Target) -> anyhow::Result<String> {
-    let echo =
-        |arguments: Value, _call: CallContext| std::future::ready(Ok::<_, ToolError>(arguments));
+/// arguments (after one progress report when `progress` is set); it
+/// registers its own session and serves until the runtime ends.
+async fn start_crate_app(target: &Target, progress: bool) -> anyhow::Result<String> {
+    let echo = move |arguments: Value, call: CallContext| async move {
+        if progress {
+            call.progress(1.0, Some(1.0), "").await;
+        }
+        Ok::<_, ToolError>(arguments)
+    };
     let serving = App::builder(target.base_url.clone())
         .app_token(target.app_token.clone())
         .device_id("loadgen")
@@ -323,7 +374,12 @@ async fn start_crate_app(target: &Target) -> anyhow::Result<String> {
 /// per call and shares a connection with 99 other bridges, which the app
 /// crate (one connection per app, a task and a JSON round trip per call)
 /// does not, so the benchmark's app side stays out of the server's way.
-async fn start_grpc_app(channel: Channel, token: &str, session_id: &str) -> anyhow::Result<()> {
+async fn start_grpc_app(
+    channel: Channel,
+    token: &str,
+    session_id: &str,
+    progress: bool,
+) -> anyhow::Result<()> {
     let (outbound, receiver) = mpsc::channel(1024);
     outbound
         .send(proto::AppMessage {
@@ -346,6 +402,18 @@ async fn start_grpc_app(channel: Channel, token: &str, session_id: &str) -> anyh
         while let Ok(Some(message)) = inbound.message().await {
             let reply = match message.kind {
                 Some(proxy_message::Kind::Invoke(invoke)) => {
+                    if progress {
+                        let report = app_message::Kind::Progress(proto::ToolProgress {
+                            request_id: invoke.request_id.clone(),
+                            progress: 1.0,
+                            total: Some(1.0),
+                            message: String::new(),
+                        });
+                        let report = proto::AppMessage { kind: Some(report) };
+                        if outbound.send(report).await.is_err() {
+                            return;
+                        }
+                    }
                     app_message::Kind::Result(proto::ToolResult {
                         request_id: invoke.request_id,
                         ok: true,
@@ -376,10 +444,16 @@ struct McpConnection {
     authority: String,
     path: String,
     token: String,
+    protocol: Protocol,
+    progress: bool,
 }
 
+/// The `_meta` every 2026-07-28 request carries.
+const META_2026: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"loadgen","version":"1"}"#;
+
 impl McpConnection {
-    async fn open(target: &Target, session_id: &str) -> anyhow::Result<Self> {
+    async fn open(config: &LoadConfig, session_id: &str) -> anyhow::Result<Self> {
+        let target = &config.target;
         let stream = tokio::net::TcpStream::connect(target.mcp_authority()).await?;
         stream.set_nodelay(true)?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
@@ -389,17 +463,26 @@ impl McpConnection {
             authority: target.mcp_authority().to_owned(),
             path: format!("/v1/mcp/{session_id}"),
             token: format!("Bearer {}", target.openclaw_token),
+            protocol: config.protocol,
+            progress: config.progress,
         })
     }
 
-    async fn post(&mut self, body: String) -> anyhow::Result<(u16, Bytes)> {
-        let request = hyper::Request::post(&self.path)
+    /// Posts one JSON-RPC message; `tool` names the tool a 2026-07-28
+    /// `tools/call` calls, for its `Mcp-Method` and `Mcp-Name` headers.
+    async fn post(&mut self, body: String, tool: Option<&str>) -> anyhow::Result<(u16, Bytes)> {
+        let mut request = hyper::Request::post(&self.path)
             .header("host", &self.authority)
             .header("authorization", &self.token)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(Full::new(Bytes::from(body)))?;
+            .header("mcp-protocol-version", self.protocol.name());
+        if let (Protocol::V2026_07_28, Some(tool)) = (self.protocol, tool) {
+            request = request
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", tool);
+        }
+        let request = request.body(Full::new(Bytes::from(body)))?;
         self.sender.ready().await?;
         let response = self.sender.send_request(request).await?;
         let status = response.status().as_u16();
@@ -407,16 +490,45 @@ impl McpConnection {
         Ok((status, body))
     }
 
-    /// One `tools/call`; true when the echo came back exactly.
+    /// One `tools/call`; true when the echo came back exactly (after the
+    /// one progress notification, when the call asks for progress).
     async fn echo_call(&mut self, id: u64, text: &str) -> bool {
+        let meta = match (self.protocol, self.progress) {
+            (Protocol::V2025_11_25, false) => String::new(),
+            (Protocol::V2025_11_25, true) => format!(r#","_meta":{{"progressToken":{id}}}"#),
+            (Protocol::V2026_07_28, false) => format!(r#","_meta":{{{META_2026}}}"#),
+            (Protocol::V2026_07_28, true) => {
+                format!(r#","_meta":{{"progressToken":{id},{META_2026}}}"#)
+            }
+        };
         let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{meta}}}}}"#,
             Value::from(text)
         );
-        match self.post(body).await {
-            Ok((200, body)) => serde_json::from_slice::<Value>(&body).is_ok_and(|reply| {
-                reply["id"] == id && reply["result"]["structuredContent"]["text"] == text
-            }),
+        let Ok((200, body)) = self.post(body, Some("echo")).await else {
+            return false;
+        };
+        let is_reply = |reply: &Value| {
+            reply["id"] == id && reply["result"]["structuredContent"]["text"] == text
+        };
+        if !self.progress {
+            return serde_json::from_slice::<Value>(&body).is_ok_and(|reply| is_reply(&reply));
+        }
+        // The SSE answer: one progress notification, then the result.
+        let Ok(body) = std::str::from_utf8(&body) else {
+            return false;
+        };
+        let messages: Vec<Value> = body
+            .split("\n\n")
+            .filter_map(|event| event.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str(data).ok())
+            .collect();
+        match messages.as_slice() {
+            [progress, reply] => {
+                progress["method"] == "notifications/progress"
+                    && progress["params"]["progressToken"] == id
+                    && is_reply(reply)
+            }
             _ => false,
         }
     }
@@ -433,11 +545,14 @@ pub async fn drive_calls(
     let mut connections = Vec::with_capacity(config.concurrency);
     for worker in 0..config.concurrency {
         let session = &session_ids[worker % session_ids.len()];
-        let mut connection = McpConnection::open(&config.target, session).await?;
-        // Warm up: the bridge may still be attaching; OpenClaw also initializes first.
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "loadgen", "version": "1"}}});
-        connection.post(init.to_string()).await?;
+        let mut connection = McpConnection::open(config, session).await?;
+        // Warm up: the bridge may still be attaching; OpenClaw also
+        // initializes first at revisions that have the handshake.
+        if config.protocol == Protocol::V2025_11_25 {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "loadgen", "version": "1"}}});
+            connection.post(init.to_string(), None).await?;
+        }
         let mut ready = false;
         for _ in 0..200 {
             if connection.echo_call(0, "warm-up").await {
@@ -495,6 +610,7 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
         config.bridge,
         config.grpc_app,
         config.sessions.max(1),
+        config.progress,
     )
     .await?;
     drive_calls(config, &sessions).await
@@ -510,6 +626,8 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
             (BridgeKind::Grpc, GrpcApp::Crate) => "crate",
             _ => "lean",
         },
+        "protocol": config.protocol.name(),
+        "progress": config.progress,
         "concurrency": config.concurrency,
         "sessions": config.sessions,
         "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
@@ -557,6 +675,8 @@ pub async fn measure_memory(
         sessions: 1,
         duration: Duration::from_secs(60),
         max_calls: Some(1),
+        protocol: Protocol::default(),
+        progress: false,
     };
     let report = drive_calls(&probe, &ids[ids.len().saturating_sub(1)..]).await?;
     settle().await;

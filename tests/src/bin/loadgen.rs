@@ -4,6 +4,7 @@
 //! cargo build --release -p openclaw-proxy-edge -p openclaw-proxy-stdio -p openclaw-proxy-tests
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app crate
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --protocol 2026-07-28 --progress
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --bridges 500 --calls 2000
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use openclaw_proxy_tests::bench::{self, BridgeKind, GrpcApp, LoadConfig, Target};
+use openclaw_proxy_tests::bench::{self, BridgeKind, GrpcApp, LoadConfig, Protocol, Target};
 
 #[derive(Parser)]
 #[command(about = "Throughput, latency and memory of openclaw-proxy's whole path")]
@@ -51,6 +52,15 @@ enum Command {
         /// Seconds to run.
         #[arg(long, default_value_t = 10)]
         duration: u64,
+        /// The MCP protocol revision the clients speak: 2025-11-25 (an
+        /// `initialize` first) or 2026-07-28 (per-request `_meta` and the
+        /// `Mcp-Method`/`Mcp-Name` headers).
+        #[arg(long, value_enum, default_value = "2025-11-25")]
+        protocol: Protocol,
+        /// Each call asks for progress and the app reports once before it
+        /// answers: every answer is an SSE stream.
+        #[arg(long)]
+        progress: bool,
     },
     /// Resident memory while bridges that stopped reading are sent large
     /// calls, and after they are gone.
@@ -181,6 +191,8 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             sessions,
             duration,
+            protocol,
+            progress,
         } => {
             let server = server(&args).await?;
             let config = LoadConfig {
@@ -191,6 +203,8 @@ async fn main() -> anyhow::Result<()> {
                 sessions: sessions.max(1),
                 duration: Duration::from_secs(duration),
                 max_calls: None,
+                protocol,
+                progress,
             };
             let report = bench::run_load(&config).await?;
             println!("{}", bench::report_json(&config, &report));

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_tests::bench::{self, GrpcApp, LoadConfig, Target};
+use openclaw_proxy_tests::bench::{self, GrpcApp, LoadConfig, Protocol, Target};
 use openclaw_proxy_tests::*;
 
 fn target(server: &TestServer) -> Target {
@@ -31,6 +31,8 @@ async fn load_generator_smoke_run_on_both_bridges() {
             sessions: 2,
             duration: Duration::from_secs(120),
             max_calls: Some(300),
+            protocol: Protocol::default(),
+            progress: false,
         };
         let report = bench::run_load(&config).await.expect("load run");
         assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");
@@ -39,6 +41,43 @@ async fn load_generator_smoke_run_on_both_bridges() {
         assert_eq!(line["calls"], 300);
         assert!(line["p50_us"].as_u64().expect("p50") <= line["max_us"].as_u64().expect("max"));
         assert_eq!(server.hub.session_count(), 2);
+    }
+}
+
+#[tokio::test]
+async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
+    // Every answer is checked: the echo, and with --progress the one
+    // notification before it on the SSE stream.
+    for (bridge, grpc_app) in [
+        (BridgeKind::Ws, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Crate),
+    ] {
+        for (protocol, progress) in [
+            (Protocol::V2026_07_28, false),
+            (Protocol::V2025_11_25, true),
+            (Protocol::V2026_07_28, true),
+        ] {
+            let server = TestServer::start().await;
+            let config = LoadConfig {
+                target: target(&server),
+                bridge,
+                grpc_app,
+                concurrency: 4,
+                sessions: 2,
+                duration: Duration::from_secs(120),
+                max_calls: Some(100),
+                protocol,
+                progress,
+            };
+            let report = bench::run_load(&config).await.expect("load run");
+            let case = format!("{bridge:?} {grpc_app:?} {protocol:?} progress={progress}");
+            assert_eq!(report.errors, 0, "{case}");
+            assert_eq!(report.calls, 100, "{case}");
+            let line = bench::report_json(&config, &report);
+            assert_eq!(line["protocol"], protocol.name(), "{case}");
+            assert_eq!(line["progress"], progress, "{case}");
+        }
     }
 }
 
@@ -76,6 +115,8 @@ async fn wrong_answers_count_as_errors() {
         sessions: 1,
         duration: Duration::from_secs(120),
         max_calls: Some(20),
+        protocol: Protocol::default(),
+        progress: false,
     };
     let report = bench::drive_calls(&config, &[session.id])
         .await
