@@ -448,3 +448,48 @@ async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
             .await;
     }
 }
+
+#[tokio::test]
+async fn an_http2_peer_that_stops_answering_pings_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut edge = edge_config();
+    edge.connections.http2_keepalive = Duration::from_millis(300);
+    let server = TestServer::start_with(core_config(), edge).await;
+    let mut stream = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    // The HTTP/2 preface and an empty SETTINGS frame, then the
+    // acknowledgement of the server's SETTINGS once they arrive; never a
+    // PING acknowledgement.
+    const SETTINGS: [u8; 9] = [0, 0, 0, 4, 0, 0, 0, 0, 0];
+    const SETTINGS_ACK: [u8; 9] = [0, 0, 0, 4, 1, 0, 0, 0, 0];
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .expect("preface");
+    stream.write_all(&SETTINGS).await.expect("settings");
+    let mut first = [0_u8; 9];
+    no_hang(stream.read_exact(&mut first))
+        .await
+        .expect("the server's first frame");
+    assert_eq!(first[3], 4, "the server opens with SETTINGS");
+    let length = usize::from(first[0]) << 16 | usize::from(first[1]) << 8 | usize::from(first[2]);
+    let mut payload = vec![0_u8; length];
+    no_hang(stream.read_exact(&mut payload))
+        .await
+        .expect("the server's SETTINGS");
+    stream.write_all(&SETTINGS_ACK).await.expect("settings ack");
+    // The server pings, gets no answer, and closes the connection.
+    let mut rest = Vec::new();
+    let _ = no_hang(stream.read_to_end(&mut rest)).await;
+    // Among what it sent before closing: a PING frame (type 6).
+    let mut frames = rest.as_slice();
+    let mut pinged = false;
+    while frames.len() >= 9 {
+        let length =
+            usize::from(frames[0]) << 16 | usize::from(frames[1]) << 8 | usize::from(frames[2]);
+        pinged |= frames[3] == 6;
+        frames = frames.get(9 + length..).unwrap_or_default();
+    }
+    assert!(pinged, "the server pinged before closing: {rest:?}");
+}
