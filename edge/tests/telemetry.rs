@@ -68,6 +68,17 @@ impl Proxy {
         }
     }
 
+    /// The address the binary listens on, from its JSON "listening" line.
+    fn json_address(&mut self) -> String {
+        self.find(|line| {
+            let event: Value = serde_json::from_str(line).ok()?;
+            let listening = event["message"]
+                .as_str()?
+                .contains("openclaw-proxy listening");
+            listening.then(|| event["address"].as_str().map(str::to_owned))?
+        })
+    }
+
     /// The next line for which `pick` says something; panics after 30 s.
     fn find<T>(&mut self, mut pick: impl FnMut(&str) -> Option<T>) -> T {
         loop {
@@ -97,18 +108,8 @@ impl Proxy {
     }
 }
 
-#[tokio::test]
-async fn json_log_lines_parse_and_carry_audit_events() {
-    let mut proxy = Proxy::start(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]);
-    let address = proxy.find(|line| {
-        let event: Value = serde_json::from_str(line).ok()?;
-        let listening = event["message"]
-            .as_str()?
-            .contains("openclaw-proxy listening");
-        listening.then(|| event["address"].as_str().map(str::to_owned))?
-    });
-    let base = format!("http://{address}");
-    let http = reqwest::Client::new();
+/// Registers the documented session with the binary at `base`.
+async fn create_session(http: &reqwest::Client, base: &str) -> TestSession {
     let reply: Value = http
         .post(format!("{base}/v1/chat/sessions"))
         .bearer_auth(TOKEN)
@@ -119,7 +120,16 @@ async fn json_log_lines_parse_and_carry_audit_events() {
         .json()
         .await
         .expect("JSON reply");
-    let session = TestSession::from_rest_reply(&reply).expect("session");
+    TestSession::from_rest_reply(&reply).expect("session")
+}
+
+#[tokio::test]
+async fn json_log_lines_parse_and_carry_audit_events() {
+    let mut proxy = Proxy::start(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]);
+    let address = proxy.json_address();
+    let base = format!("http://{address}");
+    let http = reqwest::Client::new();
+    let session = create_session(&http, &base).await;
     let deleted = http
         .delete(format!("{base}/v1/chat/sessions/{}", session.id))
         .bearer_auth(TOKEN)
@@ -260,17 +270,7 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
 
     // A legacy app on the WebSocket bridge.
     let ws_seen: Seen = Arc::default();
-    let reply: Value = http
-        .post(format!("{base}/v1/chat/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&legacy_session_body())
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("JSON reply");
-    let ws_session = TestSession::from_rest_reply(&reply).expect("session");
+    let ws_session = create_session(&http, &base).await;
     let app = WsApp::connect(&ws_session.bridge_url, Some(TOKEN))
         .await
         .expect("bridge");
@@ -427,24 +427,8 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
 async fn a_flood_of_malformed_frames_is_answered_in_full_and_logged_a_few_times() {
     const FRAMES: usize = 200;
     let mut proxy = Proxy::start(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]);
-    let address = proxy.find(|line| {
-        let event: Value = serde_json::from_str(line).ok()?;
-        let listening = event["message"]
-            .as_str()?
-            .contains("openclaw-proxy listening");
-        listening.then(|| event["address"].as_str().map(str::to_owned))?
-    });
-    let reply: Value = reqwest::Client::new()
-        .post(format!("http://{address}/v1/chat/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&legacy_session_body())
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("JSON reply");
-    let session = TestSession::from_rest_reply(&reply).expect("session");
+    let address = proxy.json_address();
+    let session = create_session(&reqwest::Client::new(), &format!("http://{address}")).await;
     let mut app = WsApp::connect(&session.bridge_url, Some(TOKEN))
         .await
         .expect("bridge");

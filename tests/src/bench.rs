@@ -643,13 +643,18 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
 
 /// Resident memory of a process, in KiB (Linux `/proc`).
 pub fn resident_kib(pid: u32) -> anyhow::Result<u64> {
+    status_kib(pid, "VmRSS")
+}
+
+/// A KiB figure of `/proc/{pid}/status`.
+fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
-        .context("no VmRSS in /proc status")
+        .with_context(|| format!("no {field} in /proc status"))
 }
 
 /// Measures the server's resident memory before and after `sessions`
@@ -750,13 +755,7 @@ pub async fn run_stdio(
 
 /// Peak resident memory of a process since it started, in KiB (`VmHWM`).
 pub fn peak_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .context("no VmHWM in /proc status")
+    status_kib(pid, "VmHWM")
 }
 
 /// Memory under abuse: `bridges` WebSocket bridges that stop reading while
