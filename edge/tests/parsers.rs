@@ -544,6 +544,48 @@ mod direct_path {
         ]
     }
 
+    #[test]
+    fn meta_keys_read_as_rmcp_reads_them_or_the_request_goes_to_rmcp() {
+        let none = HeaderMap::new();
+        let with_meta = |meta: Value| call_body(json!(1), "echo", None, Some(meta));
+        // Vendor keys, a `null` token and a client's identity stay direct.
+        for meta in [
+            json!({"progressToken": "t", "vendor/key": {"deep": [1, 2]}}),
+            json!({"progressToken": null}),
+            json!({"io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"}}),
+            json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+        ] {
+            assert!(
+                parse(&with_meta(meta.clone()), Revision::WithInitialize, &none),
+                "{meta}"
+            );
+        }
+        // A revision named at all (even `null`), or a known key rmcp would not
+        // decode, leaves the request to rmcp, as do a duplicate key and a
+        // `_meta` that is not an object.
+        for meta in [
+            json!({"io.modelcontextprotocol/protocolVersion": null}),
+            json!({"progressToken": {"not": "a token"}}),
+            json!({"io.modelcontextprotocol/clientInfo": "c"}),
+            json!({"traceparent": 7}),
+            json!(["progressToken"]),
+        ] {
+            assert!(
+                !parse(&with_meta(meta.clone()), Revision::WithInitialize, &none),
+                "{meta}"
+            );
+        }
+        let duplicate = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":1,"progressToken":2}}}"#;
+        assert!(
+            direct::parse(
+                &Bytes::from_static(duplicate),
+                Revision::WithInitialize,
+                &none
+            )
+            .is_none()
+        );
+    }
+
     proptest! {
         #[test]
         fn a_plain_tools_call_takes_the_direct_path(

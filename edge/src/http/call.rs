@@ -12,11 +12,12 @@
 //! JSON-RPC id instead. Two concurrent calls of one session with the same
 //! JSON-RPC id are cancelled together.
 //!
-//! Progress: the app's reports become `notifications/progress` sent to a
-//! [`NotificationSink`], rmcp's peer of the request on the rmcp path, a
-//! channel the direct path writes its SSE answer from; so thinning under a
-//! flood (`openclaw_proxy_core::progress`) and its one log line per call are
-//! the same on every path.
+//! Progress: the app's reports wait in the core's per-call queue
+//! (`openclaw_proxy_core::progress`), which thins them under a flood; the
+//! rmcp path sends them through rmcp's peer of the request, the direct path
+//! writes them on its answer. The notification ([`progress_notification`])
+//! and the one log line per thinned call ([`log_thinned`]) are written here
+//! for both.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,6 +25,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
 use axum::http::HeaderMap;
+use openclaw_proxy_core::progress::ProgressSink;
 use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
 use openclaw_proxy_core::{CallContext, Hub, InvokeError, Origin, ToolOutcome, Transport, escape};
 use openclaw_proxy_proto::mcp::RawToolResult;
@@ -33,41 +35,22 @@ use rmcp::model::{
 };
 use rmcp::service::Peer;
 use rmcp::{ErrorData as McpError, RoleServer};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Where a call's notifications to its client go.
-#[derive(Clone)]
-pub enum NotificationSink {
-    /// rmcp's peer of the request, which writes them on the request's
-    /// stream (the rmcp path).
-    Peer(Peer<RoleServer>),
-    /// A channel whose reader writes them on the answer (the direct path).
-    Channel(mpsc::Sender<ServerNotification>),
-}
-
-impl NotificationSink {
-    /// Sends one notification, waiting while the client does not take it.
-    async fn send(&self, notification: ServerNotification) -> Result<(), String> {
-        match self {
-            Self::Peer(peer) => peer
-                .send_notification(notification)
-                .await
-                .map_err(|error| error.to_string()),
-            Self::Channel(sender) => sender
-                .send(notification)
-                .await
-                .map_err(|_| "the answer is gone".to_owned()),
-        }
-    }
-}
-
-/// Where a call's progress goes: the client's token and its channel.
-pub struct ProgressTo {
-    /// The client's `progressToken`.
-    pub token: ProgressToken,
-    /// What carries `notifications/progress` to the client.
-    pub sink: NotificationSink,
+/// Where a call's progress reports go.
+pub enum Progress {
+    /// Sent as `notifications/progress` through rmcp's peer of the request,
+    /// which writes them on the request's stream (the rmcp path).
+    Notify {
+        /// The client's `progressToken`.
+        token: ProgressToken,
+        /// rmcp's peer of the request.
+        peer: Peer<RoleServer>,
+    },
+    /// Kept by the core for the caller, which reads them itself and writes
+    /// them on its own answer (the direct path): no notification is built
+    /// for a call whose app never reports.
+    Reports(ProgressSink),
 }
 
 /// One `tools/call` as the edge received it.
@@ -130,7 +113,7 @@ pub async fn call_tool(
     hub: &Hub,
     in_flight: &InFlight,
     call: ToolCall<'_>,
-    progress: Option<ProgressTo>,
+    progress: Option<Progress>,
     cancelled: impl Future<Output = ()>,
 ) -> Result<RawToolResult, McpError> {
     let ToolCall {
@@ -144,7 +127,7 @@ pub async fn call_tool(
         trace_parent,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
-    let context = CallContext {
+    let mut context = CallContext {
         meta_json,
         client,
         progress: None,
@@ -157,7 +140,13 @@ pub async fn call_tool(
                 hub.invoke_json(session_id, &name, arguments_json, context)
                     .await
             }
-            Some(to) => {
+            Some(Progress::Reports(sink)) => {
+                context.progress = Some(sink);
+                hub.invoke_json(session_id, &name, arguments_json, context)
+                    .await
+            }
+            Some(Progress::Notify { token, peer }) => {
+                let to = (&token, &peer);
                 invoke_reporting_progress(hub, to, session_id, &name, arguments_json, context).await
             }
         }
@@ -182,8 +171,15 @@ pub async fn call_tool(
 ///
 /// [`trace`]: openclaw_proxy_core::trace
 pub fn trace_parent(meta: Option<&RequestMetaObject>, headers: &HeaderMap) -> String {
-    meta.and_then(|meta| meta.get("traceparent"))
-        .and_then(serde_json::Value::as_str)
+    let from_meta = meta
+        .and_then(|meta| meta.get("traceparent"))
+        .and_then(serde_json::Value::as_str);
+    trace_parent_of(from_meta, headers)
+}
+
+/// [`trace_parent`] given the `_meta.traceparent` string, if any.
+pub fn trace_parent_of(from_meta: Option<&str>, headers: &HeaderMap) -> String {
+    from_meta
         .or_else(|| {
             headers
                 .get("traceparent")
@@ -202,7 +198,11 @@ pub fn caller(
     protocol_version: Option<&str>,
 ) -> CallerInfo {
     let from_meta = meta.and_then(RequestMetaObject::client_info);
-    let info = from_meta.as_ref().or(initialized);
+    caller_of(from_meta.as_ref().or(initialized), protocol_version)
+}
+
+/// [`caller`] given the client's identity, if known.
+pub fn caller_of(info: Option<&Implementation>, protocol_version: Option<&str>) -> CallerInfo {
     CallerInfo {
         name: info.map(|info| info.name.clone()).unwrap_or_default(),
         version: info.map(|info| info.version.clone()).unwrap_or_default(),
@@ -276,7 +276,7 @@ impl Drop for Registered<'_> {
 /// `notifications/progress`, all sent before the result.
 async fn invoke_reporting_progress(
     hub: &Hub,
-    to: ProgressTo,
+    (token, peer): (&ProgressToken, &Peer<RoleServer>),
     session_id: &str,
     tool: &str,
     arguments_json: String,
@@ -287,14 +287,10 @@ async fn invoke_reporting_progress(
     let invoke = hub.invoke_json(session_id, tool, arguments_json, context);
     tokio::pin!(invoke);
     let notify = |report: ToolProgress| {
-        let mut param = ProgressNotificationParam::new(to.token.clone(), report.progress);
-        param.total = report.total;
-        param.message = (!report.message.is_empty()).then_some(report.message);
-        let notification =
-            ServerNotification::ProgressNotification(ProgressNotification::new(param));
-        let sink = to.sink.clone();
+        let notification = progress_notification(token, report);
+        let peer = peer.clone();
         async move {
-            if let Err(error) = sink.send(notification).await {
+            if let Err(error) = peer.send_notification(notification).await {
                 tracing::debug!(%error, "progress notification not delivered");
             }
         }
@@ -331,8 +327,21 @@ async fn invoke_reporting_progress(
     {
         tracing::debug!("the MCP client does not read its progress; the rest is dropped");
     }
-    // Once per call, not per report: a flood is one event.
-    let thinned = reports.thinned();
+    log_thinned(session_id, tool, reports.thinned());
+    outcome
+}
+
+/// The `notifications/progress` of one report, for the client's `token`.
+pub fn progress_notification(token: &ProgressToken, report: ToolProgress) -> ServerNotification {
+    let mut param = ProgressNotificationParam::new(token.clone(), report.progress);
+    param.total = report.total;
+    param.message = (!report.message.is_empty()).then_some(report.message);
+    ServerNotification::ProgressNotification(ProgressNotification::new(param))
+}
+
+/// Logs a call whose reports were thinned, once per call and not per
+/// report: a flood is one event.
+pub fn log_thinned(session_id: &str, tool: &str, thinned: u64) {
     if thinned > 0 {
         tracing::info!(
             session = %openclaw_proxy_core::escape::short_id(session_id),
@@ -341,7 +350,6 @@ async fn invoke_reporting_progress(
             "progress thinned: the client read slower than the app reported; the latest report and the result were delivered"
         );
     }
-    outcome
 }
 
 /// The MCP answer to a call's outcome: an unknown tool is invalid params;

@@ -50,22 +50,26 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::Hub;
+use openclaw_proxy_core::progress::ProgressReceiver;
+use openclaw_proxy_core::proto::ToolProgress;
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolResult, ErrorCode, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
-    ServerJsonRpcMessage, ServerNotification, ServerResult,
+    CallToolResult, ErrorCode, Implementation, ProgressToken, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::common::http_header::{
     BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME,
     HEADER_MCP_PROTOCOL_VERSION,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use super::call::{InFlight, NotificationSink, ProgressTo, ToolCall, call_tool, caller};
+use super::call::{
+    InFlight, Progress, ToolCall, call_tool, caller_of, log_thinned, progress_notification,
+    trace_parent_of,
+};
 use super::mcp::SSE_KEEP_ALIVE;
 
 /// How deep JSON may nest: serde_json's limit, which rmcp's path applies.
@@ -147,13 +151,6 @@ fn exact_response<'a>(
 
 /// The response header that names the path which served a `tools/call`.
 pub const SERVED_BY_HEADER: HeaderName = HeaderName::from_static("openclaw-proxy-served-by");
-
-/// Notifications a streaming call may have waiting for its client, beyond
-/// the reports the core keeps per call (`openclaw_proxy_core::progress`).
-const NOTIFICATION_QUEUE: usize = 16;
-
-/// The `_meta` key in which a request names its protocol revision.
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// The protocol revisions the direct path serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,10 +268,40 @@ pub struct DirectCall {
     arguments: Option<Box<RawValue>>,
     /// `_meta` as the client wrote it, for the app.
     meta_text: Option<Box<RawValue>>,
-    /// `_meta` read once, for what the edge needs of it.
-    meta: Option<RequestMetaObject>,
+    /// The client's identity from `_meta` (2026-07-28).
+    client_info: Option<Implementation>,
+    /// `_meta.traceparent`.
+    trace_parent: Option<String>,
     progress: Option<ProgressToken>,
     revision: Revision,
+}
+
+/// What the edge reads of a request's `_meta`, read without building a
+/// tree (the whole `_meta` travels to the app as sent). Each key reads as
+/// rmcp's `RequestMetaObject` reads it, where a value that does not decode
+/// counts as absent; here it fails the parse instead, which leaves the
+/// request to rmcp. `null` counts as absent in both.
+#[derive(Deserialize)]
+struct MetaKeys<'a> {
+    #[serde(rename = "progressToken", default)]
+    progress_token: Option<ProgressToken>,
+    /// Present at all (even `null`): rmcp then negotiates the request.
+    #[serde(
+        rename = "io.modelcontextprotocol/protocolVersion",
+        default,
+        borrow,
+        deserialize_with = "present"
+    )]
+    protocol_version: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
+    client_info: Option<Implementation>,
+    #[serde(default)]
+    traceparent: Option<String>,
+}
+
+/// A key that is there, whatever its value (`null` included).
+fn present<'de, D: Deserializer<'de>>(value: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(value).map(Some)
 }
 
 impl DirectCall {
@@ -285,7 +312,7 @@ impl DirectCall {
 
     /// The request's W3C `traceparent` ([`super::call::trace_parent`]).
     pub fn trace_parent(&self, headers: &HeaderMap) -> String {
-        super::call::trace_parent(self.meta.as_ref(), headers)
+        trace_parent_of(self.trace_parent.as_deref(), headers)
     }
 }
 
@@ -316,43 +343,49 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
     if !params.arguments.as_deref().is_none_or(object) {
         return None;
     }
-    let meta: Option<RequestMetaObject> = match params.meta.as_deref() {
+    let keys: Option<MetaKeys<'_>> = match params.meta.as_deref() {
         None => None,
-        Some(raw) => Some(serde_json::from_str(raw.get()).ok()?),
+        // An object only: serde would also read a struct from an array.
+        Some(raw) if object(raw) => Some(serde_json::from_str(raw.get()).ok()?),
+        Some(_) => return None,
     };
     match revision {
         // A revision named in `_meta` makes rmcp negotiate the request on
         // its own, with checks of its own.
         Revision::WithInitialize => {
-            if meta
+            if keys
                 .as_ref()
-                .is_some_and(|meta| meta.0.0.contains_key(META_PROTOCOL_VERSION))
+                .is_some_and(|keys| keys.protocol_version.is_some())
             {
                 return None;
             }
         }
+        // Validity as rmcp decides it, with rmcp's own reading of `_meta`.
         Revision::PerRequest => {
-            let valid = meta.as_ref().is_some_and(|meta| {
-                meta.protocol_version()
-                    .is_some_and(|version| version == ProtocolVersion::V_2026_07_28)
-                    && meta
-                        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-                        .is_empty()
-            });
+            let meta: RequestMetaObject =
+                serde_json::from_str(params.meta.as_deref()?.get()).ok()?;
+            let valid = meta
+                .protocol_version()
+                .is_some_and(|version| version == ProtocolVersion::V_2026_07_28)
+                && meta
+                    .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                    .is_empty();
             if !valid || !standard_headers_match(headers, &params.name) {
                 return None;
             }
         }
     }
-    let progress = meta
-        .as_ref()
-        .and_then(RequestMetaObject::get_progress_token);
+    let (progress, client_info, trace_parent) = match keys {
+        Some(keys) => (keys.progress_token, keys.client_info, keys.traceparent),
+        None => (None, None, None),
+    };
     Some(DirectCall {
         id: call.id,
         name: params.name,
         arguments: params.arguments,
         meta_text: params.meta,
-        meta,
+        client_info,
+        trace_parent,
         progress,
         revision,
     })
@@ -406,26 +439,33 @@ fn status_of(revision: Revision, outcome: &Outcome) -> StatusCode {
     }
 }
 
-/// One SSE event carrying a JSON message, framed as rmcp's SSE encoder
-/// frames it. JSON line breaks can only be whitespace (strings escape
-/// theirs): they become spaces, so the event stays one line.
-fn sse_event(mut message: Vec<u8>) -> Bytes {
-    for byte in &mut message {
+/// Appends one SSE event carrying a JSON message, framed as rmcp's SSE
+/// encoder frames it. JSON line breaks can only be whitespace (strings
+/// escape theirs): they become spaces, so the event stays one line.
+fn push_event(body: &mut Vec<u8>, message: &[u8]) {
+    body.reserve(message.len() + 8);
+    body.extend_from_slice(b"data: ");
+    let start = body.len();
+    body.extend_from_slice(message);
+    for byte in &mut body[start..] {
         if matches!(*byte, b'\n' | b'\r') {
             *byte = b' ';
         }
     }
-    let mut event = Vec::with_capacity(message.len() + 8);
-    event.extend_from_slice(b"data: ");
-    event.extend_from_slice(&message);
-    event.extend_from_slice(b"\n\n");
-    Bytes::from(event)
+    body.extend_from_slice(b"\n\n");
 }
 
-/// A notification's SSE event.
-fn notification_event(notification: ServerNotification) -> Bytes {
-    let message = ServerJsonRpcMessage::notification(notification);
-    sse_event(serde_json::to_vec(&message).unwrap_or_default())
+/// One SSE event ([`push_event`]).
+fn event(message: &[u8]) -> Bytes {
+    let mut body = Vec::new();
+    push_event(&mut body, message);
+    Bytes::from(body)
+}
+
+/// The `notifications/progress` message of one report, as rmcp writes it.
+fn notification_message(token: &ProgressToken, report: ToolProgress) -> Vec<u8> {
+    let message = ServerJsonRpcMessage::notification(progress_notification(token, report));
+    serde_json::to_vec(&message).unwrap_or_default()
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
@@ -515,7 +555,8 @@ pub async fn answer(
         name,
         arguments,
         meta_text,
-        meta,
+        client_info,
+        trace_parent,
         progress,
         revision,
     } = call;
@@ -525,8 +566,8 @@ pub async fn answer(
     let prepared = Prepared {
         jsonrpc_id: serde_json::to_string(&id).unwrap_or_default(),
         // The client's name from a 2026-07-28 `_meta`.
-        client: caller(meta.as_ref(), None, version),
-        trace_parent: super::call::trace_parent(meta.as_ref(), headers),
+        client: caller_of(client_info.as_ref(), version),
+        trace_parent: trace_parent_of(trace_parent.as_deref(), headers),
         name,
         arguments_json: arguments.map_or_else(|| "{}".to_owned(), |raw| raw.get().to_owned()),
         meta_json: meta_text
@@ -535,7 +576,6 @@ pub async fn answer(
             .unwrap_or_default(),
         peer,
     };
-    drop(meta);
     let Some(token) = progress else {
         let call = prepared.call(session_id);
         let outcome = call_tool(hub, in_flight, call, None, std::future::pending()).await;
@@ -544,55 +584,52 @@ pub async fn answer(
             answer_message(&id, revision, outcome),
         );
     };
-    let (sender, mut notifications) = mpsc::channel(NOTIFICATION_QUEUE);
-    let (hub, in_flight, session_id) = (hub.clone(), in_flight.clone(), session_id.clone());
+    // The core keeps the app's reports for this call; they are read here
+    // and written on the answer, so a call whose app never reports costs
+    // no notification at all.
+    let (sink, mut reports) = openclaw_proxy_core::progress::channel();
+    let tool = prepared.name.clone();
+    let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
     let mut running = Box::pin(async move {
-        let progress = ProgressTo {
-            token,
-            sink: NotificationSink::Channel(sender),
-        };
-        let call = prepared.call(&session_id);
-        call_tool(
-            &hub,
-            &in_flight,
-            call,
-            Some(progress),
-            std::future::pending(),
-        )
-        .await
+        let call = prepared.call(&session);
+        let progress = Some(Progress::Reports(sink));
+        call_tool(&hub, &in_flight, call, progress, std::future::pending()).await
     });
     // As rmcp answers: JSON when the result comes first, SSE once a
     // notification does.
     let first = tokio::select! {
         biased;
-        Some(notification) = notifications.recv() => notification,
         outcome = &mut running => {
-            let mut events = Vec::new();
-            while let Ok(notification) = notifications.try_recv() {
-                events.push(notification_event(notification));
+            let mut body = Vec::new();
+            while let Some(report) = reports.try_recv() {
+                push_event(&mut body, &notification_message(&token, report));
             }
-            if events.is_empty() {
+            log_thinned(session_id, &tool, reports.thinned());
+            if body.is_empty() {
                 return json_response(
                     status_of(revision, &outcome),
                     answer_message(&id, revision, outcome),
                 );
             }
-            events.push(sse_event(answer_message(&id, revision, outcome)));
-            let events = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
-            return sse_response(Body::from_stream(events));
+            push_event(&mut body, &answer_message(&id, revision, outcome));
+            return sse_response(Body::from(body));
         }
+        Some(report) = reports.recv() => report,
     };
-    // Run on, whether or not the client reads, until the client goes away.
+    // Run on, whether or not the client reads, until the client goes away;
+    // the core thins the reports a slow client leaves waiting.
     let running = AbortOnDrop(tokio::spawn(running.in_current_span()));
     let rest = Streaming {
-        notifications,
+        reports,
         running,
+        token,
+        tool,
+        session_id: session_id.clone(),
         id,
         revision,
     };
-    let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(
-        notification_event(first),
-    )));
+    let first = event(&notification_message(&rest.token, first));
+    let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(first)));
     let rest = futures_util::stream::unfold(Some(rest), |rest| async move {
         let mut rest = rest?;
         match rest.next().await {
@@ -607,8 +644,11 @@ pub async fn answer(
 
 /// A streaming call after its first notification.
 struct Streaming {
-    notifications: mpsc::Receiver<ServerNotification>,
+    reports: ProgressReceiver,
     running: AbortOnDrop<Outcome>,
+    token: ProgressToken,
+    tool: String,
+    session_id: Arc<str>,
     id: RequestId,
     revision: Revision,
 }
@@ -622,17 +662,17 @@ impl Streaming {
     /// The next event: a notification, a keep-alive comment after
     /// [`SSE_KEEP_ALIVE`] without one, or the answer, last.
     async fn next(&mut self) -> Next {
-        let notification = tokio::select! {
+        let report = tokio::select! {
             biased;
-            notification = self.notifications.recv() => notification,
+            report = self.reports.recv() => report,
             () = tokio::time::sleep(SSE_KEEP_ALIVE) => {
                 return Next::Event(Bytes::from_static(b":\n\n"));
             }
         };
-        if let Some(notification) = notification {
-            return Next::Event(notification_event(notification));
+        if let Some(report) = report {
+            return Next::Event(event(&notification_message(&self.token, report)));
         }
-        // Every sender is gone: the call is over, its notifications sent.
+        // The call is over on the bridge, its reports all read.
         let outcome = tokio::select! {
             joined = &mut self.running.0 => joined.unwrap_or_else(|error| {
                 Err(McpError::internal_error(format!("the call ended: {error}"), None))
@@ -641,6 +681,7 @@ impl Streaming {
                 return Next::Event(Bytes::from_static(b":\n\n"));
             }
         };
-        Next::Last(sse_event(answer_message(&self.id, self.revision, outcome)))
+        log_thinned(&self.session_id, &self.tool, self.reports.thinned());
+        Next::Last(event(&answer_message(&self.id, self.revision, outcome)))
     }
 }

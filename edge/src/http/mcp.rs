@@ -39,7 +39,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Deserialize;
 use tracing::Instrument;
 
-use super::call::{self, InFlight, NotificationSink, ProgressTo, ToolCall};
+use super::call::{self, InFlight, Progress, ToolCall};
 use super::error::ApiError;
 use super::{EdgeState, SessionIdPath, check_session_token, direct, jsonrpc};
 use crate::config::EdgeConfig;
@@ -349,10 +349,13 @@ impl ServerHandler for SessionTools {
         if request.meta.is_none() {
             request.meta = Some(context.meta.clone());
         }
-        let progress = context.meta.get_progress_token().map(|token| ProgressTo {
-            token,
-            sink: NotificationSink::Peer(context.peer.clone()),
-        });
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| Progress::Notify {
+                token,
+                peer: context.peer.clone(),
+            });
         let version = context
             .extensions
             .get::<Parts>()
