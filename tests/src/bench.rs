@@ -131,9 +131,12 @@ pub struct LoadConfig {
     pub max_calls: Option<u64>,
     /// The protocol revision of the MCP clients.
     pub protocol: Protocol,
-    /// Whether each call asks for progress (a `progressToken`) and the app
-    /// reports once before it answers, so each answer is an SSE stream.
+    /// Whether each call asks for progress (a `progressToken`).
     pub progress: bool,
+    /// How many times the app reports progress before it answers a call
+    /// that asks for it; with one or more, each answer is an SSE stream,
+    /// with none, plain JSON.
+    pub progress_reports: u32,
 }
 
 /// The numbers of one run, printed as one JSON line.
@@ -180,22 +183,22 @@ pub async fn start_apps(
     bridge: BridgeKind,
     sessions: usize,
 ) -> anyhow::Result<Vec<String>> {
-    start_apps_with(target, bridge, GrpcApp::Lean, sessions, false).await
+    start_apps_with(target, bridge, GrpcApp::Lean, sessions, 0).await
 }
 
 /// [`start_apps`] with the choice of gRPC app, and apps that report
-/// progress once per call before answering when `progress` is set.
+/// progress `reports` times per call before answering.
 pub async fn start_apps_with(
     target: &Target,
     bridge: BridgeKind,
     grpc_app: GrpcApp,
     sessions: usize,
-    progress: bool,
+    reports: u32,
 ) -> anyhow::Result<Vec<String>> {
     if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Crate {
         let mut ids = Vec::with_capacity(sessions);
         for _ in 0..sessions {
-            ids.push(start_crate_app(target, progress).await?);
+            ids.push(start_crate_app(target, reports).await?);
         }
         return Ok(ids);
     }
@@ -215,12 +218,12 @@ pub async fn start_apps_with(
         let id = match &channel {
             Some(channel) => {
                 let id = register_grpc(channel.clone(), &target.app_token).await?;
-                start_grpc_app(channel.clone(), &target.app_token, &id, progress).await?;
+                start_grpc_app(channel.clone(), &target.app_token, &id, reports).await?;
                 id
             }
             None => {
                 let id = register_rest(&http, target).await?;
-                start_ws_app(target, &id, progress).await?;
+                start_ws_app(target, &id, reports).await?;
                 id
             }
         };
@@ -283,9 +286,9 @@ struct InvokeFrame<'a> {
     arguments: Option<&'a RawValue>,
 }
 
-/// A WebSocket app that answers every call with its arguments, after one
-/// progress report when `progress` is set.
-async fn start_ws_app(target: &Target, session_id: &str, progress: bool) -> anyhow::Result<()> {
+/// A WebSocket app that answers every call with its arguments, after
+/// `reports` progress reports.
+async fn start_ws_app(target: &Target, session_id: &str, reports: u32) -> anyhow::Result<()> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let url = format!(
         "ws://{}/v1/chat/sessions/{session_id}/bridge",
@@ -305,13 +308,15 @@ async fn start_ws_app(target: &Target, session_id: &str, progress: bool) -> anyh
                 continue;
             };
             let reply = match (frame.kind, frame.request_id) {
-                ("invoke_tool", Some(request_id)) if progress => {
-                    let report = format!(
-                        r#"{{"type":"progress","request_id":{},"progress":1,"total":1}}"#,
-                        Value::from(request_id)
-                    );
-                    if sink.feed(Message::Text(report.into())).await.is_err() {
-                        return;
+                ("invoke_tool", Some(request_id)) if reports > 0 => {
+                    for step in 1..=reports {
+                        let report = format!(
+                            r#"{{"type":"progress","request_id":{},"progress":{step},"total":{reports}}}"#,
+                            Value::from(request_id)
+                        );
+                        if sink.feed(Message::Text(report.into())).await.is_err() {
+                            return;
+                        }
                     }
                     format!(
                         r#"{{"type":"invoke_result","request_id":{},"ok":true,"content":{}}}"#,
@@ -336,12 +341,13 @@ async fn start_ws_app(target: &Target, session_id: &str, progress: bool) -> anyh
 }
 
 /// A gRPC app written with the app crate that answers every call with its
-/// arguments (after one progress report when `progress` is set); it
-/// registers its own session and serves until the runtime ends.
-async fn start_crate_app(target: &Target, progress: bool) -> anyhow::Result<String> {
+/// arguments (after `reports` progress reports); it registers its own
+/// session and serves until the runtime ends.
+async fn start_crate_app(target: &Target, reports: u32) -> anyhow::Result<String> {
     let echo = move |arguments: Value, call: CallContext| async move {
-        if progress {
-            call.progress(1.0, Some(1.0), "").await;
+        for step in 1..=reports {
+            call.progress(f64::from(step), Some(f64::from(reports)), "")
+                .await;
         }
         Ok::<_, ToolError>(arguments)
     };
@@ -378,7 +384,7 @@ async fn start_grpc_app(
     channel: Channel,
     token: &str,
     session_id: &str,
-    progress: bool,
+    reports: u32,
 ) -> anyhow::Result<()> {
     let (outbound, receiver) = mpsc::channel(1024);
     outbound
@@ -402,11 +408,11 @@ async fn start_grpc_app(
         while let Ok(Some(message)) = inbound.message().await {
             let reply = match message.kind {
                 Some(proxy_message::Kind::Invoke(invoke)) => {
-                    if progress {
+                    for step in 1..=reports {
                         let report = app_message::Kind::Progress(proto::ToolProgress {
                             request_id: invoke.request_id.clone(),
-                            progress: 1.0,
-                            total: Some(1.0),
+                            progress: f64::from(step),
+                            total: Some(f64::from(reports)),
                             message: String::new(),
                         });
                         let report = proto::AppMessage { kind: Some(report) };
@@ -446,6 +452,8 @@ struct McpConnection {
     token: String,
     protocol: Protocol,
     progress: bool,
+    /// Progress notifications expected before each answer.
+    reports: u32,
 }
 
 /// The `_meta` every 2026-07-28 request carries.
@@ -465,6 +473,11 @@ impl McpConnection {
             token: format!("Bearer {}", target.openclaw_token),
             protocol: config.protocol,
             progress: config.progress,
+            reports: if config.progress {
+                config.progress_reports
+            } else {
+                0
+            },
         })
     }
 
@@ -491,7 +504,7 @@ impl McpConnection {
     }
 
     /// One `tools/call`; true when the echo came back exactly (after the
-    /// one progress notification, when the call asks for progress).
+    /// app's progress notifications, when the call asks for progress).
     async fn echo_call(&mut self, id: u64, text: &str) -> bool {
         let meta = match (self.protocol, self.progress) {
             (Protocol::V2025_11_25, false) => String::new(),
@@ -511,10 +524,10 @@ impl McpConnection {
         let is_reply = |reply: &Value| {
             reply["id"] == id && reply["result"]["structuredContent"]["text"] == text
         };
-        if !self.progress {
+        if self.reports == 0 {
             return serde_json::from_slice::<Value>(&body).is_ok_and(|reply| is_reply(&reply));
         }
-        // The SSE answer: one progress notification, then the result.
+        // The SSE answer: the progress notifications, then the result.
         let Ok(body) = std::str::from_utf8(&body) else {
             return false;
         };
@@ -523,14 +536,15 @@ impl McpConnection {
             .filter_map(|event| event.strip_prefix("data: "))
             .filter_map(|data| serde_json::from_str(data).ok())
             .collect();
-        match messages.as_slice() {
-            [progress, reply] => {
+        let Some((reply, notifications)) = messages.split_last() else {
+            return false;
+        };
+        notifications.len() == self.reports as usize
+            && notifications.iter().all(|progress| {
                 progress["method"] == "notifications/progress"
                     && progress["params"]["progressToken"] == id
-                    && is_reply(reply)
-            }
-            _ => false,
-        }
+            })
+            && is_reply(reply)
     }
 }
 
@@ -610,7 +624,11 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
         config.bridge,
         config.grpc_app,
         config.sessions.max(1),
-        config.progress,
+        if config.progress {
+            config.progress_reports
+        } else {
+            0
+        },
     )
     .await?;
     drive_calls(config, &sessions).await
@@ -628,6 +646,7 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         },
         "protocol": config.protocol.name(),
         "progress": config.progress,
+        "progress_reports": if config.progress { config.progress_reports } else { 0 },
         "concurrency": config.concurrency,
         "sessions": config.sessions,
         "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
@@ -682,6 +701,7 @@ pub async fn measure_memory(
         max_calls: Some(1),
         protocol: Protocol::default(),
         progress: false,
+        progress_reports: 0,
     };
     let report = drive_calls(&probe, &ids[ids.len().saturating_sub(1)..]).await?;
     settle().await;
@@ -860,4 +880,86 @@ pub async fn measure_abuse(
         "rss_peak_kib": peak, "rss_after_kib": after,
         "rss_after_traffic_kib": after_traffic,
     }))
+}
+
+/// One NATS request-reply round trip after another, for `duration`, to an
+/// echoing child process (`loadgen nats-echo`): the floor under every
+/// cross-node call, measured without the proxy. One JSON line.
+pub async fn nats_round_trips(nats_url: &str, duration: Duration) -> anyhow::Result<Value> {
+    let client = async_nats::connect(nats_url)
+        .await
+        .with_context(|| format!("cannot connect to NATS at {nats_url}"))?;
+    let subject = format!("loadgen.rtt.{}", std::process::id());
+    let reply = format!("{subject}.reply");
+    let mut replies = client.subscribe(reply.clone()).await?;
+    let _echo = tokio::process::Command::new(std::env::current_exe()?)
+        .args(["nats-echo", "--nats-url", nats_url, "--subject", &subject])
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start the echoing process")?;
+    let round_trip =
+        async |replies: &mut async_nats::Subscriber, payload: Bytes| -> anyhow::Result<bool> {
+            client
+                .publish_with_reply(subject.clone(), reply.clone(), payload.clone())
+                .await?;
+            Ok(
+                tokio::time::timeout(Duration::from_millis(100), replies.next())
+                    .await
+                    .is_ok_and(|message| message.is_some_and(|message| message.payload == payload)),
+            )
+        };
+    let mut echoing = false;
+    for _ in 0..100 {
+        if round_trip(&mut replies, Bytes::from_static(b"warm-up")).await? {
+            echoing = true;
+            break;
+        }
+    }
+    if !echoing {
+        bail!("the echoing process did not answer on {subject}");
+    }
+    // Late warm-up answers are drained before measuring.
+    while tokio::time::timeout(Duration::from_millis(50), replies.next())
+        .await
+        .is_ok()
+    {}
+    let payload = Bytes::from_static(br#"{"text":"hello"}"#);
+    let started = Instant::now();
+    let (mut latencies, mut errors) = (Vec::new(), 0u64);
+    while started.elapsed() < duration {
+        let sent = Instant::now();
+        if round_trip(&mut replies, payload.clone()).await? {
+            latencies.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
+        } else {
+            errors += 1;
+        }
+    }
+    let report = LoadReport::from_latencies(latencies, errors, started.elapsed());
+    let [p50, p90, p99, max] = report.percentiles_us;
+    Ok(json!({
+        "bench": "nats_request_reply",
+        "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+        "round_trips": report.calls,
+        "round_trips_per_s": report.calls_per_second().round(),
+        "p50_us": p50,
+        "p90_us": p90,
+        "p99_us": p99,
+        "max_us": max,
+        "errors": report.errors,
+    }))
+}
+
+/// The echoing side of [`nats_round_trips`]: answers every message on
+/// `subject` with its payload until the parent goes away.
+pub async fn nats_echo(nats_url: &str, subject: &str) -> anyhow::Result<()> {
+    let client = async_nats::connect(nats_url)
+        .await
+        .with_context(|| format!("cannot connect to NATS at {nats_url}"))?;
+    let mut requests = client.subscribe(subject.to_owned()).await?;
+    while let Some(message) = requests.next().await {
+        if let Some(reply) = message.reply {
+            client.publish(reply, message.payload).await?;
+        }
+    }
+    Ok(())
 }

@@ -57,10 +57,15 @@ enum Command {
         /// `Mcp-Method`/`Mcp-Name` headers).
         #[arg(long, value_enum, default_value = "2025-11-25")]
         protocol: Protocol,
-        /// Each call asks for progress and the app reports once before it
-        /// answers: every answer is an SSE stream.
+        /// Each call asks for progress (a `progressToken`), and the app
+        /// reports `--progress-reports` times before it answers: with one or
+        /// more, every answer is an SSE stream.
         #[arg(long)]
         progress: bool,
+        /// Progress reports per call with `--progress`; 0 sends the token
+        /// and gets a plain JSON answer.
+        #[arg(long, default_value_t = 1)]
+        progress_reports: u32,
     },
     /// Resident memory while bridges that stopped reading are sent large
     /// calls, and after they are gone.
@@ -85,6 +90,25 @@ enum Command {
         bridge: BridgeKind,
         #[arg(long, default_value_t = 10_000)]
         sessions: usize,
+    },
+    /// The floor under a cross-node call: one NATS request-reply between
+    /// two processes (this one and a child echoing), with no proxy at all.
+    /// A cross-node call makes this round trip once, on top of everything a
+    /// same-node call does.
+    NatsRtt {
+        /// The NATS server, e.g. nats://127.0.0.1:4222.
+        #[arg(long)]
+        nats_url: String,
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+    },
+    /// The echoing side of `nats-rtt` (started by it).
+    #[command(hide = true)]
+    NatsEcho {
+        #[arg(long)]
+        nats_url: String,
+        #[arg(long)]
+        subject: String,
     },
     /// Calls through the stdio relay, one client.
     Stdio {
@@ -193,6 +217,7 @@ async fn main() -> anyhow::Result<()> {
             duration,
             protocol,
             progress,
+            progress_reports,
         } => {
             let server = server(&args).await?;
             let config = LoadConfig {
@@ -205,10 +230,16 @@ async fn main() -> anyhow::Result<()> {
                 max_calls: None,
                 protocol,
                 progress,
+                progress_reports,
             };
             let report = bench::run_load(&config).await?;
             println!("{}", bench::report_json(&config, &report));
         }
+        Command::NatsRtt { nats_url, duration } => {
+            let report = bench::nats_round_trips(&nats_url, Duration::from_secs(duration)).await?;
+            println!("{report}");
+        }
+        Command::NatsEcho { nats_url, subject } => bench::nats_echo(&nats_url, &subject).await?,
         Command::Abuse {
             server: args,
             bridges,

@@ -33,6 +33,7 @@ async fn load_generator_smoke_run_on_both_bridges() {
             max_calls: Some(300),
             protocol: Protocol::default(),
             progress: false,
+            progress_reports: 0,
         };
         let report = bench::run_load(&config).await.expect("load run");
         assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");
@@ -46,17 +47,19 @@ async fn load_generator_smoke_run_on_both_bridges() {
 
 #[tokio::test]
 async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
-    // Every answer is checked: the echo, and with --progress the one
-    // notification before it on the SSE stream.
+    // Every answer is checked: the echo, and with --progress the app's
+    // notifications before it on the SSE stream (none: a JSON answer).
     for (bridge, grpc_app) in [
         (BridgeKind::Ws, GrpcApp::Lean),
         (BridgeKind::Grpc, GrpcApp::Lean),
         (BridgeKind::Grpc, GrpcApp::Crate),
     ] {
-        for (protocol, progress) in [
-            (Protocol::V2026_07_28, false),
-            (Protocol::V2025_11_25, true),
-            (Protocol::V2026_07_28, true),
+        for (protocol, progress, progress_reports) in [
+            (Protocol::V2026_07_28, false, 0),
+            (Protocol::V2025_11_25, true, 1),
+            (Protocol::V2026_07_28, true, 1),
+            (Protocol::V2025_11_25, true, 0),
+            (Protocol::V2025_11_25, true, 3),
         ] {
             let server = TestServer::start().await;
             let config = LoadConfig {
@@ -69,14 +72,18 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
                 max_calls: Some(100),
                 protocol,
                 progress,
+                progress_reports,
             };
             let report = bench::run_load(&config).await.expect("load run");
-            let case = format!("{bridge:?} {grpc_app:?} {protocol:?} progress={progress}");
+            let case = format!(
+                "{bridge:?} {grpc_app:?} {protocol:?} progress={progress} reports={progress_reports}"
+            );
             assert_eq!(report.errors, 0, "{case}");
             assert_eq!(report.calls, 100, "{case}");
             let line = bench::report_json(&config, &report);
             assert_eq!(line["protocol"], protocol.name(), "{case}");
             assert_eq!(line["progress"], progress, "{case}");
+            assert_eq!(line["progress_reports"], progress_reports, "{case}");
         }
     }
 }
@@ -117,6 +124,7 @@ async fn wrong_answers_count_as_errors() {
         max_calls: Some(20),
         protocol: Protocol::default(),
         progress: false,
+        progress_reports: 0,
     };
     let report = bench::drive_calls(&config, &[session.id])
         .await
