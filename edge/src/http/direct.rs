@@ -276,8 +276,10 @@ pub struct DirectCall {
     revision: Revision,
 }
 
-/// What the edge reads of a request's `_meta`, read without building a
-/// tree (the whole `_meta` travels to the app as sent). Each key reads as
+/// What the edge reads of a request's `_meta` at revisions with an
+/// `initialize`, read without building a tree (the whole `_meta` travels to
+/// the app as sent; a 2026-07-28 `_meta` is read with rmcp's own type, from
+/// which rmcp judges the request valid). Each key reads as
 /// rmcp's `RequestMetaObject` reads it, where a value that does not decode
 /// counts as absent; here it fails the parse instead, which leaves the
 /// request to rmcp. `null` counts as absent in both.
@@ -343,27 +345,27 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
     if !params.arguments.as_deref().is_none_or(object) {
         return None;
     }
-    let keys: Option<MetaKeys<'_>> = match params.meta.as_deref() {
-        None => None,
-        // An object only: serde would also read a struct from an array.
-        Some(raw) if object(raw) => Some(serde_json::from_str(raw.get()).ok()?),
-        Some(_) => return None,
-    };
-    match revision {
+    // An object only: serde would also read a struct from an array.
+    let meta_text = params.meta.as_deref();
+    if meta_text.is_some_and(|raw| !object(raw)) {
+        return None;
+    }
+    let (progress, client_info, trace_parent) = match revision {
         // A revision named in `_meta` makes rmcp negotiate the request on
         // its own, with checks of its own.
-        Revision::WithInitialize => {
-            if keys
-                .as_ref()
-                .is_some_and(|keys| keys.protocol_version.is_some())
-            {
-                return None;
+        Revision::WithInitialize => match meta_text {
+            None => (None, None, None),
+            Some(raw) => {
+                let keys: MetaKeys<'_> = serde_json::from_str(raw.get()).ok()?;
+                if keys.protocol_version.is_some() {
+                    return None;
+                }
+                (keys.progress_token, keys.client_info, keys.traceparent)
             }
-        }
+        },
         // Validity as rmcp decides it, with rmcp's own reading of `_meta`.
         Revision::PerRequest => {
-            let meta: RequestMetaObject =
-                serde_json::from_str(params.meta.as_deref()?.get()).ok()?;
+            let meta: RequestMetaObject = serde_json::from_str(meta_text?.get()).ok()?;
             let valid = meta
                 .protocol_version()
                 .is_some_and(|version| version == ProtocolVersion::V_2026_07_28)
@@ -373,11 +375,12 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
             if !valid || !standard_headers_match(headers, &params.name) {
                 return None;
             }
+            let trace_parent = meta
+                .get("traceparent")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
+            (meta.get_progress_token(), meta.client_info(), trace_parent)
         }
-    }
-    let (progress, client_info, trace_parent) = match keys {
-        Some(keys) => (keys.progress_token, keys.client_info, keys.traceparent),
-        None => (None, None, None),
     };
     Some(DirectCall {
         id: call.id,
