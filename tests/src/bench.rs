@@ -665,6 +665,26 @@ pub fn resident_kib(pid: u32) -> anyhow::Result<u64> {
     status_kib(pid, "VmRSS")
 }
 
+/// CPU time a process has used, user and system, in seconds (Linux
+/// `/proc/{pid}/stat`, whose clock ticks are `USER_HZ`, 100 a second).
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name, in parentheses, may hold spaces: fields count from
+    // after it (state is field 3, utime 14, stime 15).
+    let (_, fields) = stat
+        .rsplit_once(')')
+        .context("no command name in /proc stat")?;
+    let ticks: Vec<u64> = fields
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .context("no utime/stime in /proc stat")?;
+    anyhow::ensure!(ticks.len() == 2, "no utime/stime in /proc stat");
+    Ok((ticks[0] + ticks[1]) as f64 / 100.0)
+}
+
 /// A KiB figure of `/proc/{pid}/status`.
 fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

@@ -232,8 +232,19 @@ async fn main() -> anyhow::Result<()> {
                 progress,
                 progress_reports,
             };
+            let cpu_before = server.pid.map(bench::cpu_seconds).transpose()?;
             let report = bench::run_load(&config).await?;
-            println!("{}", bench::report_json(&config, &report));
+            let mut line = bench::report_json(&config, &report);
+            // The server's CPU time per correct call (setup and warm-up
+            // included, well under 1 % of a run), when its pid is known.
+            if let (Some(pid), Some(before)) = (server.pid, cpu_before)
+                && report.calls > 0
+            {
+                let used = bench::cpu_seconds(pid)? - before;
+                line["server_cpu_us_per_call"] =
+                    serde_json::json!((used * 1e6 / report.calls as f64).round());
+            }
+            println!("{line}");
         }
         Command::NatsRtt { nats_url, duration } => {
             let report = bench::nats_round_trips(&nats_url, Duration::from_secs(duration)).await?;

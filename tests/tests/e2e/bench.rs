@@ -149,3 +149,22 @@ async fn memory_measurement_smoke_run() {
     assert_eq!(line["probe_errors"], 0);
     assert!(line["rss_after_kib"].as_u64().expect("rss") > 0);
 }
+
+#[test]
+fn a_process_cpu_time_is_read_from_proc_and_grows_with_work() {
+    let pid = std::process::id();
+    let before = bench::cpu_seconds(pid).expect("cpu time");
+    // Work until the kernel's 10 ms ticks show it (bounded: 5 s of wall time).
+    let started = std::time::Instant::now();
+    let mut spin = 0u64;
+    while bench::cpu_seconds(pid).expect("cpu time") < before + 0.05
+        && started.elapsed() < Duration::from_secs(5)
+    {
+        for n in 0..100_000u64 {
+            spin = std::hint::black_box(spin.wrapping_add(n));
+        }
+    }
+    let after = bench::cpu_seconds(pid).expect("cpu time");
+    assert!(after >= before + 0.05, "{before} s then {after} s");
+    assert!(bench::cpu_seconds(u32::MAX).is_err(), "no such process");
+}
