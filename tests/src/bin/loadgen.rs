@@ -18,7 +18,11 @@
 //!
 //! ```sh
 //! target/release/loadgen calls --url http://127.0.0.1:8001 --mcp-url http://127.0.0.1:8002 --concurrency 64
+//! target/release/loadgen nats-rtt --nats-url nats://127.0.0.1:4222
 //! ```
+//!
+//! `nats-rtt` measures what a cross-node call adds at least: one NATS
+//! request-reply between two processes, with no proxy.
 
 use std::time::Duration;
 
