@@ -29,10 +29,13 @@
 //! the end-to-end tests can tell which path served a request; they compare
 //! the two paths' answers byte for byte.
 //!
-//! A call streaming progress runs in a task of its own once its first
-//! notification is out, so its timeout holds while a client reads slowly;
-//! the task is aborted (the call released on the bridge, the app told to
-//! stop) when the client goes away.
+//! Progress: the app's reports wait in the core's per-call queue, which this
+//! path reads itself (no notification is built for a call whose app never
+//! reports). A result that comes with its reports is answered as one body;
+//! otherwise the call runs in a task of its own once its first notification
+//! is out, so its timeout holds while a client reads slowly (the core thins
+//! the reports it leaves waiting); the task is aborted (the call released on
+//! the bridge, the app told to stop) when the client goes away.
 //!
 //! JSON fidelity: the arguments and `_meta` travel to the app as the exact
 //! text the client sent, and an object result comes back as the exact text
