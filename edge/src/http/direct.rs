@@ -633,6 +633,7 @@ pub async fn answer(
         session_id: session_id.clone(),
         id,
         revision,
+        outcome: None,
     };
     let first = event(&notification_message(&rest.token, first));
     let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(first)));
@@ -657,6 +658,8 @@ struct Streaming {
     session_id: Arc<str>,
     id: RequestId,
     revision: Revision,
+    /// The call's outcome, once its task has ended.
+    outcome: Option<Outcome>,
 }
 
 enum Next {
@@ -666,28 +669,44 @@ enum Next {
 
 impl Streaming {
     /// The next event: a notification, a keep-alive comment after
-    /// [`SSE_KEEP_ALIVE`] without one, or the answer, last.
+    /// [`SSE_KEEP_ALIVE`] without one, or the answer, last (after every
+    /// report that came before it, whoever still holds the report queue).
     async fn next(&mut self) -> Next {
-        let report = tokio::select! {
-            biased;
-            report = self.reports.recv() => report,
-            () = tokio::time::sleep(SSE_KEEP_ALIVE) => {
-                return Next::Event(Bytes::from_static(b":\n\n"));
+        let keep_alive = || Next::Event(Bytes::from_static(b":\n\n"));
+        if self.outcome.is_none() {
+            tokio::select! {
+                biased;
+                report = self.reports.recv() => {
+                    if let Some(report) = report {
+                        return Next::Event(event(&notification_message(&self.token, report)));
+                    }
+                    // No report can come any more: the answer is next.
+                }
+                joined = &mut self.running.0 => self.outcome = Some(ended(joined)),
+                () = tokio::time::sleep(SSE_KEEP_ALIVE) => return keep_alive(),
             }
-        };
-        if let Some(report) = report {
+        }
+        if let Some(report) = self.reports.try_recv() {
             return Next::Event(event(&notification_message(&self.token, report)));
         }
-        // The call is over on the bridge, its reports all read.
-        let outcome = tokio::select! {
-            joined = &mut self.running.0 => joined.unwrap_or_else(|error| {
-                Err(McpError::internal_error(format!("the call ended: {error}"), None))
-            }),
-            () = tokio::time::sleep(SSE_KEEP_ALIVE) => {
-                return Next::Event(Bytes::from_static(b":\n\n"));
-            }
+        let outcome = match self.outcome.take() {
+            Some(outcome) => outcome,
+            None => tokio::select! {
+                joined = &mut self.running.0 => ended(joined),
+                () = tokio::time::sleep(SSE_KEEP_ALIVE) => return keep_alive(),
+            },
         };
         log_thinned(&self.session_id, &self.tool, self.reports.thinned());
         Next::Last(event(&answer_message(&self.id, self.revision, outcome)))
     }
+}
+
+/// The outcome of a call's task.
+fn ended(joined: Result<Outcome, tokio::task::JoinError>) -> Outcome {
+    joined.unwrap_or_else(|error| {
+        Err(McpError::internal_error(
+            format!("the call ended: {error}"),
+            None,
+        ))
+    })
 }

@@ -1197,6 +1197,82 @@ async fn invalid_2026_calls_are_left_to_rmcp() {
 }
 
 #[tokio::test]
+async fn a_streaming_direct_call_sends_each_report_as_it_comes_then_the_result() {
+    // The result waits until the client has read the first report, so the
+    // answer is a live stream, not one body: report 1, then report 2 and
+    // the result once the app sends them.
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let params = json!({"name": "echo_text", "arguments": {"text": "done"},
+        "_meta": {"progressToken": "live"}});
+    let body = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": params});
+    let request = tokio::spawn(
+        mcp_post(&session.mcp_url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send(),
+    );
+    let invoke = app.next_json().await.expect("invoke_tool");
+    let request_id = invoke["request_id"].clone();
+    app.send_json(json!({"type": "progress", "request_id": request_id, "progress": 1, "total": 2}))
+        .await;
+    let mut response = no_hang(request).await.expect("join").expect("response");
+    assert_eq!(
+        response
+            .headers()
+            .get("openclaw-proxy-served-by")
+            .and_then(|v| v.to_str().ok()),
+        Some("direct")
+    );
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = no_hang(response.chunk())
+            .await
+            .expect("read")
+            .expect("an event");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(
+        !text.contains("\"result\""),
+        "only the first report so far: {text}"
+    );
+    app.send_json(json!({"type": "progress", "request_id": request_id, "progress": 2, "total": 2}))
+        .await;
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": request_id, "ok": true,
+        "content": {"text": "done"}}),
+    )
+    .await;
+    while let Some(chunk) = no_hang(response.chunk()).await.expect("read") {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let messages: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("JSON event"))
+        .collect();
+    assert_eq!(messages.len(), 3, "{text}");
+    for (n, message) in messages[..2].iter().enumerate() {
+        assert_eq!(message["method"], "notifications/progress", "{text}");
+        assert_eq!(message["params"]["progressToken"], "live");
+        assert_eq!(message["params"]["progress"].as_f64(), Some(n as f64 + 1.0));
+    }
+    assert_eq!(messages[2]["id"], 6, "{text}");
+    assert_eq!(
+        messages[2]["result"]["structuredContent"]["text"], "done",
+        "{text}"
+    );
+    server
+        .wait_for_session(&session.id, "the call leaving the server", |session| {
+            session.calls_in_flight == 0
+        })
+        .await;
+}
+
+#[tokio::test]
 async fn a_client_that_leaves_a_streaming_direct_call_cancels_it_in_the_app() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
