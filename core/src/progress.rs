@@ -99,7 +99,8 @@ impl ProgressReceiver {
     pub async fn recv(&mut self) -> Option<ToolProgress> {
         let shared = &*self.0;
         loop {
-            // Registered before looking, so a push in between still wakes.
+            // Made before looking: a push in between leaves `notify_one`'s
+            // permit (stored when nobody waits yet), so it still wakes.
             let notified = shared.notify.notified();
             if let Some(report) = shared.queue().reports.pop_front() {
                 return Some(report);

@@ -285,7 +285,9 @@ pub struct DirectCall {
 /// which rmcp judges the request valid). Each key reads as
 /// rmcp's `RequestMetaObject` reads it, where a value that does not decode
 /// counts as absent; here it fails the parse instead, which leaves the
-/// request to rmcp. `null` counts as absent in both.
+/// request to rmcp. `null` counts as absent in both. Keys it does not read
+/// are skipped unjudged, as the arguments are: their text reaches the app
+/// as sent (a `1e400` included, which rmcp's tree would refuse).
 #[derive(Deserialize)]
 struct MetaKeys<'a> {
     #[serde(rename = "progressToken", default)]
