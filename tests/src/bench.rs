@@ -903,16 +903,21 @@ pub async fn measure_abuse(
 }
 
 /// One NATS request-reply round trip after another, for `duration`, to an
-/// echoing child process (`loadgen nats-echo`): the floor under every
-/// cross-node call, measured without the proxy. One JSON line.
-pub async fn nats_round_trips(nats_url: &str, duration: Duration) -> anyhow::Result<Value> {
+/// echoing child process (`loadgen nats-echo`, run from the `loadgen`
+/// binary at `loadgen`): the floor under every cross-node call, measured
+/// without the proxy. One JSON line.
+pub async fn nats_round_trips(
+    nats_url: &str,
+    duration: Duration,
+    loadgen: &std::path::Path,
+) -> anyhow::Result<Value> {
     let client = async_nats::connect(nats_url)
         .await
         .with_context(|| format!("cannot connect to NATS at {nats_url}"))?;
     let subject = format!("loadgen.rtt.{}", std::process::id());
     let reply = format!("{subject}.reply");
     let mut replies = client.subscribe(reply.clone()).await?;
-    let _echo = tokio::process::Command::new(std::env::current_exe()?)
+    let _echo = tokio::process::Command::new(loadgen)
         .args(["nats-echo", "--nats-url", nats_url, "--subject", &subject])
         .kill_on_drop(true)
         .spawn()

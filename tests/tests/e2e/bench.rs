@@ -168,3 +168,24 @@ fn a_process_cpu_time_is_read_from_proc_and_grows_with_work() {
     assert!(after >= before + 0.05, "{before} s then {after} s");
     assert!(bench::cpu_seconds(u32::MAX).is_err(), "no such process");
 }
+
+#[tokio::test]
+async fn nats_round_trip_smoke_run_through_a_real_nats_server() {
+    // Two processes (this test and the loadgen child that echoes) and a real
+    // nats-server: every round trip is checked (the payload comes back).
+    let nats = crate::nats::Nats::start().await;
+    let line = bench::nats_round_trips(
+        &nats.url(),
+        Duration::from_millis(500),
+        std::path::Path::new(env!("CARGO_BIN_EXE_loadgen")),
+    )
+    .await
+    .expect("round trips");
+    assert_eq!(line["bench"], "nats_request_reply");
+    assert_eq!(line["errors"], 0, "{line}");
+    assert!(
+        line["round_trips"].as_u64().is_some_and(|n| n > 0),
+        "{line}"
+    );
+    assert!(line["p50_us"].as_u64() <= line["max_us"].as_u64(), "{line}");
+}

@@ -12,6 +12,11 @@ mod interop;
 mod legacy_sse;
 mod limits;
 mod mcp;
+/// The cluster suite's `nats-server` (installed on first use), for the
+/// NATS round-trip benchmark's smoke run.
+#[path = "../../../edge/tests/cluster/nats.rs"]
+#[allow(dead_code)]
+mod nats;
 mod observability;
 mod rest;
 mod security;
