@@ -127,27 +127,37 @@ pub async fn call_tool(
         trace_parent,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
-    let mut context = CallContext {
+    // The direct path hands the core its own report queue; the rmcp path
+    // forwards the reports to rmcp's peer as they come.
+    let (reports, notify) = match progress {
+        None => (None, None),
+        Some(Progress::Reports(sink)) => (Some(sink), None),
+        Some(Progress::Notify { token, peer }) => (None, Some((token, peer))),
+    };
+    let context = CallContext {
         meta_json,
         client,
-        progress: None,
+        progress: reports,
         trace_parent,
         origin: Origin::new(Transport::Mcp, peer),
     };
     let invoke = async {
-        match progress {
+        match &notify {
             None => {
                 hub.invoke_json(session_id, &name, arguments_json, context)
                     .await
             }
-            Some(Progress::Reports(sink)) => {
-                context.progress = Some(sink);
-                hub.invoke_json(session_id, &name, arguments_json, context)
-                    .await
-            }
-            Some(Progress::Notify { token, peer }) => {
-                let to = (&token, &peer);
-                invoke_reporting_progress(hub, to, session_id, &name, arguments_json, context).await
+            Some((token, peer)) => {
+                invoke_reporting_progress(
+                    hub,
+                    token,
+                    peer,
+                    session_id,
+                    &name,
+                    arguments_json,
+                    context,
+                )
+                .await
             }
         }
     };
@@ -276,7 +286,8 @@ impl Drop for Registered<'_> {
 /// `notifications/progress`, all sent before the result.
 async fn invoke_reporting_progress(
     hub: &Hub,
-    (token, peer): (&ProgressToken, &Peer<RoleServer>),
+    token: &ProgressToken,
+    peer: &Peer<RoleServer>,
     session_id: &str,
     tool: &str,
     arguments_json: String,

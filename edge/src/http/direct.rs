@@ -637,7 +637,7 @@ pub async fn answer(
         revision,
         outcome: None,
     };
-    let first = event(&notification_message(&rest.token, first));
+    let first = rest.progress_event(first);
     let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(first)));
     let rest = futures_util::stream::unfold(Some(rest), |rest| async move {
         let mut rest = rest?;
@@ -670,6 +670,11 @@ enum Next {
 }
 
 impl Streaming {
+    /// The SSE event of one report.
+    fn progress_event(&self, report: ToolProgress) -> Bytes {
+        event(&notification_message(&self.token, report))
+    }
+
     /// The next event: a notification, a keep-alive comment after
     /// [`SSE_KEEP_ALIVE`] without one, or the answer, last (after every
     /// report that came before it, whoever still holds the report queue).
@@ -680,7 +685,7 @@ impl Streaming {
                 biased;
                 report = self.reports.recv() => {
                     if let Some(report) = report {
-                        return Next::Event(event(&notification_message(&self.token, report)));
+                        return Next::Event(self.progress_event(report));
                     }
                     // No report can come any more: the answer is next.
                 }
@@ -689,7 +694,7 @@ impl Streaming {
             }
         }
         if let Some(report) = self.reports.try_recv() {
-            return Next::Event(event(&notification_message(&self.token, report)));
+            return Next::Event(self.progress_event(report));
         }
         let outcome = match self.outcome.take() {
             Some(outcome) => outcome,
