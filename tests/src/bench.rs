@@ -139,6 +139,18 @@ pub struct LoadConfig {
     pub progress_reports: u32,
 }
 
+impl LoadConfig {
+    /// The progress reports the app sends per call: none unless calls ask
+    /// for progress.
+    pub fn reports_per_call(&self) -> u32 {
+        if self.progress {
+            self.progress_reports
+        } else {
+            0
+        }
+    }
+}
+
 /// The numbers of one run, printed as one JSON line.
 #[derive(Clone, Debug)]
 pub struct LoadReport {
@@ -473,11 +485,7 @@ impl McpConnection {
             token: format!("Bearer {}", target.openclaw_token),
             protocol: config.protocol,
             progress: config.progress,
-            reports: if config.progress {
-                config.progress_reports
-            } else {
-                0
-            },
+            reports: config.reports_per_call(),
         })
     }
 
@@ -624,11 +632,7 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
         config.bridge,
         config.grpc_app,
         config.sessions.max(1),
-        if config.progress {
-            config.progress_reports
-        } else {
-            0
-        },
+        config.reports_per_call(),
     )
     .await?;
     drive_calls(config, &sessions).await
@@ -646,7 +650,7 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         },
         "protocol": config.protocol.name(),
         "progress": config.progress,
-        "progress_reports": if config.progress { config.progress_reports } else { 0 },
+        "progress_reports": config.reports_per_call(),
         "concurrency": config.concurrency,
         "sessions": config.sessions,
         "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
@@ -911,9 +915,7 @@ pub async fn nats_round_trips(
     duration: Duration,
     loadgen: &std::path::Path,
 ) -> anyhow::Result<Value> {
-    let client = async_nats::connect(nats_url)
-        .await
-        .with_context(|| format!("cannot connect to NATS at {nats_url}"))?;
+    let client = connect_nats(nats_url).await?;
     let subject = format!("loadgen.rtt.{}", std::process::id());
     let reply = format!("{subject}.reply");
     let mut replies = client.subscribe(reply.clone()).await?;
@@ -974,12 +976,17 @@ pub async fn nats_round_trips(
     }))
 }
 
+/// A NATS client for the round-trip benchmark.
+async fn connect_nats(nats_url: &str) -> anyhow::Result<async_nats::Client> {
+    async_nats::connect(nats_url)
+        .await
+        .with_context(|| format!("cannot connect to NATS at {nats_url}"))
+}
+
 /// The echoing side of [`nats_round_trips`]: answers every message on
 /// `subject` with its payload until the parent goes away.
 pub async fn nats_echo(nats_url: &str, subject: &str) -> anyhow::Result<()> {
-    let client = async_nats::connect(nats_url)
-        .await
-        .with_context(|| format!("cannot connect to NATS at {nats_url}"))?;
+    let client = connect_nats(nats_url).await?;
     let mut requests = client.subscribe(subject.to_owned()).await?;
     while let Some(message) = requests.next().await {
         if let Some(reply) = message.reply {

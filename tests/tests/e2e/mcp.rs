@@ -1196,19 +1196,22 @@ async fn invalid_2026_calls_are_left_to_rmcp() {
     assert_eq!(status, 400, "{text}");
 }
 
-#[tokio::test]
-async fn a_streaming_direct_call_sends_each_report_as_it_comes_then_the_result() {
-    // The result waits until the client has read the first report, so the
-    // answer is a live stream, not one body: report 1, then report 2 and
-    // the result once the app sends them.
-    let server = TestServer::start().await;
-    let session = TestSession::legacy(&server).await;
+/// A direct `tools/call` of `echo_text` with a progress token, on a new
+/// bridge of `session`, whose app has reported once (1 of 2) and not
+/// answered: the app, the call's request id on the bridge, the answer
+/// (served directly, a live stream) and its first event, read.
+async fn streaming_call(
+    session: &TestSession,
+    id: u64,
+    arguments: Value,
+    token: &str,
+) -> (WsApp, Value, reqwest::Response, String) {
     let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
-    let params = json!({"name": "echo_text", "arguments": {"text": "done"},
-        "_meta": {"progressToken": "live"}});
-    let body = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": params});
+    let params = json!({"name": "echo_text", "arguments": arguments,
+        "_meta": {"progressToken": token}});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
     let request = tokio::spawn(
         mcp_post(&session.mcp_url, &body)
             .bearer_auth(OPENCLAW_TOKEN)
@@ -1235,6 +1238,19 @@ async fn a_streaming_direct_call_sends_each_report_as_it_comes_then_the_result()
             .expect("an event");
         text.push_str(&String::from_utf8_lossy(&chunk));
     }
+    (app, request_id, response, text)
+}
+
+#[tokio::test]
+async fn a_streaming_direct_call_sends_each_report_as_it_comes_then_the_result() {
+    // The result waits until the client has read the first report, so the
+    // answer is a live stream, not one body: report 1, then report 2 and
+    // the result once the app sends them.
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let arguments = json!({"text": "done"});
+    let (mut app, request_id, mut response, mut text) =
+        streaming_call(&session, 6, arguments, "live").await;
     assert!(
         !text.contains("\"result\""),
         "only the first report so far: {text}"
@@ -1276,38 +1292,9 @@ async fn a_streaming_direct_call_sends_each_report_as_it_comes_then_the_result()
 async fn a_client_that_leaves_a_streaming_direct_call_cancels_it_in_the_app() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
-    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
-        .await
-        .expect("bridge");
-    let params =
-        json!({"name": "echo_text", "arguments": {}, "_meta": {"progressToken": "leaving"}});
-    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
-    let request = tokio::spawn(
-        mcp_post(&session.mcp_url, &body)
-            .bearer_auth(OPENCLAW_TOKEN)
-            .header("mcp-protocol-version", "2025-11-25")
-            .send(),
-    );
-    let invoke = app.next_json().await.expect("invoke_tool");
-    let request_id = invoke["request_id"].clone();
-    app.send_json(json!({"type": "progress", "request_id": request_id, "progress": 1}))
-        .await;
-    let mut response = no_hang(request).await.expect("join").expect("response");
-    assert_eq!(
-        response
-            .headers()
-            .get("openclaw-proxy-served-by")
-            .and_then(|v| v.to_str().ok()),
-        Some("direct")
-    );
-    let first = no_hang(response.chunk())
-        .await
-        .expect("read")
-        .expect("an event");
-    assert!(
-        String::from_utf8_lossy(&first).contains("notifications/progress"),
-        "{first:?}"
-    );
+    let (mut app, request_id, response, first) =
+        streaming_call(&session, 5, json!({}), "leaving").await;
+    assert!(first.contains("notifications/progress"), "{first}");
     drop(response);
     let cancel = no_hang(app.next_json()).await.expect("cancel_tool");
     assert_eq!(cancel["type"], "cancel_tool", "{cancel}");
