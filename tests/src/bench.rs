@@ -935,15 +935,14 @@ pub async fn nats_round_trips(
                     .is_ok_and(|message| message.is_some_and(|message| message.payload == payload)),
             )
         };
-    let mut echoing = false;
-    for _ in 0..100 {
-        if round_trip(&mut replies, Bytes::from_static(b"warm-up")).await? {
-            echoing = true;
-            break;
+    // Until the child subscribes, NATS answers "no responders" at once, so
+    // the wait is bounded in time, not in tries.
+    let started = Instant::now();
+    while !round_trip(&mut replies, Bytes::from_static(b"warm-up")).await? {
+        if started.elapsed() > Duration::from_secs(10) {
+            bail!("the echoing process did not answer on {subject} within 10 s");
         }
-    }
-    if !echoing {
-        bail!("the echoing process did not answer on {subject}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Late warm-up answers are drained before measuring.
     while tokio::time::timeout(Duration::from_millis(50), replies.next())
