@@ -507,6 +507,7 @@ fn headers_2026(tool: &str) -> HeaderMap {
 mod direct_path {
     use super::*;
     use direct::Revision;
+    use rmcp::model::{ProtocolVersion, RequestMetaObject};
 
     fn parse(body: &Value, revision: Revision, headers: &HeaderMap) -> bool {
         direct::parse(&Bytes::from(body.to_string()), revision, headers).is_some()
@@ -573,6 +574,39 @@ mod direct_path {
             assert!(
                 !parse(&with_meta(meta.clone()), Revision::WithInitialize, &none),
                 "{meta}"
+            );
+        }
+        // At 2026-07-28 the revision and the client's capabilities must be
+        // there and readable, as rmcp's `missing_required_keys` judges them.
+        let headers = headers_2026("echo");
+        let capabilities = "io.modelcontextprotocol/clientCapabilities";
+        let revision = "io.modelcontextprotocol/protocolVersion";
+        let rmcp_judges_valid = |meta: &Value| {
+            serde_json::from_value::<RequestMetaObject>(meta.clone()).is_ok_and(|meta| {
+                meta.protocol_version() == Some(ProtocolVersion::V_2026_07_28)
+                    && meta
+                        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                        .is_empty()
+            })
+        };
+        for (key, value, valid) in [
+            (capabilities, json!({}), true),
+            (capabilities, json!({"roots": {"listChanged": true}}), true),
+            (capabilities, json!("all"), false),
+            (capabilities, json!({"roots": 1}), false),
+            (capabilities, Value::Null, false),
+            (revision, json!("2026-07-28"), true),
+            (revision, Value::Null, false),
+            (revision, json!(20260728), false),
+            (revision, json!("2025-11-25"), false),
+        ] {
+            let mut meta = meta_2026();
+            meta[key] = value.clone();
+            assert_eq!(rmcp_judges_valid(&meta), valid, "rmcp on {key}: {value}");
+            assert_eq!(
+                parse(&with_meta(meta), Revision::PerRequest, &headers),
+                valid,
+                "{key}: {value}"
             );
         }
         let duplicate = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":1,"progressToken":2}}}"#;

@@ -58,8 +58,8 @@ use openclaw_proxy_core::proto::ToolProgress;
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolResult, ErrorCode, Implementation, ProgressToken, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    CallToolResult, ClientCapabilities, ErrorCode, Implementation, ProgressToken, ProtocolVersion,
+    RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::common::http_header::{
     BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME,
@@ -279,16 +279,14 @@ pub struct DirectCall {
     revision: Revision,
 }
 
-/// What the edge reads of a request's `_meta` at revisions with an
-/// `initialize`, read without building a tree (the whole `_meta` travels to
-/// the app as sent; a 2026-07-28 `_meta` is read with rmcp's own type, from
-/// which rmcp judges the request valid). Each key reads as
-/// rmcp's `RequestMetaObject` reads it, where a value that does not decode
-/// counts as absent; here it fails the parse instead, which leaves the
-/// request to rmcp. `null` counts as absent in both. Keys it does not read
-/// are skipped unjudged, as the arguments are: their text reaches the app
-/// as sent (a `1e400` included, which rmcp's tree would refuse).
-#[derive(Deserialize)]
+/// What the edge reads of a request's `_meta`, read without building a tree
+/// (the whole `_meta` travels to the app as sent). Each key reads as rmcp's
+/// `RequestMetaObject` reads it, where a value that does not decode counts
+/// as absent; here it fails the parse instead, which leaves the request to
+/// rmcp. `null` counts as absent in both. Keys it does not read are skipped
+/// unjudged, as the arguments are: their text reaches the app as sent (a
+/// `1e400` included, which rmcp's tree would refuse).
+#[derive(Default, Deserialize)]
 struct MetaKeys<'a> {
     #[serde(rename = "progressToken", default)]
     progress_token: Option<ProgressToken>,
@@ -300,6 +298,14 @@ struct MetaKeys<'a> {
         deserialize_with = "present"
     )]
     protocol_version: Option<&'a RawValue>,
+    /// Present at all; judged by [`MetaKeys::valid_at_2026`].
+    #[serde(
+        rename = "io.modelcontextprotocol/clientCapabilities",
+        default,
+        borrow,
+        deserialize_with = "present"
+    )]
+    client_capabilities: Option<&'a RawValue>,
     #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
     client_info: Option<Implementation>,
     #[serde(default)]
@@ -309,6 +315,21 @@ struct MetaKeys<'a> {
 /// A key that is there, whatever its value (`null` included).
 fn present<'de, D: Deserializer<'de>>(value: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(value).map(Some)
+}
+
+impl MetaKeys<'_> {
+    /// Whether a 2026-07-28 request is valid as rmcp judges it
+    /// (`RequestMetaObject::missing_required_keys`): `_meta` names that
+    /// revision and declares the client's capabilities, both readable.
+    fn valid_at_2026(&self) -> bool {
+        let revision = self
+            .protocol_version
+            .and_then(|raw| serde_json::from_str::<ProtocolVersion>(raw.get()).ok());
+        revision.is_some_and(|revision| revision == ProtocolVersion::V_2026_07_28)
+            && self
+                .client_capabilities
+                .is_some_and(|raw| serde_json::from_str::<ClientCapabilities>(raw.get()).is_ok())
+    }
 }
 
 impl DirectCall {
@@ -355,38 +376,28 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
     if meta_text.is_some_and(|raw| !object(raw)) {
         return None;
     }
-    let (progress, client_info, trace_parent) = match revision {
+    let keys: MetaKeys<'_> = match meta_text {
+        Some(raw) => serde_json::from_str(raw.get()).ok()?,
+        None => MetaKeys::default(),
+    };
+    let acceptable = match revision {
         // A revision named in `_meta` makes rmcp negotiate the request on
         // its own, with checks of its own.
-        Revision::WithInitialize => match meta_text {
-            None => (None, None, None),
-            Some(raw) => {
-                let keys: MetaKeys<'_> = serde_json::from_str(raw.get()).ok()?;
-                if keys.protocol_version.is_some() {
-                    return None;
-                }
-                (keys.progress_token, keys.client_info, keys.traceparent)
-            }
-        },
-        // Validity as rmcp decides it, with rmcp's own reading of `_meta`.
+        Revision::WithInitialize => keys.protocol_version.is_none(),
+        // Valid as rmcp judges validity, headers included.
         Revision::PerRequest => {
-            let meta: RequestMetaObject = serde_json::from_str(meta_text?.get()).ok()?;
-            let valid = meta
-                .protocol_version()
-                .is_some_and(|version| version == ProtocolVersion::V_2026_07_28)
-                && meta
-                    .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-                    .is_empty();
-            if !valid || !standard_headers_match(headers, &params.name) {
-                return None;
-            }
-            let trace_parent = meta
-                .get("traceparent")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned);
-            (meta.get_progress_token(), meta.client_info(), trace_parent)
+            keys.valid_at_2026() && standard_headers_match(headers, &params.name)
         }
     };
+    if !acceptable {
+        return None;
+    }
+    let MetaKeys {
+        progress_token: progress,
+        client_info,
+        traceparent: trace_parent,
+        ..
+    } = keys;
     Some(DirectCall {
         id: call.id,
         name: params.name,
