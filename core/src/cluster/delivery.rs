@@ -9,6 +9,11 @@
 //! runs), then the `answer` or the `failure`. NATS answers "no responders"
 //! when no node holds the bridge.
 //!
+//! Per call, the hot path costs as little as it can: one timer on the
+//! calling node (the holder's silence and the call's deadline share it), and
+//! none on the holding node, where one ticker per node says `alive` for
+//! every call it runs.
+//!
 //! A caller that stops waiting (its MCP client cancelled or went away)
 //! publishes `{prefix}.cancel.{node}.{n}`, named after its reply subject.
 //! Every node listens on `{prefix}.cancel.>` (cancellations are rare, so one
@@ -49,7 +54,10 @@ const HOLDER_SILENCE: Duration = Duration::from_secs(3);
 /// Messages of one call buffered on the calling node.
 const REPLY_BUFFER: usize = 256;
 
-type Waiting = Mutex<HashMap<u64, mpsc::Sender<Message>>>;
+/// Replies are boxed on their way to the waiting call: a channel allocates
+/// its first block of 32 slots up front, and per call that block is 32
+/// pointers rather than 32 whole messages.
+type Waiting = Mutex<HashMap<u64, mpsc::Sender<Box<Message>>>>;
 
 /// Calls from other nodes running here, by their reply subject.
 type Answering = Mutex<HashMap<String, CancellationToken>>;
@@ -105,6 +113,32 @@ impl NatsDelivery {
                 route_reply(&waiting, message);
             }
         });
+        // One ticker says `alive` for every call this node runs for another.
+        let client = self.node.client.clone();
+        let answering = self.answering.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(ALIVE_INTERVAL);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let replies: Vec<String> = answering
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .keys()
+                    .cloned()
+                    .collect();
+                for reply in replies {
+                    let mut headers = HeaderMap::new();
+                    headers.insert(KIND, KIND_ALIVE);
+                    if let Err(error) = client
+                        .publish_with_headers(reply, headers, Bytes::new())
+                        .await
+                    {
+                        tracing::debug!(%error, "alive for another node not sent");
+                    }
+                }
+            }
+        });
         let client = self.node.client.clone();
         let prefix = self.node.prefix.clone();
         let answering = self.answering.clone();
@@ -134,7 +168,7 @@ impl NatsDelivery {
         });
     }
 
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Message>>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Box<Message>>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -219,14 +253,21 @@ impl NatsDelivery {
         // Until the holding node has answered, going away cancels the call
         // there too.
         let mut abandon = Abandon {
-            client: self.node.client.clone(),
-            subject: Some(format!("{}.cancel.{}.{n}", self.node.prefix, self.node.id)),
+            node: &self.node,
+            call: Some(n),
         };
+        // One timer: the holder's silence, or the deadline if sooner.
         let deadline = tokio::time::Instant::now() + call.timeout;
+        let silence_ends = || (tokio::time::Instant::now() + HOLDER_SILENCE).min(deadline);
+        let timer = tokio::time::sleep_until(silence_ends());
+        tokio::pin!(timer);
         loop {
             let message = tokio::select! {
                 message = replies.recv() => message,
-                () = tokio::time::sleep(HOLDER_SILENCE) => {
+                () = &mut timer => {
+                    if timer.deadline() >= deadline {
+                        return Ok(Err(InvokeError::Timeout(call.timeout)));
+                    }
                     return Ok(Err(if self.node.connected() {
                         InvokeError::Remote(
                             "The proxy node holding the app's bridge stopped answering; the call was abandoned.".into(),
@@ -235,7 +276,6 @@ impl NatsDelivery {
                         unreachable()
                     }));
                 }
-                () = tokio::time::sleep_until(deadline) => return Ok(Err(InvokeError::Timeout(call.timeout))),
             };
             let Some(message) = message else {
                 return Ok(Err(unreachable()));
@@ -243,7 +283,7 @@ impl NatsDelivery {
             if message.status == Some(StatusCode::NO_RESPONDERS) {
                 // No node holds the bridge, or one is just taking it over:
                 // offered again briefly before it counts as not connected.
-                abandon.subject = None;
+                abandon.call = None;
                 return Err(Moved(call.context));
             }
             let kind = message
@@ -253,8 +293,9 @@ impl NatsDelivery {
                 .map(|value| value.as_str().to_owned())
                 .unwrap_or_default();
             match kind.as_str() {
-                KIND_ALIVE => {}
+                KIND_ALIVE => timer.as_mut().reset(silence_ends()),
                 KIND_PROGRESS => {
+                    timer.as_mut().reset(silence_ends());
                     if let (Some(sink), Ok(report)) = (
                         &call.context.progress,
                         serde_json::from_slice::<Progress>(&message.payload),
@@ -268,7 +309,7 @@ impl NatsDelivery {
                     }
                 }
                 KIND_ANSWER => {
-                    abandon.subject = None;
+                    abandon.call = None;
                     return Ok(serde_json::from_slice::<ReadAnswer>(&message.payload)
                         .and_then(ReadAnswer::into_outcome)
                         .map_err(|error| {
@@ -278,7 +319,7 @@ impl NatsDelivery {
                         }));
                 }
                 KIND_FAILURE => {
-                    abandon.subject = None;
+                    abandon.call = None;
                     return match serde_json::from_slice::<Failure>(&message.payload) {
                         Ok(Failure::NotConnected) => Err(Moved(call.context)),
                         Ok(failure) => Ok(Err(failure.into_error(call.session_id))),
@@ -317,20 +358,21 @@ impl NatsDelivery {
 struct Moved(CallContext);
 
 /// Tells the holding node to drop a call its caller stopped waiting for.
-struct Abandon {
-    client: async_nats::Client,
-    /// `None` once the holding node answered (nothing left to cancel).
-    subject: Option<String>,
+struct Abandon<'a> {
+    node: &'a Node,
+    /// The call's number; `None` once the holding node answered (nothing
+    /// left to cancel).
+    call: Option<u64>,
 }
 
-impl Drop for Abandon {
+impl Drop for Abandon<'_> {
     fn drop(&mut self) {
-        let (Some(subject), Ok(runtime)) =
-            (self.subject.take(), tokio::runtime::Handle::try_current())
+        let (Some(n), Ok(runtime)) = (self.call.take(), tokio::runtime::Handle::try_current())
         else {
             return;
         };
-        let client = self.client.clone();
+        let subject = format!("{}.cancel.{}.{n}", self.node.prefix, self.node.id);
+        let client = self.node.client.clone();
         runtime.spawn(async move {
             if let Err(error) = client.publish(subject, Bytes::new()).await {
                 tracing::debug!(%error, "cancellation for another node not sent");
@@ -398,7 +440,7 @@ fn route_reply(waiting: &Waiting, message: Message) {
         .get(&n)
         .cloned();
     let Some(sender) = sender else { return };
-    if let Err(mpsc::error::TrySendError::Full(message)) = sender.try_send(message) {
+    if let Err(mpsc::error::TrySendError::Full(message)) = sender.try_send(Box::new(message)) {
         // Progress may be thinned; the answer must arrive.
         tokio::spawn(async move {
             let _ = sender.send(message).await;
@@ -407,7 +449,7 @@ fn route_reply(waiting: &Waiting, message: Message) {
 }
 
 /// Runs one call from another node on the bridge here and streams its
-/// progress, liveness and outcome back.
+/// progress and outcome back (the node's ticker says it is alive).
 async fn answer_call(
     node: Arc<Node>,
     hub: WeakHub,
@@ -485,8 +527,6 @@ async fn answer_call(
         .invoke_here(&session_id, &tool, arguments, context)
         .instrument(span);
     tokio::pin!(invoke);
-    let mut alive =
-        tokio::time::interval_at(tokio::time::Instant::now() + ALIVE_INTERVAL, ALIVE_INTERVAL);
     let progress = |report: proto::ToolProgress| {
         let body = serde_json::to_vec(&Progress {
             progress: report.progress,
@@ -503,7 +543,6 @@ async fn answer_call(
             () = cancelled.cancelled() => return,
             Some(report) = reports.recv() => progress(report).await,
             outcome = &mut invoke => break outcome,
-            _ = alive.tick() => publish(KIND_ALIVE, Bytes::new()).await,
         }
     };
     while let Some(report) = reports.try_recv() {

@@ -341,6 +341,40 @@ async fn a_killed_node_fails_its_calls_and_its_sessions_live_on() {
 }
 
 #[tokio::test]
+async fn a_call_that_outlasts_the_silence_guard_lives_on_the_holders_alive_messages() {
+    let (_nats, nodes, _) = cluster(2, 300).await;
+    let id = create(&nodes[0]).await;
+    let mut app = WsApp::connect(&bridge_url(&nodes[0], &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on A");
+    // Calls of "slow" are answered after four seconds: longer than the
+    // three silent seconds after which a caller gives the holder up, so
+    // only the holder's `alive` keeps the call.
+    let app = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "invoke_tool" {
+                continue;
+            }
+            let text = frame["arguments"]["text"].clone();
+            if text == "slow" {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+            }
+            app.send_json(
+                json!({"type": "invoke_result", "request_id": frame["request_id"],
+                                 "ok": true, "content": {"echoed_text": text}}),
+            )
+            .await;
+        }
+    });
+    call_when_reachable(&nodes[1], &id, "warm").await;
+    assert_eq!(
+        call(&nodes[1], &id, "slow").await,
+        (false, r#"{"echoed_text":"slow"}"#.to_owned())
+    );
+    app.abort();
+}
+
+#[tokio::test]
 async fn nodes_ride_out_a_nats_restart() {
     let (mut nats, nodes, _) = cluster(2, 300).await;
     let (a, b) = (&nodes[0], &nodes[1]);
