@@ -137,6 +137,10 @@ pub struct LoadConfig {
     /// that asks for it; with one or more, each answer is an SSE stream,
     /// with none, plain JSON.
     pub progress_reports: u32,
+    /// Whether each call carries vendor keys in `params._meta` (an agent
+    /// session key, as OpenClaw sends one, and a nested vendor object),
+    /// which reach the app as sent.
+    pub vendor_meta: bool,
 }
 
 impl LoadConfig {
@@ -464,6 +468,7 @@ struct McpConnection {
     token: String,
     protocol: Protocol,
     progress: bool,
+    vendor_meta: bool,
     /// Progress notifications expected before each answer.
     reports: u32,
 }
@@ -485,6 +490,7 @@ impl McpConnection {
             token: format!("Bearer {}", target.openclaw_token),
             protocol: config.protocol,
             progress: config.progress,
+            vendor_meta: config.vendor_meta,
             reports: config.reports_per_call(),
         })
     }
@@ -514,13 +520,22 @@ impl McpConnection {
     /// One `tools/call`; true when the echo came back exactly (after the
     /// app's progress notifications, when the call asks for progress).
     async fn echo_call(&mut self, id: u64, text: &str) -> bool {
-        let meta = match (self.protocol, self.progress) {
-            (Protocol::V2025_11_25, false) => String::new(),
-            (Protocol::V2025_11_25, true) => format!(r#","_meta":{{"progressToken":{id}}}"#),
-            (Protocol::V2026_07_28, false) => format!(r#","_meta":{{{META_2026}}}"#),
-            (Protocol::V2026_07_28, true) => {
-                format!(r#","_meta":{{"progressToken":{id},{META_2026}}}"#)
-            }
+        let mut keys = Vec::new();
+        if self.progress {
+            keys.push(format!(r#""progressToken":{id}"#));
+        }
+        if self.vendor_meta {
+            keys.push(format!(
+                r#""openclaw/sessionKey":"agent:main:loadgen","example.com/request":{{"n":{id},"tags":["a","b"]}}"#
+            ));
+        }
+        if self.protocol == Protocol::V2026_07_28 {
+            keys.push(META_2026.to_owned());
+        }
+        let meta = if keys.is_empty() {
+            String::new()
+        } else {
+            format!(r#","_meta":{{{}}}"#, keys.join(","))
         };
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{meta}}}}}"#,
@@ -651,6 +666,7 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         "protocol": config.protocol.name(),
         "progress": config.progress,
         "progress_reports": config.reports_per_call(),
+        "vendor_meta": config.vendor_meta,
         "concurrency": config.concurrency,
         "sessions": config.sessions,
         "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
@@ -726,6 +742,7 @@ pub async fn measure_memory(
         protocol: Protocol::default(),
         progress: false,
         progress_reports: 0,
+        vendor_meta: false,
     };
     let report = drive_calls(&probe, &ids[ids.len().saturating_sub(1)..]).await?;
     settle().await;

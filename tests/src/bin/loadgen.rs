@@ -61,15 +61,19 @@ enum Command {
         /// `Mcp-Method`/`Mcp-Name` headers).
         #[arg(long, value_enum, default_value = "2025-11-25")]
         protocol: Protocol,
-        /// Each call asks for progress (a `progressToken`), and the app
-        /// reports `--progress-reports` times before it answers: with one or
-        /// more, every answer is an SSE stream.
+        /// Each call asks for progress (a `progressToken` in `_meta`). The
+        /// app answers at once, so the answer is plain JSON, unless
+        /// `--progress-reports` makes it report first.
         #[arg(long)]
         progress: bool,
-        /// Progress reports per call with `--progress`; 0 sends the token
-        /// and gets a plain JSON answer.
-        #[arg(long, default_value_t = 1)]
+        /// Progress reports the app sends per call with `--progress` before
+        /// it answers; with one or more, every answer is an SSE stream.
+        #[arg(long, default_value_t = 0)]
         progress_reports: u32,
+        /// Each call carries vendor keys in `_meta` (an agent session key, as
+        /// OpenClaw sends one, and a nested vendor object).
+        #[arg(long)]
+        meta: bool,
     },
     /// Resident memory while bridges that stopped reading are sent large
     /// calls, and after they are gone.
@@ -222,6 +226,7 @@ async fn main() -> anyhow::Result<()> {
             protocol,
             progress,
             progress_reports,
+            meta,
         } => {
             let server = server(&args).await?;
             let config = LoadConfig {
@@ -235,6 +240,7 @@ async fn main() -> anyhow::Result<()> {
                 protocol,
                 progress,
                 progress_reports,
+                vendor_meta: meta,
             };
             let cpu_before = server.pid.map(bench::cpu_seconds).transpose()?;
             let report = bench::run_load(&config).await?;

@@ -34,6 +34,7 @@ async fn load_generator_smoke_run_on_both_bridges() {
             protocol: Protocol::default(),
             progress: false,
             progress_reports: 0,
+            vendor_meta: false,
         };
         let report = bench::run_load(&config).await.expect("load run");
         assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");
@@ -54,12 +55,13 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
         (BridgeKind::Grpc, GrpcApp::Lean),
         (BridgeKind::Grpc, GrpcApp::Crate),
     ] {
-        for (protocol, progress, progress_reports) in [
-            (Protocol::V2026_07_28, false, 0),
-            (Protocol::V2025_11_25, true, 1),
-            (Protocol::V2026_07_28, true, 1),
-            (Protocol::V2025_11_25, true, 0),
-            (Protocol::V2025_11_25, true, 3),
+        for (protocol, progress, progress_reports, vendor_meta) in [
+            (Protocol::V2026_07_28, false, 0, false),
+            (Protocol::V2025_11_25, true, 1, false),
+            (Protocol::V2026_07_28, true, 1, true),
+            (Protocol::V2025_11_25, true, 0, false),
+            (Protocol::V2025_11_25, true, 3, false),
+            (Protocol::V2025_11_25, false, 0, true),
         ] {
             let server = TestServer::start().await;
             let config = LoadConfig {
@@ -73,10 +75,11 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
                 protocol,
                 progress,
                 progress_reports,
+                vendor_meta,
             };
             let report = bench::run_load(&config).await.expect("load run");
             let case = format!(
-                "{bridge:?} {grpc_app:?} {protocol:?} progress={progress} reports={progress_reports}"
+                "{bridge:?} {grpc_app:?} {protocol:?} progress={progress} reports={progress_reports} meta={vendor_meta}"
             );
             assert_eq!(report.errors, 0, "{case}");
             assert_eq!(report.calls, 100, "{case}");
@@ -84,6 +87,7 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
             assert_eq!(line["protocol"], protocol.name(), "{case}");
             assert_eq!(line["progress"], progress, "{case}");
             assert_eq!(line["progress_reports"], progress_reports, "{case}");
+            assert_eq!(line["vendor_meta"], vendor_meta, "{case}");
         }
     }
 }
@@ -125,6 +129,7 @@ async fn wrong_answers_count_as_errors() {
         protocol: Protocol::default(),
         progress: false,
         progress_reports: 0,
+        vendor_meta: false,
     };
     let report = bench::drive_calls(&config, &[session.id])
         .await
