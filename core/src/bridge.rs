@@ -261,11 +261,11 @@ impl Bridge {
     }
 
     /// Queues a message for the app, waiting while the queue is full.
-    pub(crate) async fn send(&self, message: ProxyMessage) -> Result<(), BridgeEnd> {
+    pub(crate) async fn send(&self, message: Box<ProxyMessage>) -> Result<(), BridgeEnd> {
         tokio::select! {
             biased;
             () = self.closed.cancelled() => Err(self.end_reason().unwrap_or(BridgeEnd::Disconnected)),
-            sent = self.outbound.send(Box::new(message)) => {
+            sent = self.outbound.send(message) => {
                 self.queued.fetch_add(1, Ordering::Relaxed);
                 sent.map_err(|_| self.end_reason().unwrap_or(BridgeEnd::Disconnected))
             }

@@ -25,6 +25,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
 use axum::http::HeaderMap;
+use futures_util::future::Either;
 use openclaw_proxy_core::progress::ProgressSink;
 use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
 use openclaw_proxy_core::{CallContext, Hub, InvokeError, Origin, ToolOutcome, Transport, escape};
@@ -141,25 +142,21 @@ pub async fn call_tool(
         trace_parent,
         origin: Origin::new(Transport::Mcp, peer),
     };
-    let invoke = async {
-        match &notify {
-            None => {
-                hub.invoke_json(session_id, &name, arguments_json, context)
-                    .await
-            }
-            Some((token, peer)) => {
-                invoke_reporting_progress(
-                    hub,
-                    token,
-                    peer,
-                    session_id,
-                    &name,
-                    arguments_json,
-                    context,
-                )
-                .await
-            }
-        }
+    // The core's future is built in place (no wrapper holding its
+    // arguments a second time); the rmcp path's progress forwarding is
+    // boxed, or it would make every call's future, the direct path's too,
+    // kilobytes larger (futures are moved, and a streaming call's boxed).
+    let invoke = match &notify {
+        None => Either::Left(hub.invoke_json(session_id, &name, arguments_json, context)),
+        Some((token, peer)) => Either::Right(Box::pin(invoke_reporting_progress(
+            hub,
+            token,
+            peer,
+            session_id,
+            &name,
+            arguments_json,
+            context,
+        ))),
     };
     let outcome = tokio::select! {
         outcome = invoke => outcome,
@@ -379,5 +376,36 @@ fn answer(outcome: Result<ToolOutcome, InvokeError>) -> Result<RawToolResult, Mc
             result: CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
             structured: None,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openclaw_proxy_core::{CoreConfig, Hub};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_direct_calls_future_stays_small() {
+        // The direct path's call runs this future inline (a streaming one
+        // boxes it), so its size is copied per call. It was 6.8 KB while the
+        // rmcp path's progress forwarding was laid out inside it.
+        let hub = Hub::new(CoreConfig::default());
+        let in_flight = InFlight::default();
+        let call = ToolCall {
+            session_id: "s",
+            jsonrpc_id: "1".into(),
+            name: "t".into(),
+            arguments_json: "{}".into(),
+            meta_json: String::new(),
+            client: CallerInfo::default(),
+            peer: None,
+            trace_parent: String::new(),
+        };
+        let (sink, _reports) = openclaw_proxy_core::progress::channel();
+        let progress = Some(Progress::Reports(sink));
+        let future = call_tool(&hub, &in_flight, call, progress, std::future::pending());
+        let size = std::mem::size_of_val(&future);
+        assert!(size <= 3072, "call_tool's future is {size} bytes");
     }
 }
