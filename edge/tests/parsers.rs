@@ -609,6 +609,12 @@ mod direct_path {
                 "{key}: {value}"
             );
         }
+        // A key this path does not read is not judged: its text reaches the
+        // app as sent, as the arguments' does (rmcp's tree would refuse it).
+        let unread = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"vendor/n":1e400}}}"#;
+        assert!(
+            direct::parse(&Bytes::from_static(unread), Revision::PerRequest, &headers).is_some()
+        );
         let duplicate = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":1,"progressToken":2}}}"#;
         assert!(
             direct::parse(

@@ -113,7 +113,8 @@ impl NatsDelivery {
                 route_reply(&waiting, message);
             }
         });
-        // One ticker says `alive` for every call this node runs for another.
+        // One ticker says `alive` for every call this node runs for another,
+        // all at once: one waiting on a full send queue holds no other up.
         let client = self.node.client.clone();
         let answering = self.answering.clone();
         tokio::spawn(async move {
@@ -127,16 +128,20 @@ impl NatsDelivery {
                     .keys()
                     .cloned()
                     .collect();
-                for reply in replies {
+                let alive = replies.into_iter().map(|reply| {
                     let mut headers = HeaderMap::new();
                     headers.insert(KIND, KIND_ALIVE);
-                    if let Err(error) = client
-                        .publish_with_headers(reply, headers, Bytes::new())
-                        .await
-                    {
-                        tracing::debug!(%error, "alive for another node not sent");
+                    let client = client.clone();
+                    async move {
+                        if let Err(error) = client
+                            .publish_with_headers(reply, headers, Bytes::new())
+                            .await
+                        {
+                            tracing::debug!(%error, "alive for another node not sent");
+                        }
                     }
-                }
+                });
+                futures_util::future::join_all(alive).await;
             }
         });
         let client = self.node.client.clone();

@@ -280,17 +280,21 @@ pub struct DirectCall {
 }
 
 /// What the edge reads of a request's `_meta`, read without building a tree
-/// (the whole `_meta` travels to the app as sent). Each key reads as rmcp's
-/// `RequestMetaObject` reads it, where a value that does not decode counts
-/// as absent; here it fails the parse instead, which leaves the request to
-/// rmcp. `null` counts as absent in both. Keys it does not read are skipped
-/// unjudged, as the arguments are: their text reaches the app as sent (a
-/// `1e400` included, which rmcp's tree would refuse).
+/// (the whole `_meta` travels to the app as sent). Each key it decodes reads
+/// as rmcp's `RequestMetaObject` reads it, where a value that does not
+/// decode counts as absent; here it fails the parse instead, which leaves the
+/// request to rmcp. `null` counts as absent in both. The revision and the
+/// client's capabilities are kept raw and judged where they are used. Keys
+/// it does not read are skipped unjudged, as the arguments are: their text
+/// reaches the app as sent (a `1e400` included, at every revision, which
+/// rmcp's tree would refuse).
 #[derive(Default, Deserialize)]
 struct MetaKeys<'a> {
     #[serde(rename = "progressToken", default)]
     progress_token: Option<ProgressToken>,
-    /// Present at all (even `null`): rmcp then negotiates the request.
+    /// Present at all (even `null`). Below 2026-07-28 that leaves the
+    /// request to rmcp, which negotiates a revision named there; at
+    /// 2026-07-28 it must decode ([`MetaKeys::valid_at_2026`]).
     #[serde(
         rename = "io.modelcontextprotocol/protocolVersion",
         default,
