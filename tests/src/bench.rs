@@ -189,6 +189,30 @@ impl LoadReport {
     pub fn calls_per_second(&self) -> f64 {
         self.calls as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
     }
+
+    /// `line`, a JSON object naming the benchmark, with the run's figures
+    /// added, its correct exchanges counted as `counted` (`calls`,
+    /// `round_trips`).
+    fn figures_added(&self, mut line: Value, counted: &str) -> Value {
+        let [p50, p90, p99, max] = self.percentiles_us;
+        if let Value::Object(fields) = &mut line {
+            let seconds = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
+            fields.insert("seconds".into(), json!(seconds));
+            fields.insert(counted.into(), json!(self.calls));
+            let rate = self.calls_per_second().round();
+            fields.insert(format!("{counted}_per_s"), json!(rate));
+            for (name, value) in [
+                ("p50_us", p50),
+                ("p90_us", p90),
+                ("p99_us", p99),
+                ("max_us", max),
+            ] {
+                fields.insert(name.into(), json!(value));
+            }
+            fields.insert("errors".into(), json!(self.errors));
+        }
+        line
+    }
 }
 
 /// Registers `sessions` sessions with one `echo` tool and starts an app on
@@ -655,8 +679,7 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
 
 /// The report as one JSON line.
 pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
-    let [p50, p90, p99, max] = report.percentiles_us;
-    json!({
+    let line = json!({
         "bench": "mcp_tools_call",
         "bridge": config.bridge.name(),
         "app": match (config.bridge, config.grpc_app) {
@@ -669,15 +692,8 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         "vendor_meta": config.vendor_meta,
         "concurrency": config.concurrency,
         "sessions": config.sessions,
-        "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
-        "calls": report.calls,
-        "calls_per_s": report.calls_per_second().round(),
-        "p50_us": p50,
-        "p90_us": p90,
-        "p99_us": p99,
-        "max_us": max,
-        "errors": report.errors,
-    })
+    });
+    report.figures_added(line, "calls")
 }
 
 /// Resident memory of a process, in KiB (Linux `/proc`).
@@ -978,18 +994,7 @@ pub async fn nats_round_trips(
         }
     }
     let report = LoadReport::from_latencies(latencies, errors, started.elapsed());
-    let [p50, p90, p99, max] = report.percentiles_us;
-    Ok(json!({
-        "bench": "nats_request_reply",
-        "seconds": (report.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
-        "round_trips": report.calls,
-        "round_trips_per_s": report.calls_per_second().round(),
-        "p50_us": p50,
-        "p90_us": p90,
-        "p99_us": p99,
-        "max_us": max,
-        "errors": report.errors,
-    }))
+    Ok(report.figures_added(json!({"bench": "nats_request_reply"}), "round_trips"))
 }
 
 /// A NATS client for the round-trip benchmark.
