@@ -224,6 +224,11 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(0..=300))]
     pub shutdown_delay_seconds: u64,
 
+    /// Threads that run the server (0: one per CPU the process may use). Fewer suit a node that shares its cores with other busy processes.
+    #[arg(long, env = "OPENCLAW_PROXY_WORKER_THREADS", default_value_t = 0,
+          value_parser = clap::value_parser!(u16).range(0..=1024))]
+    pub worker_threads: u16,
+
     /// Log lines on stderr as `text` or `json` (one JSON object per line).
     #[arg(long, env = "OPENCLAW_PROXY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -507,6 +512,7 @@ mod tests {
             ("--session-create-rate", "fast"),
             ("--trusted-proxies", "10.0.0.0/99"),
             ("--max-sessions", "many"),
+            ("--worker-threads", "5000"),
         ] {
             let error = ServerConfig::try_parse_from(["openclaw-proxy", flag, value])
                 .expect_err("out of range");

@@ -15,9 +15,23 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let config = ServerConfig::parse();
+    // The runtime is built here, not by `#[tokio::main]`, because its size
+    // is a setting. 0 keeps tokio's default: one thread per CPU the process
+    // may use (or `TOKIO_WORKER_THREADS`).
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if config.worker_threads > 0 {
+        runtime.worker_threads(config.worker_threads.into());
+    }
+    runtime
+        .build()
+        .context("cannot start the runtime (OPENCLAW_PROXY_WORKER_THREADS)")?
+        .block_on(run(config))
+}
+
+async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let telemetry = telemetry::init(config.log_format)?;
     if telemetry.exporting() {
         tracing::info!("exporting traces over OTLP");

@@ -15,8 +15,15 @@ fn get_health(addr: &str) -> String {
     response
 }
 
-#[test]
-fn binary_serves_health_and_stops_on_sigterm() {
+/// Starts the binary on a free port with these extra variables; returns it,
+/// the address it logged, and the rest of its log.
+fn start(
+    variables: &[(&str, &str)],
+) -> (
+    std::process::Child,
+    String,
+    std::io::Lines<BufReader<std::process::ChildStderr>>,
+) {
     // Port 0 from the environment: the binary logs the address it bound.
     let mut child = Command::new(env!("CARGO_BIN_EXE_openclaw-proxy"))
         .env("OPENCLAW_PROXY_LISTEN", "127.0.0.1:0")
@@ -24,6 +31,7 @@ fn binary_serves_health_and_stops_on_sigterm() {
         .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", "t")
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
+        .envs(variables.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -42,6 +50,12 @@ fn binary_serves_health_and_stops_on_sigterm() {
             })
         })
         .expect("the binary logs its address");
+    (child, addr, lines)
+}
+
+#[test]
+fn binary_serves_health_and_stops_on_sigterm() {
+    let (mut child, addr, lines) = start(&[]);
 
     let response = get_health(&addr);
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
@@ -89,4 +103,30 @@ fn bad_flag_value_is_a_clear_error() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--listen"), "{stderr}");
+}
+
+/// `OPENCLAW_PROXY_WORKER_THREADS` sizes the runtime: counted from the
+/// process's own thread names, which tokio gives its workers.
+#[cfg(target_os = "linux")]
+#[test]
+fn worker_threads_sets_how_many_threads_serve() {
+    let workers = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("the process's threads")
+            .filter_map(Result::ok)
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|name| name.trim() == "tokio-rt-worker")
+            })
+            .count()
+    };
+    for threads in [1, 3] {
+        let (mut child, addr, _lines) =
+            start(&[("OPENCLAW_PROXY_WORKER_THREADS", &threads.to_string())]);
+        let response = get_health(&addr);
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        assert_eq!(workers(child.id()), threads);
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+    }
 }
