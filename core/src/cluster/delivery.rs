@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Node;
 use super::directory::NatsDirectory;
+use super::outbox::{Outbox, Outgoing};
 use super::wire::{
     self, Answer, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS, Progress,
     ReadAnswer,
@@ -54,10 +55,17 @@ const HOLDER_SILENCE: Duration = Duration::from_secs(3);
 /// Messages of one call buffered on the calling node.
 const REPLY_BUFFER: usize = 256;
 
-/// Replies are boxed on their way to the waiting call: a channel allocates
-/// its first block of 32 slots up front, and per call that block is 32
-/// pointers rather than 32 whole messages.
-type Waiting = Mutex<HashMap<u64, mpsc::Sender<Box<Message>>>>;
+/// What reaches a waiting call on the calling node.
+pub(crate) enum Reply {
+    /// A message on the call's reply subject. Boxed: a channel allocates its
+    /// first block of 32 slots up front, and per call that block is 32
+    /// pointers rather than 32 whole messages.
+    Nats(Box<Message>),
+    /// The call could not be sent to NATS, and why.
+    Unsent(String),
+}
+
+type Waiting = Mutex<HashMap<u64, mpsc::Sender<Reply>>>;
 
 /// Calls from other nodes running here, by their reply subject.
 type Answering = Mutex<HashMap<String, CancellationToken>>;
@@ -73,11 +81,13 @@ pub struct NatsDelivery {
     answering: Arc<Answering>,
     serving: Mutex<HashMap<Arc<str>, JoinHandle<()>>>,
     hub: OnceLock<WeakHub>,
+    outbox: Outbox,
 }
 
 impl NatsDelivery {
     pub(crate) fn new(node: Arc<Node>, directory: Arc<NatsDirectory>) -> Self {
         let reply_base = format!("{}.reply.{}", node.prefix, node.id);
+        let outbox = Outbox::start(node.client.clone());
         Self {
             node,
             directory,
@@ -87,6 +97,7 @@ impl NatsDelivery {
             answering: Arc::default(),
             serving: Mutex::default(),
             hub: OnceLock::new(),
+            outbox,
         }
     }
 
@@ -173,7 +184,7 @@ impl NatsDelivery {
         });
     }
 
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Box<Message>>>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Reply>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -220,11 +231,12 @@ impl NatsDelivery {
         }
         let n = self.next_reply.fetch_add(1, Ordering::Relaxed);
         let (sender, mut replies) = mpsc::channel(REPLY_BUFFER);
-        self.waiting().insert(n, sender);
+        self.waiting().insert(n, sender.clone());
         let _registered = Registered {
             waiting: &self.waiting,
             n,
         };
+        let _in_flight = self.outbox.call_in_flight();
         let mut headers = HeaderMap::new();
         headers.insert(wire::TOOL, call.tool);
         headers.insert(
@@ -242,18 +254,18 @@ impl NatsDelivery {
         if !trace_parent.is_empty() {
             headers.insert(wire::TRACE_PARENT, trace_parent.as_str());
         }
-        let published = self
-            .node
-            .client
-            .publish_with_reply_and_headers(
-                self.call_subject(call.session_id),
-                format!("{}.{n}", self.reply_base),
+        let queued = self
+            .outbox
+            .send(Outgoing {
+                subject: self.call_subject(call.session_id).into(),
+                reply: Some(format!("{}.{n}", self.reply_base).into()),
                 headers,
-                Bytes::from(call.arguments_json),
-            )
+                payload: Bytes::from(call.arguments_json),
+                unsent: Some(sender),
+            })
             .await;
-        if let Err(error) = published {
-            return Ok(Err(InvokeError::Unavailable(format!("NATS: {error}"))));
+        if let Err(closed) = queued {
+            return Ok(Err(InvokeError::Unavailable(closed.to_string())));
         }
         // Until the holding node has answered, going away cancels the call
         // there too.
@@ -282,8 +294,10 @@ impl NatsDelivery {
                     }));
                 }
             };
-            let Some(message) = message else {
-                return Ok(Err(unreachable()));
+            let message = match message {
+                Some(Reply::Nats(message)) => message,
+                Some(Reply::Unsent(reason)) => return Ok(Err(InvokeError::Unavailable(reason))),
+                None => return Ok(Err(unreachable())),
             };
             if message.status == Some(StatusCode::NO_RESPONDERS) {
                 // No node holds the bridge, or one is just taking it over:
@@ -342,17 +356,17 @@ impl NatsDelivery {
 
     /// Serves calls for a session whose bridge is here, until unsubscribed.
     async fn serve(
-        node: Arc<Node>,
         hub: WeakHub,
         answering: Arc<Answering>,
+        outbox: Outbox,
         session_id: Arc<str>,
         mut calls: async_nats::Subscriber,
     ) {
         while let Some(message) = calls.next().await {
-            let (node, hub, session_id) = (node.clone(), hub.clone(), session_id.clone());
-            let answering = answering.clone();
+            let (hub, session_id) = (hub.clone(), session_id.clone());
+            let (answering, outbox) = (answering.clone(), outbox.clone());
             tokio::spawn(async move {
-                answer_call(node, hub, &answering, session_id, message).await;
+                answer_call(hub, &answering, &outbox, session_id, message).await;
             });
         }
     }
@@ -445,7 +459,9 @@ fn route_reply(waiting: &Waiting, message: Message) {
         .get(&n)
         .cloned();
     let Some(sender) = sender else { return };
-    if let Err(mpsc::error::TrySendError::Full(message)) = sender.try_send(Box::new(message)) {
+    if let Err(mpsc::error::TrySendError::Full(message)) =
+        sender.try_send(Reply::Nats(Box::new(message)))
+    {
         // Progress may be thinned; the answer must arrive.
         tokio::spawn(async move {
             let _ = sender.send(message).await;
@@ -456,9 +472,9 @@ fn route_reply(waiting: &Waiting, message: Message) {
 /// Runs one call from another node on the bridge here and streams its
 /// progress and outcome back (the node's ticker says it is alive).
 async fn answer_call(
-    node: Arc<Node>,
     hub: WeakHub,
     answering: &Answering,
+    outbox: &Outbox,
     session_id: Arc<str>,
     message: Message,
 ) {
@@ -468,14 +484,20 @@ async fn answer_call(
     // The caller may cancel until the answer is sent.
     let cancelled = CancellationToken::new();
     let _answering = AnsweringEntry::new(answering, reply.to_string(), cancelled.clone());
+    let _in_flight = outbox.call_in_flight();
     let publish = |kind: &'static str, body: Bytes| {
         let mut headers = HeaderMap::new();
         headers.insert(KIND, kind);
-        let client = node.client.clone();
-        let reply = reply.clone();
+        let reply = Outgoing {
+            subject: reply.clone(),
+            reply: None,
+            headers,
+            payload: body,
+            unsent: None,
+        };
         async move {
-            if let Err(error) = client.publish_with_headers(reply, headers, body).await {
-                tracing::debug!(%error, "reply to another node not sent");
+            if let Err(closed) = outbox.send(reply).await {
+                tracing::debug!(%closed, "reply to another node not sent");
             }
         }
     };
@@ -588,9 +610,9 @@ impl RemoteDelivery for NatsDelivery {
                     let hub = self.hub.get().cloned();
                     if let Some(hub) = hub {
                         let task = tokio::spawn(Self::serve(
-                            self.node.clone(),
                             hub,
                             self.answering.clone(),
+                            self.outbox.clone(),
                             id.clone(),
                             calls,
                         ));

@@ -32,6 +32,7 @@
 
 mod delivery;
 mod directory;
+mod outbox;
 pub mod wire;
 
 use std::path::PathBuf;

@@ -374,6 +374,45 @@ async fn a_call_that_outlasts_the_silence_guard_lives_on_the_holders_alive_messa
     app.abort();
 }
 
+/// A call larger than NATS's `max_payload` (1 MB by default, under the
+/// proxy's own 4 MB body limit) cannot be forwarded: it fails at once with a
+/// message naming the NATS setting, rather than waiting on an answer that
+/// cannot come, and the next call goes through.
+#[tokio::test]
+async fn a_call_too_large_for_nats_fails_at_once_naming_max_payload() {
+    let (_nats, nodes, _) = cluster(2, 300).await;
+    let id = create(&nodes[0]).await;
+    let mut app = WsApp::connect(&bridge_url(&nodes[0], &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on A");
+    let app = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] == "invoke_tool" {
+                app.send_json(json!({"type": "invoke_result", "request_id": frame["request_id"],
+                                     "ok": true, "content": {"length": frame["arguments"]["text"].as_str().map(str::len)}}))
+                    .await;
+            }
+        }
+    });
+    call_when_reachable(&nodes[1], &id, "warm").await;
+    let (is_error, text) = call(&nodes[1], &id, &"x".repeat(1_500_000)).await;
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("max_payload") && text.contains("1048576"),
+        "{text}"
+    );
+    // The same call on the bridge's own node does not cross NATS.
+    assert_eq!(
+        call(&nodes[0], &id, &"x".repeat(1_500_000)).await,
+        (false, r#"{"length":1500000}"#.to_owned())
+    );
+    assert_eq!(
+        call(&nodes[1], &id, "small").await,
+        (false, r#"{"length":5}"#.to_owned())
+    );
+    app.abort();
+}
+
 #[tokio::test]
 async fn nodes_ride_out_a_nats_restart() {
     let (mut nats, nodes, _) = cluster(2, 300).await;
