@@ -91,7 +91,8 @@ impl CallOutcome {
                 | InvokeError::UnknownTool { .. }
                 | InvokeError::Unavailable(_)
                 | InvokeError::TooManyCalls { .. }
-                | InvokeError::TooLarge { .. },
+                | InvokeError::TooLarge { .. }
+                | InvokeError::TooLargeForNats { .. },
             ) => Self::Rejected,
         }
     }

@@ -90,6 +90,16 @@ pub enum InvokeError {
         bytes: usize,
         limit: usize,
     },
+    /// A call or answer larger than NATS carries between nodes.
+    #[error(
+        "The {what} is {bytes} bytes, more than NATS carries between proxy nodes ({limit} bytes, its max_payload): raise max_payload in nats-server's configuration to OPENCLAW_PROXY_MAX_BODY_BYTES or more."
+    )]
+    TooLargeForNats {
+        /// `call` or `answer`.
+        what: &'static str,
+        bytes: usize,
+        limit: usize,
+    },
     /// A failure reported by the node that holds the bridge, as it worded it.
     #[error("{0}")]
     Remote(String),

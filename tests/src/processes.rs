@@ -43,7 +43,7 @@ impl Node {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("cannot start {binary}"))?;
-        let pid = child.id().context("the server exited at once")?;
+        let pid = child.id().context("no process id for the server")?;
         wait_listening(port, binary).await?;
         Ok(Self {
             url: format!("http://127.0.0.1:{port}"),
@@ -107,7 +107,14 @@ impl ClusterRound {
         ));
         std::fs::create_dir_all(&store)?;
         let result = self.run_in(&store, line).await;
-        let _ = std::fs::remove_dir_all(&store);
+        // The processes were killed on the way out; nats-server may take a
+        // moment to let go of its store.
+        for _ in 0..50 {
+            if std::fs::remove_dir_all(&store).is_ok() || !store.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         result
     }
 
@@ -130,7 +137,7 @@ impl ClusterRound {
         let nats = command
             .spawn()
             .with_context(|| format!("cannot start {}", self.nats_server))?;
-        let nats_pid = nats.id().context("nats-server exited at once")?;
+        let nats_pid = nats.id().context("no process id for nats-server")?;
         wait_listening(port, &self.nats_server).await?;
         let variables = [
             (
@@ -241,7 +248,9 @@ fn cpu_of(pids: &[u32]) -> anyhow::Result<Vec<f64>> {
 
 /// Waits until a node answers `/ready` (NATS reached, session bucket open).
 async fn wait_ready(url: &str) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
     for _ in 0..1000 {
         let ready = http.get(format!("{url}/ready")).send().await;
         if ready.is_ok_and(|response| response.status().is_success()) {

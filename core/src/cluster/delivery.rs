@@ -52,6 +52,9 @@ use tracing::Instrument;
 const ALIVE_INTERVAL: Duration = Duration::from_secs(1);
 /// Silence after which the calling node gives the holding node up for dead.
 const HOLDER_SILENCE: Duration = Duration::from_secs(3);
+/// Room for an answer's headers (`Ocp-Kind: answer`) within NATS's
+/// `max_payload`, which counts them.
+const ANSWER_HEADERS_BYTES: usize = 64;
 /// Messages of one call buffered on the calling node.
 const REPLY_BUFFER: usize = 256;
 
@@ -62,7 +65,7 @@ pub(crate) enum Reply {
     /// pointers rather than 32 whole messages.
     Nats(Box<Message>),
     /// The call could not be sent to NATS, and why.
-    Unsent(String),
+    Unsent(InvokeError),
 }
 
 type Waiting = Mutex<HashMap<u64, mpsc::Sender<Reply>>>;
@@ -254,27 +257,28 @@ impl NatsDelivery {
         if !trace_parent.is_empty() {
             headers.insert(wire::TRACE_PARENT, trace_parent.as_str());
         }
-        let queued = self
-            .outbox
-            .send(Outgoing {
-                subject: self.call_subject(call.session_id).into(),
-                reply: Some(format!("{}.{n}", self.reply_base).into()),
-                headers,
-                payload: Bytes::from(call.arguments_json),
-                unsent: Some(sender),
-            })
-            .await;
-        if let Err(closed) = queued {
-            return Ok(Err(InvokeError::Unavailable(closed.to_string())));
+        let deadline = tokio::time::Instant::now() + call.timeout;
+        let request = Outgoing {
+            subject: self.call_subject(call.session_id).into(),
+            reply: Some(format!("{}.{n}", self.reply_base).into()),
+            headers: Some(headers),
+            payload: Bytes::from(call.arguments_json),
+            caller: Some(sender),
+        };
+        // The queue is full only while NATS does not take what it is given.
+        match tokio::time::timeout_at(deadline, self.outbox.send(request)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(closed)) => return Ok(Err(InvokeError::Unavailable(closed.to_string()))),
+            Err(_) => return Ok(Err(InvokeError::Timeout(call.timeout))),
         }
         // Until the holding node has answered, going away cancels the call
         // there too.
         let mut abandon = Abandon {
             node: &self.node,
+            outbox: &self.outbox,
             call: Some(n),
         };
         // One timer: the holder's silence, or the deadline if sooner.
-        let deadline = tokio::time::Instant::now() + call.timeout;
         let silence_ends = || (tokio::time::Instant::now() + HOLDER_SILENCE).min(deadline);
         let timer = tokio::time::sleep_until(silence_ends());
         tokio::pin!(timer);
@@ -296,7 +300,10 @@ impl NatsDelivery {
             };
             let message = match message {
                 Some(Reply::Nats(message)) => message,
-                Some(Reply::Unsent(reason)) => return Ok(Err(InvokeError::Unavailable(reason))),
+                Some(Reply::Unsent(reason)) => {
+                    abandon.call = None;
+                    return Ok(Err(reason));
+                }
                 None => return Ok(Err(unreachable())),
             };
             if message.status == Some(StatusCode::NO_RESPONDERS) {
@@ -379,6 +386,7 @@ struct Moved(CallContext);
 /// Tells the holding node to drop a call its caller stopped waiting for.
 struct Abandon<'a> {
     node: &'a Node,
+    outbox: &'a Outbox,
     /// The call's number; `None` once the holding node answered (nothing
     /// left to cancel).
     call: Option<u64>,
@@ -390,13 +398,11 @@ impl Drop for Abandon<'_> {
         else {
             return;
         };
+        let _runtime = runtime.enter();
         let subject = format!("{}.cancel.{}.{n}", self.node.prefix, self.node.id);
-        let client = self.node.client.clone();
-        runtime.spawn(async move {
-            if let Err(error) = client.publish(subject, Bytes::new()).await {
-                tracing::debug!(%error, "cancellation for another node not sent");
-            }
-        });
+        // Through the outbox, so that it leaves after the request.
+        self.outbox
+            .send_soon(Outgoing::to(subject.into(), None, Bytes::new()));
     }
 }
 
@@ -488,13 +494,7 @@ async fn answer_call(
     let publish = |kind: &'static str, body: Bytes| {
         let mut headers = HeaderMap::new();
         headers.insert(KIND, kind);
-        let reply = Outgoing {
-            subject: reply.clone(),
-            reply: None,
-            headers,
-            payload: body,
-            unsent: None,
-        };
+        let reply = Outgoing::to(reply.clone(), Some(headers), body);
         async move {
             if let Err(closed) = outbox.send(reply).await {
                 tracing::debug!(%closed, "reply to another node not sent");
@@ -583,6 +583,18 @@ async fn answer_call(
                 error: &outcome.error,
             })
             .unwrap_or_default();
+            // NATS would refuse it, and the caller would hear nothing.
+            let limit = outbox.max_payload().saturating_sub(ANSWER_HEADERS_BYTES);
+            if body.len() > limit {
+                let error = InvokeError::TooLargeForNats {
+                    what: "answer",
+                    bytes: body.len(),
+                    limit,
+                };
+                tracing::warn!(session = short(&session_id), %error, "an answer for another node was too large for NATS");
+                publish(KIND_FAILURE, failure(&error)).await;
+                return;
+            }
             publish(KIND_ANSWER, Bytes::from(body)).await;
         }
         Err(error) => publish(KIND_FAILURE, failure(&error)).await,

@@ -1,16 +1,23 @@
-//! One queue per node for the messages of calls on their way to NATS, so
-//! that a busy node sends many of them in one write.
+//! One queue per node for what calls send to NATS (the calling node's
+//! requests and cancellations, the holding node's progress, answers and
+//! failures), so that a busy node sends many messages in one write.
 //!
 //! Why: the NATS client writes whatever is queued when its task runs, and
 //! tokio runs a task woken by another right after that one (its "LIFO
 //! slot"). A call that published straight to the client therefore woke the
 //! client's task, which wrote that one message to the socket, and NATS read
-//! it alone. With many calls in flight the outbox waits one turn of the
-//! scheduler (a `yield_now`), so the calls ready to run queue their messages
-//! first, and the client gets them all at once: fewer writes here, fewer
-//! reads and wake-ups in `nats-server`, less CPU per call on both. A node
-//! with one call in flight does not wait, so a lone call's latency is as
-//! before.
+//! it alone. When other calls are in flight, the outbox first yields once
+//! (`yield_now`: the tasks ready to run on its thread go first), so the
+//! calls about to publish queue their messages, and the client gets them
+//! all at once: fewer writes here, fewer reads and wake-ups in
+//! `nats-server`, less CPU per call on both. A node with one call in flight
+//! does not yield; its message takes only the hop through this task.
+//!
+//! One queue keeps one order: a cancellation leaves after the request it
+//! cancels, and a request whose caller stopped waiting before it left is
+//! not sent at all.
+//!
+//! The alive ticker publishes on its own: one message per call a second.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,20 +27,36 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::delivery::Reply;
+use crate::outcome::InvokeError;
 
 /// Messages queued at most; a full queue holds the publishing call up.
 const QUEUE: usize = 1024;
-/// Messages handed to the client per turn at most.
-const BATCH: usize = 256;
+/// Messages handed to the client per turn at most: tokio's budget of
+/// channel sends per task poll, so one turn is one write.
+const BATCH: usize = 128;
 
 /// One message of a call.
 pub(crate) struct Outgoing {
     pub(crate) subject: Subject,
     pub(crate) reply: Option<Subject>,
-    pub(crate) headers: HeaderMap,
+    pub(crate) headers: Option<HeaderMap>,
     pub(crate) payload: Bytes,
-    /// Where to say so if it cannot be sent: the waiting call that sent it.
-    pub(crate) unsent: Option<mpsc::Sender<Reply>>,
+    /// A request's waiting call: told when the request cannot be sent, and
+    /// the request is dropped when the call has stopped waiting.
+    pub(crate) caller: Option<mpsc::Sender<Reply>>,
+}
+
+impl Outgoing {
+    /// A message with no reply subject and no caller.
+    pub(crate) fn to(subject: Subject, headers: Option<HeaderMap>, payload: Bytes) -> Self {
+        Self {
+            subject,
+            reply: None,
+            headers,
+            payload,
+            caller: None,
+        }
+    }
 }
 
 /// The queue; cloned into every task that publishes for a call.
@@ -41,6 +64,7 @@ pub(crate) struct Outgoing {
 pub(crate) struct Outbox {
     queue: mpsc::Sender<Outgoing>,
     calls: Arc<AtomicUsize>,
+    client: async_nats::Client,
 }
 
 /// The outbox's task is gone (the runtime is shutting down).
@@ -53,35 +77,52 @@ impl Outbox {
     pub(crate) fn start(client: async_nats::Client) -> Self {
         let (queue, mut queued) = mpsc::channel::<Outgoing>(QUEUE);
         let calls = Arc::new(AtomicUsize::new(0));
-        let in_flight = calls.clone();
+        let (in_flight, publisher) = (calls.clone(), client.clone());
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
             loop {
                 if queued.recv_many(&mut batch, BATCH).await == 0 {
                     return;
                 }
-                // Other calls in flight here are likely about to publish
-                // too: let them run first, then take what they queued.
-                if in_flight.load(Ordering::Relaxed) > 1 {
+                if in_flight.load(Ordering::Relaxed) > 1 && batch.len() < BATCH {
                     tokio::task::yield_now().await;
-                    while batch.len() < BATCH {
-                        match queued.try_recv() {
-                            Ok(message) => batch.push(message),
-                            Err(_) => break,
-                        }
+                    while batch.len() < BATCH
+                        && let Ok(message) = queued.try_recv()
+                    {
+                        batch.push(message);
                     }
                 }
                 for message in batch.drain(..) {
-                    publish(&client, message).await;
+                    publish(&publisher, message).await;
                 }
             }
         });
-        Self { queue, calls }
+        Self {
+            queue,
+            calls,
+            client,
+        }
     }
 
     /// Queues a message; waits while the queue is full.
     pub(crate) async fn send(&self, message: Outgoing) -> Result<(), Closed> {
         self.queue.send(message).await.map_err(|_| Closed)
+    }
+
+    /// Queues a message from code that cannot wait (a `Drop`): at once, or
+    /// from a task when the queue is full.
+    pub(crate) fn send_soon(&self, message: Outgoing) {
+        if let Err(mpsc::error::TrySendError::Full(message)) = self.queue.try_send(message) {
+            let queue = self.queue.clone();
+            tokio::spawn(async move {
+                let _ = queue.send(message).await;
+            });
+        }
+    }
+
+    /// The largest message NATS takes, in bytes (headers included).
+    pub(crate) fn max_payload(&self) -> usize {
+        self.client.max_payload()
     }
 
     /// Counts a call as in flight on this node until the guard drops.
@@ -92,6 +133,7 @@ impl Outbox {
 }
 
 /// A call counted by [`Outbox::call_in_flight`].
+#[must_use = "the call counts as in flight only while the guard lives"]
 pub(crate) struct InFlight<'a>(&'a AtomicUsize);
 
 impl Drop for InFlight<'_> {
@@ -106,33 +148,39 @@ async fn publish(client: &async_nats::Client, message: Outgoing) {
         reply,
         headers,
         payload,
-        unsent,
+        caller,
     } = message;
-    let published = match reply {
-        Some(reply) => {
+    if caller.as_ref().is_some_and(mpsc::Sender::is_closed) {
+        // Nobody waits for its answer any more.
+        return;
+    }
+    let bytes = payload.len();
+    let published = match (reply, headers) {
+        (Some(reply), Some(headers)) => {
             client
                 .publish_with_reply_and_headers(subject, reply, headers, payload)
                 .await
         }
-        None => client.publish_with_headers(subject, headers, payload).await,
+        (Some(reply), None) => client.publish_with_reply(subject, reply, payload).await,
+        (None, Some(headers)) => client.publish_with_headers(subject, headers, payload).await,
+        (None, None) => client.publish(subject, payload).await,
     };
-    if let Err(error) = published {
-        match unsent {
-            // The call fails at once, saying why.
-            Some(caller) => {
-                let _ = caller.try_send(Reply::Unsent(unsent_reason(client, &error)));
-            }
-            None => tracing::debug!(%error, "reply to another node not sent"),
+    let Err(error) = published else { return };
+    match caller {
+        // The call fails at once, saying why.
+        Some(caller) => {
+            let reason = if error.kind() == async_nats::client::PublishErrorKind::MaxPayloadExceeded
+            {
+                InvokeError::TooLargeForNats {
+                    what: "call",
+                    bytes,
+                    limit: client.max_payload(),
+                }
+            } else {
+                InvokeError::Unavailable(format!("NATS: {error}"))
+            };
+            let _ = caller.try_send(Reply::Unsent(reason));
         }
+        None => tracing::debug!(%error, "message to another node not sent"),
     }
-}
-
-fn unsent_reason(client: &async_nats::Client, error: &async_nats::PublishError) -> String {
-    if error.kind() == async_nats::client::PublishErrorKind::MaxPayloadExceeded {
-        return format!(
-            "The call is too large to travel between proxy nodes: NATS takes messages of at most {} bytes (max_payload); raise max_payload in nats-server's configuration to OPENCLAW_PROXY_MAX_BODY_BYTES or more.",
-            client.server_info().max_payload
-        );
-    }
-    format!("NATS: {error}")
 }

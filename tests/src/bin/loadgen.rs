@@ -146,14 +146,8 @@ enum Command {
         /// GOMAXPROCS of nats-server (0: Go's default, one per CPU).
         #[arg(long, default_value_t = 0)]
         nats_threads: u16,
-        #[arg(long, env = "OPENCLAW_PROXY_APP_TOKEN", default_value = "bench-app")]
-        app_token: String,
-        #[arg(
-            long,
-            env = "OPENCLAW_PROXY_OPENCLAW_TOKEN",
-            default_value = "bench-openclaw"
-        )]
-        openclaw_token: String,
+        #[command(flatten)]
+        tokens: Tokens,
     },
     /// The echoing side of `nats-rtt` (started by it).
     #[command(hide = true)]
@@ -190,6 +184,13 @@ struct ServerArgs {
     /// one node, the calls on another).
     #[arg(long)]
     mcp_url: Option<String>,
+    #[command(flatten)]
+    tokens: Tokens,
+}
+
+/// The tokens the server takes (and a spawned one is given).
+#[derive(Args)]
+struct Tokens {
     #[arg(long, env = "OPENCLAW_PROXY_APP_TOKEN", default_value = "bench-app")]
     app_token: String,
     #[arg(
@@ -209,12 +210,18 @@ struct Server {
 async fn server(args: &ServerArgs) -> anyhow::Result<Server> {
     let target = |base_url: String| Target {
         base_url,
-        app_token: args.app_token.clone(),
-        openclaw_token: args.openclaw_token.clone(),
+        app_token: args.tokens.app_token.clone(),
+        openclaw_token: args.tokens.openclaw_token.clone(),
         mcp_base_url: args.mcp_url.clone(),
     };
     if let Some(binary) = &args.spawn {
-        let node = Node::spawn(binary, &args.app_token, &args.openclaw_token, &[]).await?;
+        let node = Node::spawn(
+            binary,
+            &args.tokens.app_token,
+            &args.tokens.openclaw_token,
+            &[],
+        )
+        .await?;
         return Ok(Server {
             target: target(node.url.clone()),
             pid: Some(node.pid),
@@ -289,8 +296,7 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             node_threads,
             nats_threads,
-            app_token,
-            openclaw_token,
+            tokens,
         } => {
             let cluster = ClusterRound {
                 binary: spawn,
@@ -300,8 +306,8 @@ async fn main() -> anyhow::Result<()> {
                 concurrency,
                 node_threads,
                 nats_threads,
-                app_token,
-                openclaw_token,
+                app_token: tokens.app_token,
+                openclaw_token: tokens.openclaw_token,
             };
             let summary = cluster.run(&mut |line| println!("{line}")).await?;
             println!("{summary}");
