@@ -394,11 +394,10 @@ struct Abandon<'a> {
 
 impl Drop for Abandon<'_> {
     fn drop(&mut self) {
-        let (Some(n), Ok(runtime)) = (self.call.take(), tokio::runtime::Handle::try_current())
-        else {
+        // Outside a runtime (it is shutting down) nothing can be sent.
+        let (Some(n), Ok(_)) = (self.call.take(), tokio::runtime::Handle::try_current()) else {
             return;
         };
-        let _runtime = runtime.enter();
         let subject = format!("{}.cancel.{}.{n}", self.node.prefix, self.node.id);
         // Through the outbox, so that it leaves after the request.
         self.outbox
