@@ -11,7 +11,9 @@
 //! calls about to publish queue their messages, and the client gets them
 //! all at once: fewer writes here, fewer reads and wake-ups in
 //! `nats-server`, less CPU per call on both. A node with one call in flight
-//! does not yield; its message takes only the hop through this task.
+//! does not yield; its message takes only the hop through this task. "In
+//! flight" counts calls that are only waiting too (a long tool call), so
+//! with one of those running a message may wait one scheduler turn.
 //!
 //! One queue keeps one order: a cancellation leaves after the request it
 //! cancels, and a request whose caller stopped waiting before it left is
