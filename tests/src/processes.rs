@@ -1,7 +1,9 @@
-//! Processes a benchmark starts: a proxy on a free loopback port, and the
+//! Processes that tests and benchmarks start: a proxy on a free loopback
+//! port, a `nats-server` with JetStream in a temporary directory, and the
 //! whole cluster round (`loadgen cluster`): a `nats-server`, two nodes, and
 //! same-node against cross-node runs, alternated.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -53,10 +55,117 @@ impl Node {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+/// A free loopback port (bound and released; NATS needs a number).
+pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// A running `nats-server` with JetStream on a free loopback port, its store
+/// in a temporary directory: killed when dropped, and restartable on the
+/// same port and store (for "NATS restarts mid-run").
+pub struct NatsServer {
+    // Declared before the store, so it is killed before the store goes.
+    child: Option<tokio::process::Child>,
+    store: TempDir,
+    binary: PathBuf,
+    port: u16,
+    /// Extra command-line arguments (TLS files, say).
+    extra: Vec<String>,
+    /// `GOMAXPROCS` (0: Go's default).
+    threads: u16,
+}
+
+impl NatsServer {
+    /// Starts `binary` with these extra arguments and `GOMAXPROCS` (0: Go's
+    /// default); returns once it listens.
+    pub async fn start(binary: &Path, extra: Vec<String>, threads: u16) -> anyhow::Result<Self> {
+        let mut nats = Self {
+            child: None,
+            store: TempDir::new("nats-store")?,
+            binary: binary.to_owned(),
+            port: free_port()?,
+            extra,
+            threads,
+        };
+        nats.resume().await?;
+        Ok(nats)
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(tokio::process::Child::id)
+    }
+
+    /// Kills the server and waits for it to exit (its store stays).
+    pub async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// Starts the server (again) on its port and store.
+    pub async fn resume(&mut self) -> anyhow::Result<()> {
+        let mut command = tokio::process::Command::new(&self.binary);
+        command
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.store.path())
+            .args(&self.extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        if self.threads > 0 {
+            command.env("GOMAXPROCS", self.threads.to_string());
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.binary.display()))?;
+        self.child = Some(child);
+        // Listening means ready; JetStream may take a moment more, which the
+        // proxy's own retries absorb.
+        wait_listening(self.port, &self.binary.display().to_string()).await
+    }
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new, empty directory under the system's temporary directory.
+    pub fn new(name: &str) -> anyhow::Result<Self> {
+        let path = std::env::temp_dir().join(format!(
+            "openclaw-proxy-{name}-{}-{}",
+            std::process::id(),
+            free_port()?
+        ));
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(Self(path))
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 async fn wait_listening(port: u16, what: &str) -> anyhow::Result<()> {
@@ -100,50 +209,22 @@ impl ClusterRound {
     /// and returns the summary line (means and cross/same ratios). The
     /// processes are gone when it returns.
     pub async fn run(&self, line: &mut dyn FnMut(&Value)) -> anyhow::Result<Value> {
-        let store = std::env::temp_dir().join(format!(
-            "openclaw-proxy-bench-nats-{}-{}",
-            std::process::id(),
-            free_port()?
-        ));
-        std::fs::create_dir_all(&store)?;
-        let result = self.run_in(&store, line).await;
-        // The processes were killed on the way out; nats-server may take a
-        // moment to let go of its store.
-        for _ in 0..50 {
-            if std::fs::remove_dir_all(&store).is_ok() || !store.exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let mut nats =
+            NatsServer::start(Path::new(&self.nats_server), Vec::new(), self.nats_threads).await?;
+        let result = self.run_on(&nats, line).await;
+        // Exited before its store is removed.
+        nats.stop().await;
         result
     }
 
-    async fn run_in(
+    async fn run_on(
         &self,
-        store: &std::path::Path,
+        nats: &NatsServer,
         emit: &mut dyn FnMut(&Value),
     ) -> anyhow::Result<Value> {
-        let port = free_port()?;
-        let mut command = tokio::process::Command::new(&self.nats_server);
-        command
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(store)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true);
-        if self.nats_threads > 0 {
-            command.env("GOMAXPROCS", self.nats_threads.to_string());
-        }
-        let nats = command
-            .spawn()
-            .with_context(|| format!("cannot start {}", self.nats_server))?;
-        let nats_pid = nats.id().context("no process id for nats-server")?;
-        wait_listening(port, &self.nats_server).await?;
+        let nats_pid = nats.pid().context("no process id for nats-server")?;
         let variables = [
-            (
-                "OPENCLAW_PROXY_NATS_URL",
-                format!("nats://127.0.0.1:{port}"),
-            ),
+            ("OPENCLAW_PROXY_NATS_URL", nats.url()),
             ("OPENCLAW_PROXY_NATS_PREFIX", "loadgen".to_owned()),
             (
                 "OPENCLAW_PROXY_WORKER_THREADS",

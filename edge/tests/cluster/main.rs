@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nats::Nats;
 use node::{Node, NodeSettings};
-use openclaw_proxy_tests::processes::ClusterRound;
+use openclaw_proxy_tests::processes::{ClusterRound, NatsServer, TempDir};
 use openclaw_proxy_tests::{
     APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, WsApp, legacy_session_body, mcp_connect,
     sse_messages, texts,
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 /// A cluster: one NATS, `count` nodes sharing a fresh prefix.
-async fn cluster(count: usize, ttl: u64) -> (Nats, Vec<Node>, NodeSettings) {
+async fn cluster(count: usize, ttl: u64) -> (NatsServer, Vec<Node>, NodeSettings) {
     let nats = Nats::start().await;
     let settings = NodeSettings {
         nats_url: nats.url(),
@@ -465,7 +465,7 @@ async fn nodes_ride_out_a_nats_restart() {
     let (is_error, text) = call(a, &id, "during").await;
     assert!(is_error && text.contains("NATS"), "{text}");
 
-    nats.resume().await;
+    nats.resume().await.expect("restart nats-server");
     for node in &nodes {
         node.wait_ready(200).await;
     }
@@ -747,7 +747,7 @@ async fn a_caller_that_goes_away_on_one_node_cancels_the_call_in_the_app_on_anot
 #[tokio::test]
 async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let dir = nats::tempdir::TempDir::new("nats-tls");
+    let dir = TempDir::new("nats-tls").expect("temp dir");
     let mut authority = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     authority.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let authority = CertifiedIssuer::self_signed(authority, KeyPair::generate().expect("CA key"))
