@@ -271,22 +271,22 @@ impl ClusterRound {
                     let before = cpu_of(&pids)?;
                     let report = bench::run_load(&config).await?;
                     let after = cpu_of(&pids)?;
-                    let per_call = |i: usize| {
-                        ((after[i] - before[i]) * 1e6 / report.calls.max(1) as f64 * 10.0).round()
-                            / 10.0
-                    };
+                    let used = |i: usize| (after[i] - before[i]) * 1e6 / report.calls.max(1) as f64;
+                    let tenths = |us: f64| (us * 10.0).round() / 10.0;
+                    // The node the calls went to: B across nodes, else A.
+                    let calling = usize::from(cross);
+                    let nodes = if cross { used(0) + used(1) } else { used(0) };
                     let mut line = bench::report_json(&config, &report);
                     line["placement"] = json!(placement);
                     line["round"] = json!(round);
                     line["node_threads"] = json!(self.node_threads);
                     line["nats_threads"] = json!(self.nats_threads);
                     line["cpu_us_per_call"] = json!({
-                        "bridge_node": per_call(0),
-                        "calling_node": if cross { per_call(1) } else { per_call(0) },
-                        "nats_server": per_call(2),
-                        "loadgen": per_call(3),
-                        "all": ((if cross { per_call(0) + per_call(1) } else { per_call(0) }
-                            + per_call(2) + per_call(3)) * 10.0).round() / 10.0,
+                        "bridge_node": tenths(used(0)),
+                        "calling_node": tenths(used(calling)),
+                        "nats_server": tenths(used(2)),
+                        "loadgen": tenths(used(3)),
+                        "all": tenths(nodes + used(2) + used(3)),
                     });
                     emit(&line);
                     figures[index][usize::from(cross)]
