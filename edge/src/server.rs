@@ -18,7 +18,6 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +34,7 @@ use tower_service::Service;
 
 use crate::config::{ConnectionLimits, EdgeConfig};
 use crate::http;
+use crate::http::request::ConnectionInfo;
 use crate::tls::Tls;
 
 /// How long shutdown waits for connections to finish after the bridges ended.
@@ -53,17 +53,6 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
-}
-
-/// Both ends of the connection a request arrived on.
-#[derive(Clone, Copy, Debug)]
-pub struct ConnectionInfo {
-    /// The server's address as the client reached it.
-    pub local: SocketAddr,
-    /// The client's address.
-    pub remote: SocketAddr,
-    /// Whether the connection is TLS (answer URLs then say `https`/`wss`).
-    pub tls: bool,
 }
 
 /// The whole service as one router: the HTTP edge and the gRPC services,
@@ -234,7 +223,7 @@ pub async fn serve_metrics(
             "/metrics",
             axum::routing::get(move || {
                 let hub = hub.clone();
-                async move { http::metrics_response(&hub) }
+                async move { http::probe::metrics_response(&hub) }
             }),
         )
         .fallback(http::unknown_route);

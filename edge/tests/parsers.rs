@@ -14,7 +14,8 @@ use futures_util::FutureExt;
 use openclaw_proxy_core::Inbound;
 use openclaw_proxy_core::proto::{self, app_message};
 use openclaw_proxy_edge::EdgeConfig;
-use openclaw_proxy_edge::http::{direct, guard, jsonrpc, rest, spelling, ws};
+use openclaw_proxy_edge::http::mcp::{direct, jsonrpc};
+use openclaw_proxy_edge::http::{guard, rest, spelling, ws};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

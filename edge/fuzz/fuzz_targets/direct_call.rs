@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use openclaw_proxy_edge::http::direct;
+use openclaw_proxy_edge::http::mcp::direct;
 
 fuzz_target!(|data: &[u8]| {
     let body = bytes::Bytes::copy_from_slice(data);

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use openclaw_proxy_edge::http::jsonrpc;
+use openclaw_proxy_edge::http::mcp::jsonrpc;
 
 fuzz_target!(|data: &[u8]| {
     let refused = jsonrpc::refusal(data);

@@ -63,6 +63,14 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The refusal of `method` on a route that serves others.
+    pub fn method_not_allowed(method: &axum::http::Method, uri: &axum::http::Uri) -> Self {
+        Self::MethodNotAllowed {
+            method: method.to_string(),
+            path: escape::truncated(uri.path()).into_owned(),
+        }
+    }
+
     fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => {

@@ -18,7 +18,7 @@
 //! absent. Unknown fields are ignored so newer apps keep working.
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, Uri, header};
 use openclaw_proxy_core::metrics::Surface;
@@ -27,9 +27,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::request::{
+    ConnectionInfo, SessionIdPath, check_app_token, check_session_token, parse_json, read_body,
+    require_json,
+};
 use super::spelling::pick;
-use super::{EdgeState, SessionIdPath, check_app_token, check_session_token};
-use crate::server::ConnectionInfo;
+use super::state::EdgeState;
+use super::tool_body::{ToolBody, tool_definitions};
 
 /// The session registration body, each two-spelling field under both keys.
 #[derive(Debug, Deserialize)]
@@ -47,21 +51,6 @@ pub struct CreateSessionBody {
     #[serde(rename = "chatId")]
     chat_id_camel: Option<String>,
     tools: Option<Vec<ToolBody>>,
-}
-
-/// One tool of the registration body.
-#[derive(Debug, Deserialize)]
-pub struct ToolBody {
-    name: String,
-    description: Option<String>,
-    input_schema: Option<Value>,
-    #[serde(rename = "inputSchema")]
-    input_schema_camel: Option<Value>,
-    path: Option<String>,
-    /// The tool's own time limit in seconds (capped by the server's maximum).
-    timeout_seconds: Option<u32>,
-    #[serde(rename = "timeoutSeconds")]
-    timeout_seconds_camel: Option<u32>,
 }
 
 impl CreateSessionBody {
@@ -106,35 +95,6 @@ impl CreateSessionBody {
     }
 }
 
-impl ToolBody {
-    fn into_definition(self, index: usize) -> Result<proto::ToolDefinition, ApiError> {
-        let input_schema = pick(
-            "input_schema",
-            self.input_schema,
-            "inputSchema",
-            self.input_schema_camel,
-        )
-        .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
-        let timeout_seconds = pick(
-            "timeout_seconds",
-            self.timeout_seconds,
-            "timeoutSeconds",
-            self.timeout_seconds_camel,
-        )
-        .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
-        Ok(proto::ToolDefinition {
-            name: self.name,
-            description: self.description.unwrap_or_default(),
-            // Absent or null: the core's default object schema.
-            input_schema_json: input_schema
-                .map(|schema| schema.to_string())
-                .unwrap_or_default(),
-            path: self.path.unwrap_or_default(),
-            timeout_seconds: timeout_seconds.unwrap_or_default(),
-        })
-    }
-}
-
 /// The documented registration answer.
 #[derive(Debug, Serialize)]
 pub struct CreateSessionReply {
@@ -156,7 +116,7 @@ pub async fn create_session(
     connection: Option<Extension<ConnectionInfo>>,
     body: Body,
 ) -> Result<Json<CreateSessionReply>, ApiError> {
-    check_app_token(&state, &headers)?;
+    check_app_token(&state, &headers, Surface::Rest)?;
     require_json(&headers)?;
     let limit = state.config.max_body_bytes;
     let body = read_body(body, limit).await?;
@@ -199,25 +159,6 @@ pub async fn create_session(
         session_token: created.session_token,
         mcp_token: created.mcp_token,
     }))
-}
-
-/// Refuses a body that does not say it is JSON: a web page can send
-/// `text/plain` across sites without a preflight, but not `application/json`.
-fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .map(|value| value.to_str().unwrap_or("<not text>"));
-    let essence = content_type
-        .and_then(|value| value.split(';').next())
-        .map(str::trim);
-    if essence.is_some_and(|essence| essence.eq_ignore_ascii_case("application/json")) {
-        Ok(())
-    } else {
-        let shown = content_type.map_or_else(|| "(none)".to_owned(), |value| value.to_owned());
-        Err(ApiError::UnsupportedMediaType(
-            openclaw_proxy_core::escape::truncated(&shown).into_owned(),
-        ))
-    }
 }
 
 /// `GET /v1/chat/sessions/{session_id}`: the session as the hub describes it
@@ -286,18 +227,6 @@ pub struct UpdateToolsBody {
     tools: Vec<ToolBody>,
 }
 
-/// Tool definitions as apps send them (REST body, WebSocket `update_tools`
-/// frame), both spellings of each field.
-pub(crate) fn tool_definitions(
-    tools: Vec<ToolBody>,
-) -> Result<Vec<proto::ToolDefinition>, ApiError> {
-    tools
-        .into_iter()
-        .enumerate()
-        .map(|(index, tool)| tool.into_definition(index))
-        .collect()
-}
-
 /// `PUT /v1/chat/sessions/{session_id}/tools` (the session token, or the app
 /// token where allowed): replaces the session's tools, validated as at
 /// creation. Answers `{"ok": true, "tools": n}`.
@@ -329,39 +258,6 @@ pub fn parse_create_session(body: &[u8]) -> Result<proto::CreateSessionRequest, 
 #[doc(hidden)]
 pub fn parse_update_tools(body: &[u8]) -> Result<Vec<proto::ToolDefinition>, ApiError> {
     tool_definitions(parse_json::<UpdateToolsBody>(body)?.tools)
-}
-
-/// Reads a body up to `limit` bytes; the error names the problem.
-pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|error| {
-        let too_large = std::error::Error::source(&error)
-            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            ApiError::BodyTooLarge { limit }
-        } else {
-            ApiError::UnreadableBody(error.to_string())
-        }
-    })
-}
-
-/// Parses a JSON body; type errors name the offending field (`tools[0].name`).
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::MalformedJson(inner.to_string())
-        } else if path == "." {
-            ApiError::InvalidBody(inner.to_string())
-        } else {
-            ApiError::InvalidBody(format!("{path}: {inner}"))
-        }
-    })?;
-    deserializer
-        .end()
-        .map_err(|error| ApiError::MalformedJson(error.to_string()))?;
-    Ok(value)
 }
 
 /// The base URL for `bridge_url` and `mcp_url`: the configured public URL;

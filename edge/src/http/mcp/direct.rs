@@ -73,7 +73,7 @@ use super::call::{
     InFlight, Progress, ToolCall, call_tool, caller_of, log_thinned, progress_notification,
     trace_parent_of,
 };
-use super::mcp::SSE_KEEP_ALIVE;
+use crate::http::sse;
 
 /// How deep JSON may nest: serde_json's limit, which rmcp's path applies.
 pub const MAX_NESTING: usize = 128;
@@ -462,29 +462,6 @@ fn status_of(revision: Revision, outcome: &Outcome) -> StatusCode {
     }
 }
 
-/// Appends one SSE event carrying a JSON message, framed as rmcp's SSE
-/// encoder frames it. JSON line breaks can only be whitespace (strings
-/// escape theirs): they become spaces, so the event stays one line.
-fn push_event(body: &mut Vec<u8>, message: &[u8]) {
-    body.reserve(message.len() + 8);
-    body.extend_from_slice(b"data: ");
-    let start = body.len();
-    body.extend_from_slice(message);
-    for byte in &mut body[start..] {
-        if matches!(*byte, b'\n' | b'\r') {
-            *byte = b' ';
-        }
-    }
-    body.extend_from_slice(b"\n\n");
-}
-
-/// One SSE event ([`push_event`]).
-fn event(message: &[u8]) -> Bytes {
-    let mut body = Vec::new();
-    push_event(&mut body, message);
-    Bytes::from(body)
-}
-
 /// The `notifications/progress` message of one report, as rmcp writes it.
 fn notification_message(token: &ProgressToken, report: ToolProgress) -> Vec<u8> {
     let message = ServerJsonRpcMessage::notification(progress_notification(token, report));
@@ -506,24 +483,13 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
         .into_response()
 }
 
+/// An event stream of the direct path.
 fn sse_response(body: Body) -> Response {
-    (
-        StatusCode::OK,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-            (
-                HeaderName::from_static("x-accel-buffering"),
-                HeaderValue::from_static("no"),
-            ),
-            (SERVED_BY_HEADER, HeaderValue::from_static("direct")),
-        ],
-        body,
-    )
-        .into_response()
+    let mut response = sse::response(body);
+    response
+        .headers_mut()
+        .insert(SERVED_BY_HEADER, HeaderValue::from_static("direct"));
+    response
 }
 
 /// A task that is aborted when this handle is dropped: a streaming call
@@ -625,7 +591,7 @@ pub async fn answer(
         outcome = &mut running => {
             let mut body = Vec::new();
             while let Some(report) = reports.try_recv() {
-                push_event(&mut body, &notification_message(&token, report));
+                sse::push_json_event(&mut body, &notification_message(&token, report));
             }
             log_thinned(session_id, &tool, reports.thinned());
             if body.is_empty() {
@@ -634,7 +600,7 @@ pub async fn answer(
                     answer_message(&id, revision, outcome),
                 );
             }
-            push_event(&mut body, &answer_message(&id, revision, outcome));
+            sse::push_json_event(&mut body, &answer_message(&id, revision, outcome));
             return sse_response(Body::from(body));
         }
         Some(report) = reports.recv() => report,
@@ -687,14 +653,14 @@ enum Next {
 impl Streaming {
     /// The SSE event of one report.
     fn progress_event(&self, report: ToolProgress) -> Bytes {
-        event(&notification_message(&self.token, report))
+        sse::json_event(&notification_message(&self.token, report))
     }
 
     /// The next event: a notification, a keep-alive comment after
-    /// [`SSE_KEEP_ALIVE`] without one, or the answer, last (after every
+    /// [`sse::KEEP_ALIVE`] without one, or the answer, last (after every
     /// report that came before it, whoever still holds the report queue).
     async fn next(&mut self) -> Next {
-        let keep_alive = || Next::Event(Bytes::from_static(b":\n\n"));
+        let keep_alive = || Next::Event(sse::KEEP_ALIVE_COMMENT);
         if self.outcome.is_none() {
             tokio::select! {
                 biased;
@@ -705,7 +671,7 @@ impl Streaming {
                     // No report can come any more: the answer is next.
                 }
                 joined = &mut self.running.0 => self.outcome = Some(ended(joined)),
-                () = tokio::time::sleep(SSE_KEEP_ALIVE) => return keep_alive(),
+                () = tokio::time::sleep(sse::KEEP_ALIVE) => return keep_alive(),
             }
         }
         if let Some(report) = self.reports.try_recv() {
@@ -715,11 +681,15 @@ impl Streaming {
             Some(outcome) => outcome,
             None => tokio::select! {
                 joined = &mut self.running.0 => ended(joined),
-                () = tokio::time::sleep(SSE_KEEP_ALIVE) => return keep_alive(),
+                () = tokio::time::sleep(sse::KEEP_ALIVE) => return keep_alive(),
             },
         };
         log_thinned(&self.session_id, &self.tool, self.reports.thinned());
-        Next::Last(event(&answer_message(&self.id, self.revision, outcome)))
+        Next::Last(sse::json_event(&answer_message(
+            &self.id,
+            self.revision,
+            outcome,
+        )))
     }
 }
 

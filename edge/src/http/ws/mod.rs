@@ -14,7 +14,7 @@
 //!
 //! Both key spellings are sent and either is accepted. When `ok` is missing it
 //! is taken as "no `error` given". A foreign `Origin` or `Host` gets 403 before
-//! any upgrade ([`super::guard`]); the token (the session's own
+//! any upgrade ([`crate::http::guard`]); the token (the session's own
 //! `session_token`, or the app token unless session tokens are required) is
 //! checked from the handshake's headers before the upgrade too, but, as in the
 //! original, the connection is then upgraded and the refusals are close
@@ -23,7 +23,6 @@
 //! ping intervals (or not reading for `OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS`), `1001` proxy shutting down. A malformed or unexpected
 //! frame is answered with an error frame and the bridge stays up.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -34,19 +33,22 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_core::metrics::{DropReason, Metrics, Surface};
-use openclaw_proxy_core::proto::{self, app_message, proxy_message};
+use openclaw_proxy_core::proto;
 use openclaw_proxy_core::{
     BridgeEnd, BridgeStream, ClientAddr, HubError, Inbound, Origin, Transport,
 };
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::error::ApiError;
-use super::rest::{ToolBody, tool_definitions};
-use super::spelling::pick;
-use super::{EdgeState, SessionIdPath, check_session_token};
+use crate::http::error::ApiError;
+use crate::http::request::{SessionIdPath, check_session_token};
+use crate::http::state::EdgeState;
+use frame::{Parsed, error_frame, parse_frame, pong, render};
+
+pub mod frame;
+
+#[doc(hidden)]
+pub use frame::parse_app_frame;
 
 /// Close code: the app token is invalid.
 pub const CLOSE_INVALID_TOKEN: u16 = 4401;
@@ -230,165 +232,6 @@ fn close_code(end: BridgeEnd) -> (u16, &'static str) {
     (code, end.reason_for_app())
 }
 
-/// The JSON frames for one core message.
-fn render(message: proto::ProxyMessage) -> Vec<Message> {
-    let Some(kind) = message.kind else {
-        return Vec::new();
-    };
-    let text = match kind {
-        // The legacy protocol has no attach confirmation: the upgrade is it.
-        proxy_message::Kind::Attached(_) => return Vec::new(),
-        proxy_message::Kind::Invoke(invoke) => {
-            return match invoke_frame(&invoke) {
-                Ok(text) => vec![Message::Text(text.into())],
-                Err(error) => {
-                    tracing::error!(%error, "an invocation could not be rendered as JSON");
-                    Vec::new()
-                }
-            };
-        }
-        proxy_message::Kind::ToolsUpdated(updated) => {
-            json!({"type": "tools_updated", "tools": updated.tools})
-        }
-        proxy_message::Kind::Cancel(cancel) => json!({
-            "type": "cancel_tool",
-            "request_id": cancel.request_id,
-            "requestId": cancel.request_id,
-            "reason": cancel.reason,
-        }),
-        proxy_message::Kind::Ping(ping) => {
-            let frame = json!({"type": "ping", "nonce": ping.nonce}).to_string();
-            return vec![
-                Message::Ping(axum::body::Bytes::from_static(b"openclaw-proxy")),
-                Message::Text(frame.into()),
-            ];
-        }
-        proxy_message::Kind::Error(notice) => error_frame(&notice.message, &notice.request_id),
-    };
-    vec![Message::Text(text.to_string().into())]
-}
-
-/// `invoke_tool`, serialized straight from the invocation (the call's hot
-/// path: no intermediate JSON tree). `_meta` and `client` are left out when
-/// there is nothing to say.
-fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error> {
-    #[derive(Serialize)]
-    struct Client<'a> {
-        name: &'a str,
-        version: &'a str,
-        #[serde(rename = "protocolVersion")]
-        protocol_version: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Frame<'a> {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        #[serde(rename = "mcpSessionId")]
-        session_id: &'a str,
-        request_id: &'a str,
-        #[serde(rename = "requestId")]
-        request_id_camel: &'a str,
-        tool_name: &'a str,
-        #[serde(rename = "toolName")]
-        tool_name_camel: &'a str,
-        arguments: &'a RawValue,
-        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-        meta: Option<&'a RawValue>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        client: Option<Client<'a>>,
-        #[serde(skip_serializing_if = "str::is_empty")]
-        traceparent: &'a str,
-    }
-    // The core always sends a JSON object as arguments, and JSON as `_meta`.
-    let arguments: &RawValue = serde_json::from_str(&invoke.arguments_json)?;
-    let meta: Option<&RawValue> = if invoke.meta_json.is_empty() {
-        None
-    } else {
-        Some(serde_json::from_str(&invoke.meta_json)?)
-    };
-    let client = invoke
-        .client
-        .as_ref()
-        .filter(|client| {
-            !(client.name.is_empty()
-                && client.version.is_empty()
-                && client.protocol_version.is_empty())
-        })
-        .map(|client| Client {
-            name: &client.name,
-            version: &client.version,
-            protocol_version: &client.protocol_version,
-        });
-    serde_json::to_string(&Frame {
-        kind: "invoke_tool",
-        session_id: &invoke.session_id,
-        request_id: &invoke.request_id,
-        request_id_camel: &invoke.request_id,
-        tool_name: &invoke.tool_name,
-        tool_name_camel: &invoke.tool_name,
-        arguments,
-        meta,
-        client,
-        traceparent: &invoke.trace_parent,
-    })
-}
-
-fn error_frame(message: &str, request_id: &str) -> Value {
-    let mut frame = json!({"type": "error", "message": message});
-    if !request_id.is_empty() {
-        frame["request_id"] = json!(request_id);
-        frame["requestId"] = json!(request_id);
-    }
-    frame
-}
-
-/// An app frame, before its type is known. Every field is kept raw and
-/// typed one by one, so that a frame with one bad field still names the call
-/// it answers (and that call fails at once instead of waiting for its
-/// timeout). Both spellings of the request id are read.
-#[derive(Deserialize)]
-struct AppFrame<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    request_id: Option<&'a RawValue>,
-    #[serde(rename = "requestId", borrow, default)]
-    request_id_camel: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    ok: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    progress: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    total: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    message: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tools: Option<&'a RawValue>,
-}
-
-/// Types one raw field; the error says what the field must be.
-fn typed<'a, T: Deserialize<'a>>(
-    raw: Option<&'a RawValue>,
-    name: &str,
-    expected: &str,
-) -> Result<Option<T>, String> {
-    raw.map(|raw| {
-        serde_json::from_str(raw.get())
-            .map_err(|_| format!("\"{name}\" must be {expected}, not {}", truncate(raw.get())))
-    })
-    .transpose()
-}
-
-/// A raw JSON value, cut short for an error message; the whitespace raw
-/// JSON may hold between tokens (CR, LF, tab) is escaped.
-fn truncate(raw: &str) -> Cow<'_, str> {
-    openclaw_proxy_core::escape::truncated_to(raw, 64)
-}
-
 /// The app's frames as core messages, until it closes: results, progress
 /// and pongs pass on; bad frames are answered with error frames through
 /// `to_app` and skipped.
@@ -465,138 +308,4 @@ fn reply(to_app: &mpsc::Sender<Box<Message>>, frame: Value) {
 
 fn text_frame(frame: Value) -> Box<Message> {
     Box::new(Message::Text(frame.to_string().into()))
-}
-
-fn pong() -> Inbound {
-    Inbound::Message(proto::AppMessage {
-        kind: Some(app_message::Kind::Pong(proto::Pong { nonce: 0 })),
-    })
-}
-
-enum Parsed {
-    ToCore(Inbound),
-    Ping,
-}
-
-/// One text frame from an app, parsed as the bridge parses it: the core
-/// message it becomes (`None` for a JSON `ping`, which the edge answers
-/// itself), or the message of the error frame the app gets. For the
-/// property tests and fuzz targets.
-#[doc(hidden)]
-pub fn parse_app_frame(text: &str) -> Result<Option<Inbound>, String> {
-    match parse_frame(text)? {
-        Parsed::ToCore(inbound) => Ok(Some(inbound)),
-        Parsed::Ping => Ok(None),
-    }
-}
-
-fn parse_frame(text: &str) -> Result<Parsed, String> {
-    // serde would read a JSON array positionally into the struct's fields.
-    if !text.trim_start().starts_with('{') {
-        return Err(format!(
-            "frame is not a JSON object of the bridge protocol: it starts with {:?}",
-            truncate(text.trim_start())
-        ));
-    }
-    let frame: AppFrame<'_> = serde_json::from_str(text)
-        .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
-    let kind: Cow<'_, str> = typed(frame.kind, "type", "a string")?.ok_or_else(|| {
-        "frame has no \"type\": expected \"invoke_result\", \"progress\", \"update_tools\" or \"pong\"".to_owned()
-    })?;
-    let request_id = || -> Result<Option<String>, String> {
-        let snake: Option<Cow<'_, str>> = typed(frame.request_id, "request_id", "a string")?;
-        let camel: Option<Cow<'_, str>> = typed(frame.request_id_camel, "requestId", "a string")?;
-        Ok(pick("request_id", snake, "requestId", camel)?.map(Cow::into_owned))
-    };
-    match kind.as_ref() {
-        "invoke_result" => {
-            let request_id = request_id()?.ok_or_else(|| {
-                "invoke_result has no \"request_id\" (or \"requestId\")".to_owned()
-            })?;
-            Ok(Parsed::ToCore(
-                match result_of(&frame, request_id.clone()) {
-                    Ok(result) => Inbound::Message(proto::AppMessage {
-                        kind: Some(app_message::Kind::Result(result)),
-                    }),
-                    Err(problem) => Inbound::Malformed {
-                        request_id,
-                        result: true,
-                        problem,
-                    },
-                },
-            ))
-        }
-        "progress" => {
-            let request_id = request_id()?
-                .ok_or_else(|| "progress has no \"request_id\" (or \"requestId\")".to_owned())?;
-            Ok(Parsed::ToCore(
-                match progress_of(&frame, request_id.clone()) {
-                    Ok(report) => Inbound::Message(proto::AppMessage {
-                        kind: Some(app_message::Kind::Progress(report)),
-                    }),
-                    Err(problem) => Inbound::Malformed {
-                        request_id,
-                        result: false,
-                        problem,
-                    },
-                },
-            ))
-        }
-        "update_tools" => {
-            let tools = frame
-                .tools
-                .ok_or_else(|| "update_tools has no \"tools\" array".to_owned())?;
-            let tools: Vec<ToolBody> = serde_json::from_str(tools.get()).map_err(|error| {
-                // serde quotes a wrongly typed string in full.
-                let error = error.to_string();
-                let error = openclaw_proxy_core::escape::truncated_to(&error, 256);
-                format!("update_tools \"tools\" is not a tool array: {error}")
-            })?;
-            let tools = tool_definitions(tools).map_err(|error| error.to_string())?;
-            Ok(Parsed::ToCore(Inbound::Message(proto::AppMessage {
-                kind: Some(app_message::Kind::UpdateTools(proto::UpdateTools { tools })),
-            })))
-        }
-        "pong" => Ok(Parsed::ToCore(pong())),
-        "ping" => Ok(Parsed::Ping),
-        other => Err(format!(
-            "unknown frame type {:?}: expected \"invoke_result\", \"progress\", \"update_tools\" or \"pong\"",
-            truncate(other)
-        )),
-    }
-}
-
-/// The result an `invoke_result` frame carries. When `ok` is missing it is
-/// taken as "no `error` given"; a non-string `error` is passed on as its JSON.
-fn result_of(frame: &AppFrame<'_>, request_id: String) -> Result<proto::ToolResult, String> {
-    let error = match frame.error {
-        None => None,
-        Some(raw) => match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
-            Ok(text) => Some(text.into_owned()),
-            Err(_) => Some(raw.get().to_owned()),
-        },
-    };
-    let ok = typed(frame.ok, "ok", "a boolean")?.unwrap_or(error.is_none());
-    Ok(proto::ToolResult {
-        request_id,
-        ok,
-        content_json: frame
-            .content
-            .map(|raw| raw.get().to_owned())
-            .unwrap_or_default(),
-        error: error.unwrap_or_default(),
-    })
-}
-
-/// The report a `progress` frame carries.
-fn progress_of(frame: &AppFrame<'_>, request_id: String) -> Result<proto::ToolProgress, String> {
-    let progress = typed(frame.progress, "progress", "a number")?
-        .ok_or_else(|| "progress has no numeric \"progress\"".to_owned())?;
-    let message: Option<Cow<'_, str>> = typed(frame.message, "message", "a string")?;
-    Ok(proto::ToolProgress {
-        request_id,
-        progress,
-        total: typed(frame.total, "total", "a number")?,
-        message: message.map(Cow::into_owned).unwrap_or_default(),
-    })
 }

@@ -15,70 +15,88 @@
 //! session tokens are required (401), as the hub decides. The session id then rides in the request's
 //! extensions to [`SessionTools`], the one transport-agnostic handler.
 
+use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use std::borrow::Cow;
-
 use openclaw_proxy_core::metrics::{McpMethod, Surface};
-use openclaw_proxy_core::{ClientAddr, Credential, Hub, HubError, trace};
-use openclaw_proxy_proto::mcp as mcp_rules;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
-};
-use rmcp::service::RequestContext;
-use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
-use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use openclaw_proxy_core::{ClientAddr, Credential, HubError, trace};
 use serde::Deserialize;
 use tracing::Instrument;
 
-use super::call::{self, InFlight, Progress, ToolCall};
 use super::error::ApiError;
-use super::{EdgeState, SessionIdPath, check_session_token, direct, jsonrpc};
-use crate::config::EdgeConfig;
+use super::request::{SessionIdPath, authorization, check_session_token, read_body};
+use super::state::{EdgeShared, EdgeState};
+use call::InFlight;
+use legacy::LegacyStreams;
+use service::McpService;
+
+pub mod call;
+pub mod direct;
+pub mod jsonrpc;
+pub mod legacy;
+pub mod service;
+
+/// The state of the MCP handlers: the edge's, plus what only MCP keeps.
+/// One pointer, as [`EdgeState`] is; field access reaches the edge's state
+/// through it (`state.hub`).
+#[derive(Clone)]
+pub struct McpState(Arc<McpShared>);
+
+impl McpState {
+    /// The MCP state over the edge's.
+    pub fn new(edge: EdgeState) -> Self {
+        let in_flight = Arc::new(InFlight::default());
+        Self(Arc::new(McpShared {
+            service: service::service(edge.hub.clone(), &edge.config, in_flight.clone()),
+            in_flight,
+            legacy: Arc::default(),
+            edge,
+        }))
+    }
+}
+
+impl std::ops::Deref for McpState {
+    type Target = McpShared;
+
+    fn deref(&self) -> &McpShared {
+        &self.0
+    }
+}
+
+/// What [`McpState`] points to.
+pub struct McpShared {
+    /// The edge's state.
+    pub edge: EdgeState,
+    /// The MCP service, built once.
+    pub service: McpService,
+    /// MCP calls in flight, for `notifications/cancelled`.
+    pub in_flight: Arc<InFlight>,
+    /// The open streams of the legacy HTTP+SSE transport.
+    pub legacy: Arc<LegacyStreams>,
+}
+
+impl std::ops::Deref for McpShared {
+    type Target = EdgeShared;
+
+    fn deref(&self) -> &EdgeShared {
+        &self.edge
+    }
+}
 
 /// The header that routes `/v1/mcp` to a session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
-/// The interval of the comments that keep an idle SSE answer open, on
-/// rmcp's path and the direct path alike.
-pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// rmcp's HTTP service around [`SessionTools`], built once.
-pub type McpService = Arc<StreamableHttpService<SessionTools, NeverSessionManager>>;
-
-/// Builds the MCP service over `hub`.
-pub fn service(hub: Hub, config: &EdgeConfig, in_flight: Arc<InFlight>) -> McpService {
-    let handler = SessionTools { hub, in_flight };
-    let http_config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
-        // Checked earlier, before authentication: see `super::guard`.
-        .disable_allowed_hosts()
-        .disable_allowed_origins()
-        .with_max_request_body_bytes(config.max_body_bytes);
-    Arc::new(StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(NeverSessionManager::default()),
-        http_config,
-    ))
-}
-
 /// The session a request was routed to.
 #[derive(Clone, Debug)]
-struct SessionRoute(Arc<str>);
+pub(super) struct SessionRoute(pub(super) Arc<str>);
 
 /// `POST /v1/mcp/{session_id}`.
 pub async fn by_path(
-    State(state): State<EdgeState>,
+    State(state): State<McpState>,
     SessionIdPath(session_id): SessionIdPath,
     request: Request,
 ) -> Response {
@@ -86,7 +104,7 @@ pub async fn by_path(
 }
 
 /// `POST /v1/mcp` and `POST /v1/mcp/`, routed by `MCP-Session-Id`.
-pub async fn by_header(State(state): State<EdgeState>, request: Request) -> Response {
+pub async fn by_header(State(state): State<McpState>, request: Request) -> Response {
     let session_id = request
         .headers()
         .get(SESSION_HEADER)
@@ -96,7 +114,7 @@ pub async fn by_header(State(state): State<EdgeState>, request: Request) -> Resp
 }
 
 /// Serves one MCP request, counted by method and status.
-async fn route(state: EdgeState, session_id: Option<String>, request: Request) -> Response {
+async fn route(state: McpState, session_id: Option<String>, request: Request) -> Response {
     let mut method = McpMethod::Unread;
     let response = serve(&state, session_id, request, &mut method).await;
     state
@@ -107,7 +125,7 @@ async fn route(state: EdgeState, session_id: Option<String>, request: Request) -
 }
 
 async fn serve(
-    state: &EdgeState,
+    state: &McpState,
     session_id: Option<String>,
     request: Request,
     method: &mut McpMethod,
@@ -125,7 +143,7 @@ async fn serve(
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
     let peer = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
     let (parts, body) = request.into_parts();
-    let bytes = match super::rest::read_body(body, state.config.max_body_bytes).await {
+    let bytes = match read_body(body, state.config.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
@@ -137,7 +155,7 @@ async fn serve(
 /// place MCP messages are handled, for the streamable endpoint and the
 /// legacy SSE transport ([`super::legacy`]) alike.
 pub(super) async fn handle_message(
-    state: &EdgeState,
+    state: &McpState,
     session_id: Arc<str>,
     parts: Parts,
     bytes: Bytes,
@@ -203,7 +221,7 @@ pub(super) async fn handle_message(
         trace_parent,
         peer,
     });
-    let handled = state.mcp.handle(request).instrument(span).await;
+    let handled = state.service.handle(request).instrument(span).await;
     jsonrpc::normalize(handled.map(Body::new)).await
 }
 
@@ -226,10 +244,10 @@ fn request_span(method: &str, session_id: &str, tool: &str) -> tracing::Span {
 /// the handler in a task of its own), the `traceparent` for the app, and
 /// the client's address.
 #[derive(Clone)]
-struct RequestTrace {
-    span: tracing::Span,
-    trace_parent: String,
-    peer: Option<std::net::SocketAddr>,
+pub(super) struct RequestTrace {
+    pub(super) span: tracing::Span,
+    pub(super) trace_parent: String,
+    pub(super) peer: Option<std::net::SocketAddr>,
 }
 
 /// The few fields of a JSON-RPC request the edge looks at before rmcp:
@@ -266,17 +284,14 @@ impl<'a> Sniffed<'a> {
 /// Checks `Host`/`Origin`, the token and the session of an MCP request,
 /// from its head alone.
 pub(super) async fn admit(
-    state: &EdgeState,
+    state: &McpState,
     session_id: Option<&str>,
     headers: &axum::http::HeaderMap,
     uri: &axum::http::Uri,
 ) -> Result<(), ApiError> {
     state.guard.check(headers, uri)?;
-    let header = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok());
     // Refused from the headers alone when no session could accept the token.
-    if let Err(error) = state.hub.precheck(Credential::mcp(header)) {
+    if let Err(error) = state.hub.precheck(Credential::mcp(authorization(headers))) {
         state.hub.metrics().auth_failure(Surface::Mcp);
         return Err(error.into());
     }
@@ -284,7 +299,7 @@ pub(super) async fn admit(
         .filter(|id| !id.is_empty())
         .ok_or(ApiError::MissingSessionId)?;
     let unknown = || ApiError::UnknownSession(session_id.to_owned());
-    match check_session_token(state, session_id, Surface::Mcp, headers).await {
+    match check_session_token(&state.edge, session_id, Surface::Mcp, headers).await {
         Err(ApiError::Hub(HubError::UnknownSession(_))) => return Err(unknown()),
         checked => checked?,
     }
@@ -293,104 +308,4 @@ pub(super) async fn admit(
         return Err(unknown());
     }
     Ok(())
-}
-
-/// The MCP server of one session: its tools, each call forwarded over the
-/// session's bridge.
-#[derive(Clone)]
-pub struct SessionTools {
-    hub: Hub,
-    in_flight: Arc<InFlight>,
-}
-
-fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError> {
-    context
-        .extensions
-        .get::<Parts>()
-        .and_then(|parts| parts.extensions.get::<SessionRoute>())
-        .map(|route| route.0.clone())
-        .ok_or_else(|| McpError::internal_error("the request carries no session route", None))
-}
-
-impl ServerHandler for SessionTools {
-    fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "openclaw-proxy",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions("Tools registered by an app session; each call runs inside the app.")
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let session = session_of(&context)?;
-        let tools = self
-            .hub
-            .tools(&session)
-            .await
-            .map_err(|error| McpError::invalid_request(error.to_string(), None))?;
-        Ok(ListToolsResult::with_all_items(
-            tools.iter().map(mcp_rules::list_entry).collect(),
-        ))
-    }
-
-    async fn call_tool(
-        &self,
-        mut request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let session = session_of(&context)?;
-        // rmcp moves the request's `_meta` into the context before it calls
-        // the handler: put it back, for the app and the client's name.
-        if request.meta.is_none() {
-            request.meta = Some(context.meta.clone());
-        }
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| Progress::Notify {
-                token,
-                peer: context.peer.clone(),
-            });
-        let version = context
-            .extensions
-            .get::<Parts>()
-            .and_then(|parts| parts.headers.get(HEADER_MCP_PROTOCOL_VERSION))
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
-        let peer = context.peer.peer_info();
-        let client = call::caller(
-            request.meta.as_ref(),
-            peer.as_ref().map(|info| &info.client_info),
-            version.as_deref(),
-        );
-        let traced = context
-            .extensions
-            .get::<Parts>()
-            .and_then(|parts| parts.extensions.get::<RequestTrace>())
-            .cloned();
-        let (span, trace_parent, peer) = match traced {
-            Some(traced) => (traced.span, traced.trace_parent, traced.peer),
-            None => (tracing::Span::none(), String::new(), None),
-        };
-        let jsonrpc_id = serde_json::to_string(&context.id).unwrap_or_default();
-        let mut call = ToolCall::from_request(&session, jsonrpc_id, request, client);
-        call.peer = peer;
-        call.trace_parent = trace_parent;
-        // rmcp cancels `context.ct` when the client disconnects.
-        call::call_tool(
-            &self.hub,
-            &self.in_flight,
-            call,
-            progress,
-            context.ct.cancelled(),
-        )
-        .instrument(span)
-        .await
-        .map(|result| result.into_result().into())
-    }
 }

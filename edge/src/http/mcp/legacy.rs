@@ -8,7 +8,7 @@
 //! `message` events on the stream.
 //!
 //! How: nothing here speaks MCP. Each POSTed message runs through
-//! [`super::mcp::handle_message`], the same code the streamable endpoint runs
+//! [`super::handle_message`], the same code the streamable endpoint runs
 //! (direct path, `notifications/cancelled`, rmcp), and every JSON-RPC message
 //! of its answer (one JSON body, or each event of an SSE body: progress, then
 //! the result) is pushed onto the stream. So `initialize`, `tools/list`,
@@ -26,7 +26,7 @@
 //! `/v1/mcp/{id}/messages?legacy={stream id}` (behind
 //! `OPENCLAW_PROXY_PUBLIC_URL`'s path, if it has one): a path on the same
 //! origin, as the revision allows. Both routes run the checks of every MCP
-//! request ([`super::mcp::admit`]: `Host`, `Origin`, token, session).
+//! request ([`super::admit`]: `Host`, `Origin`, token, session).
 //!
 //! Lifetime and bounds: a stream ends when its client closes it (its calls in
 //! flight are then dropped, which cancels them in the app as a client that
@@ -48,7 +48,7 @@ use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use http_body_util::BodyExt;
+use futures_util::StreamExt;
 use openclaw_proxy_core::metrics::McpMethod;
 use openclaw_proxy_core::{ClientAddr, HubError, Tool, escape};
 use rmcp::model::ErrorCode;
@@ -57,8 +57,10 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::mcp::{self, SESSION_HEADER};
-use super::{EdgeState, SessionIdPath, jsonrpc};
+use super::{McpState, SESSION_HEADER, admit, handle_message, jsonrpc};
+use crate::http::error::ApiError;
+use crate::http::request::{SessionIdPath, read_body};
+use crate::http::sse;
 
 /// Open legacy streams per session: a client needs one; a few allow for
 /// reconnects that overlap the old stream's end.
@@ -70,9 +72,6 @@ pub const MAX_STREAMS: usize = 1024;
 pub const MAX_PENDING: usize = 64;
 /// Events queued for one stream before a producer waits for the client.
 pub const QUEUE: usize = 64;
-/// Interval of the `: ping` comments that keep an idle stream open through
-/// proxies.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How often a stream looks at its session: tools changed, session gone,
 /// server shutting down.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
@@ -176,7 +175,7 @@ impl LegacyStream {
     /// that has not made room within `write_timeout` has stopped reading:
     /// the stream ends.
     async fn deliver(&self, streams: &LegacyStreams, message: &str, write_timeout: Duration) {
-        let event = encode_event("message", message);
+        let event = sse::named_event("message", message);
         match self.outbound.send_timeout(event, write_timeout).await {
             Ok(()) => {}
             Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
@@ -206,22 +205,6 @@ impl LegacyStream {
     }
 }
 
-/// One SSE event; a multi-line `data` becomes several `data:` lines, which
-/// the client joins back with newlines.
-fn encode_event(event: &str, data: &str) -> Bytes {
-    let mut text = String::with_capacity(data.len() + event.len() + 16);
-    text.push_str("event: ");
-    text.push_str(event);
-    text.push('\n');
-    for line in data.split('\n') {
-        text.push_str("data: ");
-        text.push_str(line.strip_suffix('\r').unwrap_or(line));
-        text.push('\n');
-    }
-    text.push('\n');
-    Bytes::from(text)
-}
-
 /// Whether a `GET` asks for a legacy stream: it accepts `text/event-stream`
 /// and names no protocol revision (a streamable HTTP client always does).
 fn wants_legacy_stream(headers: &HeaderMap) -> bool {
@@ -239,7 +222,7 @@ fn wants_legacy_stream(headers: &HeaderMap) -> bool {
 
 /// `GET /v1/mcp/{session_id}`: a legacy stream, else 405.
 pub async fn open_by_path(
-    State(state): State<EdgeState>,
+    State(state): State<McpState>,
     SessionIdPath(session_id): SessionIdPath,
     request: Request,
 ) -> Response {
@@ -248,7 +231,7 @@ pub async fn open_by_path(
 
 /// `GET /v1/mcp` and `GET /v1/mcp/` routed by `MCP-Session-Id`: a legacy
 /// stream, else 405.
-pub async fn open_by_header(State(state): State<EdgeState>, request: Request) -> Response {
+pub async fn open_by_header(State(state): State<McpState>, request: Request) -> Response {
     let session_id = request
         .headers()
         .get(SESSION_HEADER)
@@ -257,15 +240,13 @@ pub async fn open_by_header(State(state): State<EdgeState>, request: Request) ->
     open(state, session_id, request).await
 }
 
-async fn open(state: EdgeState, session_id: Option<String>, request: Request) -> Response {
+async fn open(state: McpState, session_id: Option<String>, request: Request) -> Response {
     if !wants_legacy_stream(request.headers()) {
         // As before this transport existed: the streamable endpoint offers
         // no server-initiated stream.
-        return super::method_not_allowed(request.method().clone(), request.uri().clone())
-            .await
-            .into_response();
+        return ApiError::method_not_allowed(request.method(), request.uri()).into_response();
     }
-    if let Err(error) = mcp::admit(
+    if let Err(error) = admit(
         &state,
         session_id.as_deref(),
         request.headers(),
@@ -306,24 +287,11 @@ async fn open(state: EdgeState, session_id: Option<String>, request: Request) ->
     tokio::spawn(watch(state.clone(), stream.clone(), tools));
     let events = outgoing(state.legacy.clone(), stream, receiver);
     let first = futures_util::stream::once(std::future::ready(Ok::<_, std::convert::Infallible>(
-        encode_event("endpoint", &url),
+        sse::named_event("endpoint", &url),
     )));
-    let body = Body::from_stream(futures_util::StreamExt::chain(first, events));
-    (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-            (
-                header::HeaderName::from_static("x-accel-buffering"),
-                HeaderValue::from_static("no"),
-            ),
-        ],
-        body,
-    )
-        .into_response()
+    sse::response(Body::from_stream(futures_util::StreamExt::chain(
+        first, events,
+    )))
 }
 
 /// Ends its stream when the response body is dropped: the client closed
@@ -341,14 +309,16 @@ impl Drop for CloseOnDrop {
 }
 
 /// The stream's events after `endpoint`: queued messages, and a keep-alive
-/// comment every [`KEEP_ALIVE`]; it ends when the stream is closed.
+/// comment every [`sse::KEEP_ALIVE`]; it ends when the stream is closed.
 fn outgoing(
     streams: Arc<LegacyStreams>,
     stream: Arc<LegacyStream>,
     receiver: mpsc::Receiver<Bytes>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
-    let mut keep_alive =
-        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    let mut keep_alive = tokio::time::interval_at(
+        tokio::time::Instant::now() + sse::KEEP_ALIVE,
+        sse::KEEP_ALIVE,
+    );
     keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let guard = CloseOnDrop {
         streams,
@@ -362,7 +332,7 @@ fn outgoing(
                 biased;
                 () = closed.cancelled() => None,
                 event = receiver.recv() => event,
-                _ = keep_alive.tick() => Some(Bytes::from_static(b": ping\n\n")),
+                _ = keep_alive.tick() => Some(sse::KEEP_ALIVE_COMMENT),
             };
             event.map(|event| (Ok(event), (closed, receiver, keep_alive, guard)))
         },
@@ -372,7 +342,7 @@ fn outgoing(
 /// Watches the stream's session: `notifications/tools/list_changed` when
 /// its tools change, the end of the stream when the session is gone or the
 /// server shuts down.
-async fn watch(state: EdgeState, stream: Arc<LegacyStream>, mut tools: Option<Arc<[Tool]>>) {
+async fn watch(state: McpState, stream: Arc<LegacyStream>, mut tools: Option<Arc<[Tool]>>) {
     let hub = &state.hub;
     loop {
         tokio::select! {
@@ -452,7 +422,7 @@ fn stream_param(query: Option<&str>) -> Option<&str> {
 /// `POST /v1/mcp/{session_id}/messages?legacy={stream id}`: one message of
 /// a legacy stream, `202` at once, its answer on the stream.
 pub async fn post_message(
-    State(state): State<EdgeState>,
+    State(state): State<McpState>,
     SessionIdPath(session_id): SessionIdPath,
     request: Request,
 ) -> Response {
@@ -466,9 +436,8 @@ pub async fn post_message(
     response
 }
 
-async fn accept_message(state: &EdgeState, session_id: String, request: Request) -> Response {
-    if let Err(error) = mcp::admit(state, Some(&session_id), request.headers(), request.uri()).await
-    {
+async fn accept_message(state: &McpState, session_id: String, request: Request) -> Response {
+    if let Err(error) = admit(state, Some(&session_id), request.headers(), request.uri()).await {
         return error.into_response();
     }
     let stream_id = stream_param(request.uri().query()).unwrap_or_default();
@@ -511,7 +480,7 @@ async fn accept_message(state: &EdgeState, session_id: String, request: Request)
     };
     let peer = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
     let (mut parts, body) = request.into_parts();
-    let bytes = match super::rest::read_body(body, state.config.max_body_bytes).await {
+    let bytes = match read_body(body, state.config.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
@@ -565,7 +534,7 @@ fn is_initialize(body: &[u8]) -> bool {
 /// Handles one message and pushes its answer onto the stream; abandoned
 /// (its call cancelled) when the stream ends first.
 async fn relay(
-    state: EdgeState,
+    state: McpState,
     stream: Arc<LegacyStream>,
     parts: Parts,
     bytes: Bytes,
@@ -576,7 +545,7 @@ async fn relay(
     let closed = stream.closed.clone();
     let work = async {
         let mut method = McpMethod::Unread;
-        let response = mcp::handle_message(
+        let response = handle_message(
             &state,
             stream.session_id.clone(),
             parts,
@@ -599,7 +568,7 @@ async fn relay(
 
 /// Pushes every JSON-RPC message of an MCP answer onto the stream, each as
 /// soon as it is there (progress before the result).
-async fn forward(state: &EdgeState, stream: &LegacyStream, response: Response, initialize: bool) {
+async fn forward(state: &McpState, stream: &LegacyStream, response: Response, initialize: bool) {
     let write_timeout = state.hub.config().bridge_write_timeout;
     let deliver = |message: String| async move {
         let message = if initialize {
@@ -609,14 +578,8 @@ async fn forward(state: &EdgeState, stream: &LegacyStream, response: Response, i
         };
         stream.deliver(&state.legacy, &message, write_timeout).await;
     };
-    let is_sse = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"));
-    let mut body = response.into_body();
-    if !is_sse {
-        match axum::body::to_bytes(body, usize::MAX).await {
+    if !sse::is_event_stream(&response) {
+        match axum::body::to_bytes(response.into_body(), usize::MAX).await {
             Ok(bytes) if !bytes.iter().all(u8::is_ascii_whitespace) => {
                 let text = String::from_utf8_lossy(&bytes).into_owned();
                 if initialize {
@@ -629,23 +592,19 @@ async fn forward(state: &EdgeState, stream: &LegacyStream, response: Response, i
         }
         return;
     }
-    let mut events = SseData::default();
-    while let Some(frame) = body.frame().await {
-        let data = match frame {
-            Ok(frame) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_) => continue,
-            },
+    let mut messages = std::pin::pin!(sse::data_of(response.into_body()));
+    while let Some(message) = messages.next().await {
+        match message {
+            Ok(message) => {
+                if initialize {
+                    remember_version(stream, &message);
+                }
+                deliver(message).await;
+            }
             Err(error) => {
                 tracing::debug!(%error, "MCP answer for a legacy stream broke off");
                 return;
             }
-        };
-        for message in events.push(&data) {
-            if initialize {
-                remember_version(stream, &message);
-            }
-            deliver(message).await;
         }
     }
 }
@@ -677,53 +636,9 @@ fn offer_list_changed(answer: &str) -> Option<String> {
     serde_json::to_string(&answer).ok()
 }
 
-/// The `data` of SSE events, read from a byte stream in any chunking;
-/// events without data (priming events, comments) yield nothing.
-#[derive(Default)]
-struct SseData {
-    line: Vec<u8>,
-    data: Vec<String>,
-}
-
-impl SseData {
-    fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        let mut complete = Vec::new();
-        for &byte in bytes {
-            if byte != b'\n' {
-                self.line.push(byte);
-                continue;
-            }
-            let line = std::mem::take(&mut self.line);
-            let line =
-                String::from_utf8_lossy(line.strip_suffix(b"\r").unwrap_or(&line)).into_owned();
-            if line.is_empty() {
-                let data = std::mem::take(&mut self.data).join("\n");
-                if !data.trim().is_empty() {
-                    complete.push(data);
-                }
-            } else if let Some(value) = line.strip_prefix("data:") {
-                self.data
-                    .push(value.strip_prefix(' ').unwrap_or(value).to_owned());
-            }
-        }
-        complete
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sse_data_in_any_chunking() {
-        let text = b"id: 0\ndata:\n\n: keep\n\ndata: {\"a\":1}\r\n\r\nevent: message\ndata: [1,\ndata: 2]\n\n";
-        for split in 0..text.len() {
-            let mut events = SseData::default();
-            let mut messages = events.push(&text[..split]);
-            messages.extend(events.push(&text[split..]));
-            assert_eq!(messages, ["{\"a\":1}", "[1,\n2]"], "split at {split}");
-        }
-    }
 
     #[test]
     fn endpoints_are_paths_under_the_public_url() {
@@ -755,14 +670,6 @@ mod tests {
         );
         assert!(!wants_legacy_stream(&headers));
         assert!(!wants_legacy_stream(&HeaderMap::new()));
-    }
-
-    #[test]
-    fn events_carry_multi_line_data_as_several_lines() {
-        assert_eq!(
-            encode_event("message", "{\n\"a\": 1}"),
-            "event: message\ndata: {\ndata: \"a\": 1}\n\n"
-        );
     }
 
     #[test]

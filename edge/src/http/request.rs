@@ -1,0 +1,148 @@
+//! What every handler reads of a request before its own work: the session id
+//! of the path, the bearer token's verdict, the body (bounded), JSON with
+//! errors that name the field, and both ends of the connection.
+//!
+//! Every check here reads the headers only, so a stranger is refused before
+//! the server reads a byte of the body.
+
+use std::net::SocketAddr;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, header};
+use openclaw_proxy_core::metrics::Surface;
+use openclaw_proxy_core::{Credential, HubError};
+
+use super::error::ApiError;
+use super::state::EdgeState;
+
+/// The `{session_id}` of a route's path. A path that cannot be decoded
+/// (invalid UTF-8 in a percent escape) is refused in the JSON error shape
+/// rather than with axum's plain-text rejection.
+#[derive(Debug)]
+pub struct SessionIdPath(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for SessionIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<String>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(session_id)) => Ok(Self(session_id)),
+            Err(rejection) => Err(ApiError::InvalidPath(rejection.body_text())),
+        }
+    }
+}
+
+/// The `Authorization` header value, when it is text.
+pub(crate) fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+}
+
+/// Checks that a request may create sessions (the app token, which also
+/// opens `/metrics`), from its headers alone; a refusal is counted on
+/// `surface`.
+pub(crate) fn check_app_token(
+    state: &EdgeState,
+    headers: &HeaderMap,
+    surface: Surface,
+) -> Result<(), ApiError> {
+    state
+        .hub
+        .authorize_create(Credential::app(authorization(headers)))
+        .map_err(|error| {
+            state.hub.metrics().auth_failure(surface);
+            ApiError::Unauthorized(error)
+        })
+}
+
+/// Asks the hub whether a request on `surface` may touch `session_id`, from
+/// its headers alone (the MCP side for the MCP endpoint, the app side
+/// elsewhere). A credential that could have opened the session learns that
+/// it does not exist ([`HubError::UnknownSession`]).
+pub(crate) async fn check_session_token(
+    state: &EdgeState,
+    session_id: &str,
+    surface: Surface,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    let header = authorization(headers);
+    let credential = match surface {
+        Surface::Mcp => Credential::mcp(header),
+        _ => Credential::app(header),
+    };
+    match state.hub.authorize(session_id, credential).await {
+        Ok(()) => Ok(()),
+        Err(HubError::Unauthenticated(error)) => {
+            state.hub.metrics().auth_failure(surface);
+            Err(ApiError::Unauthorized(error))
+        }
+        Err(error) => Err(ApiError::Hub(error)),
+    }
+}
+
+/// Refuses a body that does not say it is JSON: a web page can send
+/// `text/plain` across sites without a preflight, but not `application/json`.
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|value| value.to_str().unwrap_or("<not text>"));
+    let essence = content_type
+        .and_then(|value| value.split(';').next())
+        .map(str::trim);
+    if essence.is_some_and(|essence| essence.eq_ignore_ascii_case("application/json")) {
+        Ok(())
+    } else {
+        let shown = content_type.map_or_else(|| "(none)".to_owned(), |value| value.to_owned());
+        Err(ApiError::UnsupportedMediaType(
+            openclaw_proxy_core::escape::truncated(&shown).into_owned(),
+        ))
+    }
+}
+
+/// Reads a body up to `limit` bytes; the error names the problem.
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let too_large = std::error::Error::source(&error)
+            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            ApiError::BodyTooLarge { limit }
+        } else {
+            ApiError::UnreadableBody(error.to_string())
+        }
+    })
+}
+
+/// Parses a JSON body; type errors name the offending field (`tools[0].name`).
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::MalformedJson(inner.to_string())
+        } else if path == "." {
+            ApiError::InvalidBody(inner.to_string())
+        } else {
+            ApiError::InvalidBody(format!("{path}: {inner}"))
+        }
+    })?;
+    deserializer
+        .end()
+        .map_err(|error| ApiError::MalformedJson(error.to_string()))?;
+    Ok(value)
+}
+
+/// Both ends of the connection a request arrived on.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionInfo {
+    /// The server's address as the client reached it.
+    pub local: SocketAddr,
+    /// The client's address.
+    pub remote: SocketAddr,
+    /// Whether the connection is TLS (answer URLs then say `https`/`wss`).
+    pub tls: bool,
+}
