@@ -450,7 +450,7 @@ impl ServerConfig {
         }
     }
 
-    /// The exposure rule (DESIGN.md, "Security model"): a server reachable
+    /// The exposure rule (docs/security.md, "No open server by accident"): a server reachable
     /// from the network never runs without tokens by accident. `Ok` carries
     /// the warning to log when a token is empty.
     pub fn exposure(&self) -> Result<Option<String>, ExposureError> {

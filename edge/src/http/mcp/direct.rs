@@ -1,49 +1,17 @@
 //! The direct path of `tools/call`: the one request that carries the load.
 //!
-//! rmcp's stateless transport builds a service per request, spawns it, and
-//! passes the call through a one-shot transport: several task hand-offs that
-//! together cost more than the whole bridge round trip. For the common shapes
-//! of `tools/call` this module answers directly: it parses the request with
-//! rmcp's own model types, runs the one [`call_tool`] every MCP path runs,
-//! applies the same per-revision adjustments rmcp applies, and writes rmcp's
-//! response shape: JSON, or, once a progress notification comes before the
-//! result, an SSE stream framed as rmcp frames it (`data: {message}` and a
-//! blank line per message, no event ids, `:` comments while idle).
+//! rmcp's stateless transport costs several task hand-offs per request, more
+//! than the whole bridge round trip; for the common shapes of `tools/call`
+//! (one JSON-RPC request, at any revision rmcp would accept it) this module
+//! parses with rmcp's model types, runs the one [`call_tool`] and writes
+//! rmcp's response shape, JSON or an SSE stream once progress comes first.
+//! Everything unusual goes to rmcp unchanged, so every refusal stays rmcp's.
+//! Answers carry [`SERVED_BY_HEADER`]` : direct`, so the end-to-end tests can
+//! compare the two paths byte for byte. Arguments, `_meta` and object results
+//! travel as the exact text sent (no number changes on the way).
 //!
-//! The shapes served here, one JSON-RPC request each (a `_meta` is fine and
-//! reaches the app as sent):
-//! - revisions with an `initialize` handshake (up to 2025-11-25), with or
-//!   without a `progressToken`;
-//! - 2026-07-28 requests that are valid as rmcp defines validity: one
-//!   `MCP-Protocol-Version: 2026-07-28`, `_meta` declaring that revision and
-//!   the client's capabilities, one `Mcp-Method: tools/call` and one plain
-//!   `Mcp-Name` equal to the tool's name.
-//!
-//! Everything else (`initialize`, `tools/list`, notifications, batches,
-//! unknown fields, headers that disagree with the body, Base64-wrapped
-//! names, a revision named in `_meta` at an older revision, anything
-//! unusual) goes to rmcp unchanged, so the protocol, and every refusal, stays
-//! rmcp's.
-//!
-//! Answers of this path carry the header [`SERVED_BY_HEADER`]` : direct`, so
-//! the end-to-end tests can tell which path served a request; they compare
-//! the two paths' answers byte for byte.
-//!
-//! Progress: the app's reports wait in the core's per-call queue, which this
-//! path reads itself (no notification is built for a call whose app never
-//! reports). A result that comes with its reports is answered as one body;
-//! otherwise the call runs in a task of its own once its first notification
-//! is out, so its timeout holds while a client reads slowly (the core thins
-//! the reports it leaves waiting); the task is aborted (the call released on
-//! the bridge, the app told to stop) when the client goes away.
-//!
-//! JSON fidelity: the arguments and `_meta` travel to the app as the exact
-//! text the client sent, and an object result comes back as the exact text
-//! the app sent (text block and `structuredContent`), so no number changes
-//! on the way: not integers beyond 64 bits, not `1e400`, not the last digit
-//! of a double. rmcp's path rebuilds JSON as trees; there, numbers a tree
-//! cannot hold keep their text in the text block only. (In an SSE event, the
-//! line breaks of the app's whitespace become spaces: an event is one line.)
+//! The shapes served and the fidelity rules: `docs/mcp.md` ("JSON fidelity");
+//! why: `ARCHITECTURE.md` ("MCP").
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

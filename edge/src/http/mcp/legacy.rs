@@ -1,43 +1,16 @@
-//! The legacy HTTP+SSE transport of MCP revision 2024-11-05.
+//! The legacy HTTP+SSE transport of MCP revision 2024-11-05, which OpenClaw
+//! speaks when a server `url` does not say `"transport": "streamable-http"`.
 //!
-//! Why it exists: OpenClaw, given a server `url` without
-//! `"transport": "streamable-http"`, speaks this older transport. The client
-//! opens an SSE stream with `GET` on the MCP URL; the first event,
-//! `endpoint`, names a URL the client then POSTs its JSON-RPC messages to;
-//! each POST is answered `202 Accepted` at once, and the answers travel as
-//! `message` events on the stream.
-//!
-//! How: nothing here speaks MCP. Each POSTed message runs through
-//! [`super::handle_message`], the same code the streamable endpoint runs
-//! (direct path, `notifications/cancelled`, rmcp), and every JSON-RPC message
-//! of its answer (one JSON body, or each event of an SSE body: progress, then
-//! the result) is pushed onto the stream. So `initialize`, `tools/list`,
-//! `tools/call` and notifications behave exactly as on the streamable
-//! endpoint. Two additions only this transport can carry: the
-//! `initialize` answer on a legacy stream offers `tools.listChanged`, and
-//! the stream receives `notifications/tools/list_changed` when the session's
-//! tools change (the stream watches the session, so an update on any node
-//! or channel is seen).
-//!
-//! Routing: `GET` on `/v1/mcp/{id}`, or on `/v1/mcp` and `/v1/mcp/` with
-//! `MCP-Session-Id`, with `Accept: text/event-stream` and no
-//! `MCP-Protocol-Version` header opens a stream; a streamable HTTP client
-//! always sends that header on its `GET`, which keeps its 405. The endpoint is
-//! `/v1/mcp/{id}/messages?legacy={stream id}` (behind
-//! `OPENCLAW_PROXY_PUBLIC_URL`'s path, if it has one): a path on the same
-//! origin, as the revision allows. Both routes run the checks of every MCP
-//! request ([`super::admit`]: `Host`, `Origin`, token, session).
-//!
-//! Lifetime and bounds: a stream ends when its client closes it (its calls in
-//! flight are then dropped, which cancels them in the app as a client that
-//! goes away does on the streamable endpoint), when the session is deleted or
-//! expires, when the server shuts down, or when the client stops reading
-//! (a message that cannot be queued within the bridge write timeout,
-//! `OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS`, ends the stream). At most
-//! [`MAX_STREAMS_PER_SESSION`] streams per session and [`MAX_STREAMS`] per
-//! process are open, each with at most [`MAX_PENDING`] messages in progress
-//! and [`QUEUE`] events queued. A POST to a stream that is not open is a 404
-//! with a JSON-RPC error.
+//! `GET` opens a stream whose first event, `endpoint`, names the URL the
+//! client POSTs its messages to; each POST is answered `202` and runs through
+//! [`super::handle_message`], the code of the streamable endpoint, after the
+//! same admission ([`super::admit`]); each JSON-RPC message of the answer is
+//! pushed onto the stream as a `message` event. Only this transport offers
+//! `tools.listChanged` and sends `notifications/tools/list_changed`.
+//! A stream is bounded ([`MAX_STREAMS_PER_SESSION`], [`MAX_STREAMS`],
+//! [`MAX_PENDING`], [`QUEUE`]) and ends with its client, its session, the
+//! server, or a client that stops reading. Routing and lifetime in full:
+//! `docs/mcp.md` ("Legacy HTTP+SSE transport").
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
