@@ -31,7 +31,7 @@ use tracing::Instrument;
 
 use crate::audit::{self, Origin};
 use crate::auth::{AuthError, Credential, RandomnessUnavailable, SessionTokens, Side};
-use crate::bridge::{self, Bridge, BridgeStream, Inbound, ProgressSink, proxy};
+use crate::bridge::{self, Bridge, BridgeStream, Inbound, ProgressSink, SessionChange, proxy};
 use crate::config::CoreConfig;
 use crate::delivery::{NoRemote, RemoteCall, RemoteDelivery};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
@@ -349,6 +349,7 @@ impl Hub {
             tools: record.tools().iter().map(Tool::to_proto).collect(),
             bridge_connected,
             calls_in_flight,
+            ..proto::GetSessionResponse::default()
         })
     }
 
@@ -380,7 +381,10 @@ impl Hub {
             return Err(HubError::UnknownSession(session_id.to_owned()));
         }
         tracing::info!(session = short(session_id), tools = count, "tools updated");
-        Ok(proto::UpdateToolsResponse { tools: count })
+        Ok(proto::UpdateToolsResponse {
+            tools: count,
+            ..proto::UpdateToolsResponse::default()
+        })
     }
 
     /// Number of live sessions this process knows of.
@@ -499,14 +503,8 @@ impl Hub {
                 loop {
                     tokio::select! {
                         end = &mut drive => break end,
-                        Some(update) = tool_updates.recv() => {
-                            // Applied beside the bridge, which keeps reading
-                            // results and answering pings meanwhile.
-                            let (hub, bridge, id) = (hub.clone(), driven.clone(), session.clone());
-                            tokio::spawn(async move {
-                                let answer = hub.update_tools(&id, update.tools).await;
-                                bridge.notify(tools_updated(answer));
-                            });
+                        Some(change) = tool_updates.recv() => {
+                            hub.apply_change(&session, &driven, change);
                         }
                     }
                 }
@@ -944,11 +942,32 @@ impl Drop for Unattached<'_> {
     }
 }
 
+impl Hub {
+    /// Applies a change the app announced on its bridge: declarations
+    /// beside the bridge (which keeps reading results and answering pings
+    /// meanwhile), answered on it.
+    fn apply_change(&self, session: &Arc<str>, bridge: &Arc<Bridge>, change: SessionChange) {
+        match change {
+            SessionChange::Declarations(update) => {
+                let (hub, bridge, id) = (self.clone(), bridge.clone(), session.clone());
+                tokio::spawn(async move {
+                    let answer = hub.update_tools(&id, update.tools).await;
+                    bridge.notify(tools_updated(answer));
+                });
+            }
+            SessionChange::ResourceUpdated(uri) => {
+                tracing::debug!(session = short(session), uri = %crate::escape::truncated(&uri), "resource updated");
+            }
+        }
+    }
+}
+
 /// The answer on the bridge to a tool update it carried.
 fn tools_updated(answer: Result<proto::UpdateToolsResponse, HubError>) -> proto::ProxyMessage {
     match answer {
         Ok(updated) => proxy(proxy_message::Kind::ToolsUpdated(proto::ToolsUpdated {
             tools: updated.tools,
+            ..proto::ToolsUpdated::default()
         })),
         Err(error) => proxy(proxy_message::Kind::Error(proto::ErrorNotice {
             message: format!("the tool update was refused: {error}"),
@@ -1146,6 +1165,7 @@ mod tests {
                 name: "echo".into(),
                 ..Default::default()
             }],
+            ..Default::default()
         };
         hub.create_session(request, None)
             .await

@@ -308,6 +308,7 @@ async fn register_grpc(channel: Channel, token: &str) -> anyhow::Result<String> 
             input_schema_json: ECHO_SCHEMA.into(),
             ..Default::default()
         }],
+        ..Default::default()
     };
     Ok(SessionServiceClient::new(channel)
         .create_session(with_token(request, token))

@@ -46,6 +46,7 @@ pub fn session_request(tools: Vec<proto::ToolDefinition>) -> proto::CreateSessio
             chat_id: "chat-1".into(),
         }),
         tools,
+        ..Default::default()
     }
 }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use openclaw_proxy_proto::v1::{
-    AppMessage, CreateSessionRequest, InvokeTool, Pong, SessionMetadata, ToolResult, app_message,
-    proxy_message,
+    AppMessage, CreateSessionRequest, InvokeTool, McpError, McpRequest, McpResult, Pong,
+    SessionMetadata, ToolResult, app_message, mcp_result, proxy_message,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -232,6 +232,7 @@ impl App {
             request: CreateSessionRequest {
                 metadata: Some(self.metadata),
                 tools: self.tools.iter().map(Tool::definition).collect(),
+                ..CreateSessionRequest::default()
             },
             on_session: self.on_session,
             backoff: self.backoff,
@@ -327,6 +328,22 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Answers an MCP request this app does not serve with the JSON-RPC
+    /// "method not found" error, so its caller is not left waiting.
+    fn refuse_mcp_request(&self, request: McpRequest, bridge: &Bridge) {
+        let refusal = McpResult {
+            request_id: request.request_id,
+            outcome: Some(mcp_result::Outcome::Error(McpError {
+                code: -32601,
+                message: format!("this app does not serve {}", request.method),
+                data_json: String::new(),
+            })),
+        };
+        send_now(bridge, app_message::Kind::McpResult(refusal));
+    }
+}
+
 /// Queues a message without waiting; a full queue means the connection is
 /// stuck, which the idle timeout and the proxy's pings will find.
 fn send_now(bridge: &Bridge, kind: app_message::Kind) {
@@ -403,6 +420,9 @@ async fn serve_bridge(
             }
             Some(proxy_message::Kind::ToolsUpdated(updated)) => {
                 tracing::debug!(tools = updated.tools, "the proxy took the new tool list");
+            }
+            Some(proxy_message::Kind::McpRequest(request)) => {
+                shared.refuse_mcp_request(request, &bridge);
             }
             Some(proxy_message::Kind::Attached(_)) | None => {}
         }

@@ -320,6 +320,7 @@ async fn grpc_create_session_requires_only_device_id_and_app_version() {
                     ..Default::default()
                 }),
                 tools: Vec::new(),
+                ..Default::default()
             },
             APP_TOKEN,
         )

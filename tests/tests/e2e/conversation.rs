@@ -339,6 +339,7 @@ async fn an_app_replaces_its_tools_on_every_channel() {
             proto::UpdateToolsRequest {
                 session_id: grpc_session.id.clone(),
                 tools: vec![tool("second", ""), tool("third", "")],
+                ..Default::default()
             },
             APP_TOKEN,
         ))
@@ -356,6 +357,7 @@ async fn an_app_replaces_its_tools_on_every_channel() {
     bridge
         .send(proto::app_message::Kind::UpdateTools(proto::UpdateTools {
             tools: vec![tool("fourth", "")],
+            ..Default::default()
         }))
         .await;
     let mut bridge = bridge;

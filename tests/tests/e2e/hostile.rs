@@ -690,6 +690,7 @@ async fn grpc_refuses_every_bad_message_with_its_own_status_and_goes_on_serving(
         let request = proto::UpdateToolsRequest {
             session_id: id.into(),
             tools: vec![],
+            ..Default::default()
         };
         let status = no_hang(sessions.update_tools(with_token(request, APP_TOKEN)))
             .await
@@ -721,6 +722,7 @@ async fn grpc_refuses_every_bad_message_with_its_own_status_and_goes_on_serving(
         proto::CreateSessionRequest {
             metadata: None,
             tools: vec![],
+            ..Default::default()
         },
         APP_TOKEN,
     )))
@@ -762,6 +764,7 @@ async fn grpc_refuses_every_bad_message_with_its_own_status_and_goes_on_serving(
         (
             app_message::Kind::UpdateTools(proto::UpdateTools {
                 tools: vec![tool(&huge_name, "")],
+                ..Default::default()
             }),
             "not a valid MCP tool name",
         ),
