@@ -23,8 +23,8 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use crate::audit::Origin;
 use crate::escape::{short_id, short_request};
 use crate::metrics::{DropReason, Metrics};
-use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
-use crate::proto::{self, ProxyMessage, app_message, proxy_message};
+use crate::outcome::{BridgeEnd, InvokeError, McpReply, Reply, ToolOutcome};
+use crate::proto::{self, ProxyMessage, app_message, mcp_result, proxy_message};
 
 /// How many messages may wait for a slow app before senders wait too.
 pub(crate) const OUTBOUND_CAPACITY: usize = 256;
@@ -34,6 +34,7 @@ pub(crate) const OUTBOUND_CAPACITY: usize = 256;
 pub(crate) type Queued = Box<ProxyMessage>;
 
 type Answer = Result<ToolOutcome, InvokeError>;
+type McpAnswer = Result<McpReply, InvokeError>;
 
 pub use crate::progress::ProgressSink;
 
@@ -62,10 +63,36 @@ impl From<proto::AppMessage> for Inbound {
 }
 
 struct Waiting {
-    answer: oneshot::Sender<Answer>,
+    answer: Pending,
     progress: Option<ProgressSink>,
-    /// The tool called, for messages about this call.
+    /// The tool called or the MCP method requested, for messages about
+    /// this call.
     tool: Box<str>,
+}
+
+/// Where the app's answer goes: a tool call waits for a `ToolResult`, an
+/// MCP request for an `McpResult`.
+enum Pending {
+    Tool(oneshot::Sender<Answer>),
+    Mcp(oneshot::Sender<McpAnswer>),
+}
+
+impl Pending {
+    /// Hands over a failure; false when the caller stopped waiting.
+    fn fail(self, error: InvokeError) -> bool {
+        match self {
+            Self::Tool(answer) => answer.send(Err(error)).is_ok(),
+            Self::Mcp(answer) => answer.send(Err(error)).is_ok(),
+        }
+    }
+}
+
+/// Why an answer could not be handed to the call its request id names.
+enum Unmatched {
+    /// No call waits for this id.
+    NoCall,
+    /// The call waits for the other kind of answer (it failed now).
+    WrongKind,
 }
 
 #[derive(Default)]
@@ -76,8 +103,18 @@ struct Calls {
     cancelled: std::collections::VecDeque<String>,
 }
 
-/// Tool updates from the app waiting to be applied; more are refused.
-const TOOL_UPDATES_CAPACITY: usize = 4;
+/// Changes from the app waiting to be applied; more are refused.
+const CHANGES_CAPACITY: usize = 16;
+
+/// A change to its session the app announced on the bridge, for the
+/// bridge's owner to apply (the bridge knows no sessions).
+#[derive(Debug)]
+pub(crate) enum SessionChange {
+    /// New tools and, where set, new resources, templates and prompts.
+    Declarations(proto::UpdateTools),
+    /// One of the session's resources changed.
+    ResourceUpdated(String),
+}
 
 /// How many cancelled request ids a bridge remembers.
 const CANCELLED_REMEMBERED: usize = 64;
@@ -90,7 +127,7 @@ pub(crate) struct Bridge {
     origin: Origin,
     metrics: Arc<Metrics>,
     outbound: mpsc::Sender<Queued>,
-    tool_updates: mpsc::Sender<proto::UpdateTools>,
+    changes: mpsc::Sender<SessionChange>,
     closed: CancellationToken,
     calls: Mutex<Calls>,
     /// Messages queued for the app and messages its transport took, for the
@@ -104,7 +141,7 @@ pub(crate) struct Bridge {
 }
 
 impl Bridge {
-    /// A bridge, its outbound queue, and the tool updates the app sends on
+    /// A bridge, its outbound queue, and the changes the app announces on
     /// it (the bridge's owner applies them: the bridge knows no sessions).
     pub(crate) fn new(
         session_id: Arc<str>,
@@ -113,16 +150,16 @@ impl Bridge {
     ) -> (
         Arc<Self>,
         mpsc::Receiver<Queued>,
-        mpsc::Receiver<proto::UpdateTools>,
+        mpsc::Receiver<SessionChange>,
     ) {
         let (outbound, receiver) = mpsc::channel(OUTBOUND_CAPACITY);
-        let (tool_updates, updates) = mpsc::channel(TOOL_UPDATES_CAPACITY);
+        let (changes, updates) = mpsc::channel(CHANGES_CAPACITY);
         let bridge = Arc::new(Self {
             session_id,
             origin,
             metrics,
             outbound,
-            tool_updates,
+            changes,
             closed: CancellationToken::new(),
             calls: Mutex::default(),
             queued: AtomicU64::new(0),
@@ -151,7 +188,7 @@ impl Bridge {
         };
         self.closed.cancel();
         for (_, caller) in waiting {
-            let _ = caller.answer.send(Err(InvokeError::BridgeEnded(reason)));
+            caller.answer.fail(InvokeError::BridgeEnded(reason));
         }
         true
     }
@@ -176,20 +213,43 @@ impl Bridge {
         tool: &str,
         progress: Option<ProgressSink>,
     ) -> Result<oneshot::Receiver<Answer>, BridgeEnd> {
+        let (answer, receiver) = oneshot::channel();
+        self.wait(request_id, tool, Pending::Tool(answer), progress)?;
+        Ok(receiver)
+    }
+
+    /// Records an MCP request that waits for the app's `McpResult`.
+    pub(crate) fn register_mcp(
+        &self,
+        request_id: &str,
+        method: &str,
+        progress: Option<ProgressSink>,
+    ) -> Result<oneshot::Receiver<McpAnswer>, BridgeEnd> {
+        let (answer, receiver) = oneshot::channel();
+        self.wait(request_id, method, Pending::Mcp(answer), progress)?;
+        Ok(receiver)
+    }
+
+    fn wait(
+        &self,
+        request_id: &str,
+        what: &str,
+        answer: Pending,
+        progress: Option<ProgressSink>,
+    ) -> Result<(), BridgeEnd> {
         let mut calls = self.calls();
         if let Some(reason) = calls.ended {
             return Err(reason);
         }
-        let (answer, receiver) = oneshot::channel();
         calls.waiting.insert(
             request_id.to_owned(),
             Waiting {
                 answer,
                 progress,
-                tool: tool.into(),
+                tool: what.into(),
             },
         );
-        Ok(receiver)
+        Ok(())
     }
 
     /// Passes a progress report to the waiting call; false when no call waits
@@ -238,12 +298,35 @@ impl Bridge {
         self.calls().cancelled.iter().any(|id| id == request_id)
     }
 
-    /// Hands the app's answer to the waiting call; false when none waits.
-    pub(crate) fn complete(&self, request_id: &str, answer: Answer) -> bool {
+    /// Hands the app's answer to the waiting call. A call that waits for
+    /// the other kind of answer (a tool result for an MCP request, say)
+    /// fails at once, as a malformed answer.
+    fn complete(&self, request_id: &str, reply: Reply) -> Result<(), Unmatched> {
         let caller = self.calls().waiting.remove(request_id);
-        match caller {
-            Some(caller) => caller.answer.send(answer).is_ok(),
-            None => false,
+        let Some(caller) = caller else {
+            return Err(Unmatched::NoCall);
+        };
+        match (caller.answer, reply) {
+            (Pending::Tool(answer), Reply::Tool(outcome)) => {
+                let _ = answer.send(Ok(outcome));
+                Ok(())
+            }
+            (Pending::Mcp(answer), Reply::Mcp(reply)) => {
+                let _ = answer.send(Ok(reply));
+                Ok(())
+            }
+            (pending, reply) => {
+                let (sent, expected) = match reply {
+                    Reply::Tool(_) => ("invoke_result", "mcp_result"),
+                    Reply::Mcp(_) => ("mcp_result", "invoke_result"),
+                };
+                pending.fail(InvokeError::MalformedAnswer {
+                    tool: caller.tool.into(),
+                    what: "result",
+                    problem: format!("the app answered with {sent}; this request expects {expected}"),
+                });
+                Err(Unmatched::WrongKind)
+            }
         }
     }
 
@@ -254,7 +337,7 @@ impl Bridge {
         match caller {
             Some(caller) => {
                 let error = fail(&caller.tool);
-                caller.answer.send(Err(error)).is_ok()
+                caller.answer.fail(error)
             }
             None => false,
         }
@@ -482,32 +565,30 @@ impl Bridge {
         match message.kind {
             Some(app_message::Kind::Result(result)) => {
                 let request_id = result.request_id;
-                let answer = match ToolOutcome::from_app(result.ok, result.content_json, result.error) {
-                    Ok(outcome) => Ok(outcome),
+                match ToolOutcome::from_app(result.ok, result.content_json, result.error) {
+                    Ok(outcome) => self.answered(request_id, Reply::Tool(outcome)),
                     Err(reason) => {
                         let problem = format!("content_json is not valid JSON: {reason}");
                         self.fail_malformed(request_id, true, &problem);
-                        return;
                     }
-                };
-                if !self.complete(&request_id, answer) {
-                    if self.was_cancelled(&request_id) {
-                        self.metrics.dropped(DropReason::Late);
-                        tracing::debug!(session = short_id(&self.session_id), request = short_request(&request_id), "result of a cancelled call dropped");
-                        return;
-                    }
-                    self.metrics.dropped(DropReason::UnknownRequest);
-                    if let Some(suppressed) = self.warnings.allow() {
-                        tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), suppressed, "result for no waiting call ignored");
-                    }
-                    self.notify(notice(
-                        format!(
-                            "no call is waiting for request id {}: it already timed out, was cancelled, or never existed; the result was ignored",
-                            crate::escape::quoted(&request_id)
-                        ),
-                        request_id,
-                    ));
                 }
+            }
+            Some(app_message::Kind::McpResult(result)) => {
+                let reply = match result.outcome {
+                    Some(mcp_result::Outcome::ResultJson(json)) => McpReply::result(json),
+                    Some(mcp_result::Outcome::Error(error)) => {
+                        McpReply::error(error.code, error.message, error.data_json)
+                    }
+                    None => Err("mcp_result carries neither a result nor an error".into()),
+                };
+                match reply {
+                    Ok(reply) => self.answered(result.request_id, Reply::Mcp(reply)),
+                    Err(problem) => self.fail_malformed(result.request_id, true, &problem),
+                }
+            }
+            Some(app_message::Kind::Log(record)) => self.log(record),
+            Some(app_message::Kind::ResourceUpdated(updated)) => {
+                self.change(SessionChange::ResourceUpdated(updated.uri));
             }
             Some(app_message::Kind::Progress(report)) => {
                 let request_id = report.request_id.clone();
@@ -525,13 +606,7 @@ impl Bridge {
             }
             Some(app_message::Kind::Pong(_)) => {}
             Some(app_message::Kind::UpdateTools(update)) => {
-                if self.tool_updates.try_send(update).is_err() {
-                    self.notify(notice(
-                        "too many tool updates at once: wait for ToolsUpdated before sending the next"
-                            .into(),
-                        String::new(),
-                    ));
-                }
+                self.change(SessionChange::Declarations(update));
             }
             Some(app_message::Kind::Hello(_)) => self.notify(notice(
                 format!(
@@ -545,6 +620,52 @@ impl Bridge {
                 String::new(),
             )),
         }
+    }
+
+    /// Hands an answer to the call it names; tells the app when none waits
+    /// for it (a cancelled call's late answer is dropped quietly).
+    fn answered(&self, request_id: String, reply: Reply) {
+        let quoted = crate::escape::quoted(&request_id);
+        let message = match self.complete(&request_id, reply) {
+            Ok(()) => return,
+            Err(Unmatched::WrongKind) => {
+                self.metrics.dropped(DropReason::Malformed);
+                format!(
+                    "the call with request id {quoted} failed: answer invoke_tool with invoke_result and mcp_request with mcp_result"
+                )
+            }
+            Err(Unmatched::NoCall) if self.was_cancelled(&request_id) => {
+                self.metrics.dropped(DropReason::Late);
+                tracing::debug!(session = short_id(&self.session_id), request = short_request(&request_id), "result of a cancelled call dropped");
+                return;
+            }
+            Err(Unmatched::NoCall) => {
+                self.metrics.dropped(DropReason::UnknownRequest);
+                if let Some(suppressed) = self.warnings.allow() {
+                    tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), suppressed, "result for no waiting call ignored");
+                }
+                format!(
+                    "no call is waiting for request id {quoted}: it already timed out, was cancelled, or never existed; the result was ignored"
+                )
+            }
+        };
+        self.notify(notice(message, request_id));
+    }
+
+    /// Passes a change of the session to the bridge's owner; refused (the
+    /// app is told) while too many wait.
+    fn change(&self, change: SessionChange) {
+        if self.changes.try_send(change).is_err() {
+            self.notify(notice(
+                "too many updates at once: wait for ToolsUpdated before sending the next".into(),
+                String::new(),
+            ));
+        }
+    }
+
+    /// A log record of a call in flight.
+    fn log(&self, record: proto::Log) {
+        tracing::debug!(session = short_id(&self.session_id), request = short_request(&record.request_id), "app log record not forwarded");
     }
 
     /// Fails the call a malformed result or progress report names, and tells

@@ -51,6 +51,68 @@ impl ToolOutcome {
     }
 }
 
+/// The app's answer to an MCP request other than `tools/call`
+/// (`resources/read`, `prompts/get`, `completion/complete`, ...).
+///
+/// A result is kept as the exact JSON text the app sent (checked to be one
+/// JSON object), as for tool results.
+#[derive(Debug)]
+pub enum McpReply {
+    /// The method's result object, exactly as the app wrote it.
+    Result(Box<RawValue>),
+    /// The JSON-RPC error the client receives.
+    Error(McpFailure),
+}
+
+/// A JSON-RPC error an app answered an MCP request with.
+#[derive(Debug)]
+pub struct McpFailure {
+    /// The JSON-RPC error code (for example -32002, resource not found).
+    pub code: i32,
+    /// What went wrong, as the app worded it.
+    pub message: String,
+    /// Extra data, exactly as the app wrote it.
+    pub data: Option<Box<RawValue>>,
+}
+
+impl McpReply {
+    /// A result from the app's `result_json`, which must be one JSON object.
+    pub fn result(result_json: String) -> Result<Self, String> {
+        if !result_json.trim_start().starts_with('{') {
+            return Err("result_json must be a JSON object (the MCP result)".into());
+        }
+        RawValue::from_string(result_json)
+            .map(Self::Result)
+            .map_err(|error| format!("result_json is not valid JSON: {error}"))
+    }
+
+    /// An error from the app's parts; `data_json` is empty for no data.
+    pub fn error(code: i32, message: String, data_json: String) -> Result<Self, String> {
+        let data = if data_json.trim().is_empty() {
+            None
+        } else {
+            Some(
+                RawValue::from_string(data_json)
+                    .map_err(|error| format!("error.data_json is not valid JSON: {error}"))?,
+            )
+        };
+        Ok(Self::Error(McpFailure {
+            code,
+            message,
+            data,
+        }))
+    }
+}
+
+/// What an app answered: a tool's outcome or an MCP request's reply.
+#[derive(Debug)]
+pub enum Reply {
+    /// The answer to an `InvokeTool`.
+    Tool(ToolOutcome),
+    /// The answer to an `McpRequest`.
+    Mcp(McpReply),
+}
+
 /// Why a tool call produced no answer from the app.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {

@@ -354,7 +354,7 @@ mod rest_bodies {
                 && tool.input_schema_json == object_schema), "{:?}", request.tools);
             let update = json!({"tools": tools}).to_string();
             let updated = rest::parse_update_tools(update.as_bytes());
-            prop_assert_eq!(updated.map(|tools| tools.len()).ok(), Some(names.len()));
+            prop_assert_eq!(updated.map(|update| update.tools.len()).ok(), Some(names.len()));
         }
 
         #[test]

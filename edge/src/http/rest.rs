@@ -33,7 +33,7 @@ use super::request::{
 };
 use super::spelling::pick;
 use super::state::EdgeState;
-use super::tool_body::{ToolBody, tool_definitions};
+use super::tool_body::{DeclarationsBody, ToolBody, tool_definitions};
 
 /// The session registration body, each two-spelling field under both keys.
 #[derive(Debug, Deserialize)]
@@ -51,6 +51,8 @@ pub struct CreateSessionBody {
     #[serde(rename = "chatId")]
     chat_id_camel: Option<String>,
     tools: Option<Vec<ToolBody>>,
+    #[serde(flatten)]
+    declarations: DeclarationsBody,
 }
 
 impl CreateSessionBody {
@@ -83,6 +85,7 @@ impl CreateSessionBody {
         let chat_id =
             pick("chat_id", self.chat_id, "chatId", self.chat_id_camel).map_err(invalid)?;
         let tools = tool_definitions(self.tools.unwrap_or_default())?;
+        let declarations = self.declarations.into_declarations()?;
         Ok(proto::CreateSessionRequest {
             metadata: Some(proto::SessionMetadata {
                 device_id,
@@ -91,6 +94,9 @@ impl CreateSessionBody {
                 chat_id: chat_id.unwrap_or_default(),
             }),
             tools,
+            resources: declarations.resources.unwrap_or_default(),
+            resource_templates: declarations.resource_templates.unwrap_or_default(),
+            prompts: declarations.prompts.unwrap_or_default(),
         })
     }
 }
@@ -221,10 +227,13 @@ pub async fn delete_session(
 }
 
 /// The body of `PUT /v1/chat/sessions/{id}/tools`: the creation body's tool
-/// array, which replaces the session's tools.
+/// array, which replaces the session's tools, and any of its other lists,
+/// which replace theirs (a list left out stays as it is).
 #[derive(Debug, Deserialize)]
 pub struct UpdateToolsBody {
     tools: Vec<ToolBody>,
+    #[serde(flatten)]
+    declarations: DeclarationsBody,
 }
 
 /// `PUT /v1/chat/sessions/{session_id}/tools` (the session token, or the app
@@ -239,8 +248,8 @@ pub async fn update_tools(
     check_session_token(&state, &session_id, Surface::Rest, &headers).await?;
     require_json(&headers)?;
     let body = read_body(body, state.config.max_body_bytes).await?;
-    let tools = parse_update_tools(&body)?;
-    let updated = state.hub.update_tools(&session_id, tools).await?;
+    let update = parse_update_tools(&body)?;
+    let updated = state.hub.update_tools(&session_id, update.tools).await?;
     Ok(Json(
         serde_json::json!({"ok": true, "tools": updated.tools}),
     ))
@@ -253,11 +262,13 @@ pub fn parse_create_session(body: &[u8]) -> Result<proto::CreateSessionRequest, 
     parse_json::<CreateSessionBody>(body)?.into_request()
 }
 
-/// A `PUT /v1/chat/sessions/{id}/tools` body, parsed up to the core's tool
-/// definitions.
+/// A `PUT /v1/chat/sessions/{id}/tools` body, parsed up to the core's
+/// update.
 #[doc(hidden)]
-pub fn parse_update_tools(body: &[u8]) -> Result<Vec<proto::ToolDefinition>, ApiError> {
-    tool_definitions(parse_json::<UpdateToolsBody>(body)?.tools)
+pub fn parse_update_tools(body: &[u8]) -> Result<proto::UpdateTools, ApiError> {
+    let body = parse_json::<UpdateToolsBody>(body)?;
+    let tools = tool_definitions(body.tools)?;
+    Ok(body.declarations.into_declarations()?.into_update(tools))
 }
 
 /// The base URL for `bridge_url` and `mcp_url`: the configured public URL;

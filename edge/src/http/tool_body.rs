@@ -1,7 +1,9 @@
-//! Tool definitions as apps send them, in the REST body and the WebSocket
-//! `update_tools` frame alike: both spellings of each field (the documented
-//! snake_case and the original implementation's camelCase), each problem
-//! named by its place (`tools[2]: ...`). The core then validates the tools.
+//! Tool definitions, and the resources, resource templates and prompts
+//! declared beside them, as apps send them, in the REST body and the
+//! WebSocket `update_tools` frame alike: both spellings of each field (the
+//! documented snake_case and the original implementation's camelCase, or
+//! MCP's own camelCase inside a declaration), each problem named by its
+//! place (`tools[2]: ...`). The core then validates them.
 
 use openclaw_proxy_core::proto;
 use serde::Deserialize;
@@ -62,4 +64,211 @@ pub fn tool_definitions(tools: Vec<ToolBody>) -> Result<Vec<proto::ToolDefinitio
         .enumerate()
         .map(|(index, tool)| tool.into_definition(index))
         .collect()
+}
+
+/// The lists a session declares beside its tools (registration body,
+/// `PUT .../tools` body, WebSocket `update_tools` frame): resources,
+/// resource templates and prompts, with MCP's field names inside each entry
+/// (snake_case accepted as well). A list left out is `None`: at creation an
+/// empty list, in an update "unchanged".
+#[derive(Debug, Default, Deserialize)]
+pub struct DeclarationsBody {
+    resources: Option<Vec<ResourceBody>>,
+    resource_templates: Option<Vec<TemplateBody>>,
+    #[serde(rename = "resourceTemplates")]
+    resource_templates_camel: Option<Vec<TemplateBody>>,
+    prompts: Option<Vec<PromptBody>>,
+}
+
+/// The declarations of a body, as the core's messages; `None` where the
+/// body left a list out.
+#[derive(Debug, Default)]
+pub struct Declarations {
+    /// The session's documents.
+    pub resources: Option<Vec<proto::ResourceDefinition>>,
+    /// Its families of documents, by URI template.
+    pub resource_templates: Option<Vec<proto::ResourceTemplateDefinition>>,
+    /// Its ready-made prompts.
+    pub prompts: Option<Vec<proto::PromptDefinition>>,
+}
+
+impl DeclarationsBody {
+    /// The core's definitions, or the first problem found, naming its place.
+    pub fn into_declarations(self) -> Result<Declarations, ApiError> {
+        let templates = pick(
+            "resource_templates",
+            self.resource_templates,
+            "resourceTemplates",
+            self.resource_templates_camel,
+        )
+        .map_err(ApiError::InvalidBody)?;
+        let resources = self
+            .resources
+            .map(|list| each(list, "resources", ResourceBody::into_definition))
+            .transpose()?;
+        let resource_templates = templates
+            .map(|list| each(list, "resource_templates", TemplateBody::into_definition))
+            .transpose()?;
+        let prompts = self
+            .prompts
+            .map(|list| each(list, "prompts", PromptBody::into_definition))
+            .transpose()?;
+        Ok(Declarations {
+            resources,
+            resource_templates,
+            prompts,
+        })
+    }
+}
+
+impl Declarations {
+    /// The bridge's update message: `tools` and these lists (each `None`
+    /// leaves the session's list as it is).
+    pub fn into_update(self, tools: Vec<proto::ToolDefinition>) -> proto::UpdateTools {
+        proto::UpdateTools {
+            tools,
+            resources: self
+                .resources
+                .map(|resources| proto::ResourceList { resources }),
+            resource_templates: self
+                .resource_templates
+                .map(|resource_templates| proto::ResourceTemplateList { resource_templates }),
+            prompts: self.prompts.map(|prompts| proto::PromptList { prompts }),
+        }
+    }
+}
+
+/// Converts each entry of a list, naming the entry (`resources[2]: ...`)
+/// in the error.
+fn each<B, D>(
+    list: Vec<B>,
+    field: &str,
+    convert: fn(B) -> Result<D, String>,
+) -> Result<Vec<D>, ApiError> {
+    list.into_iter()
+        .enumerate()
+        .map(|(index, body)| {
+            convert(body).map_err(|problem| ApiError::InvalidBody(format!("{field}[{index}]: {problem}")))
+        })
+        .collect()
+}
+
+/// A JSON value as the text the contract carries; absent or `null` is empty.
+fn json_text(value: Option<Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(value) => value.to_string(),
+    }
+}
+
+/// One resource (MCP `Resource`).
+#[derive(Debug, Deserialize, PartialEq)]
+pub struct ResourceBody {
+    uri: Option<String>,
+    name: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    #[serde(rename = "mimeType")]
+    mime_type: Option<String>,
+    #[serde(rename = "mime_type")]
+    mime_type_snake: Option<String>,
+    size: Option<u64>,
+    annotations: Option<Value>,
+    icons: Option<Value>,
+}
+
+impl ResourceBody {
+    fn into_definition(self) -> Result<proto::ResourceDefinition, String> {
+        let mime_type = pick("mime_type", self.mime_type_snake, "mimeType", self.mime_type)?;
+        Ok(proto::ResourceDefinition {
+            uri: self.uri.unwrap_or_default(),
+            name: self.name.unwrap_or_default(),
+            title: self.title.unwrap_or_default(),
+            description: self.description.unwrap_or_default(),
+            mime_type: mime_type.unwrap_or_default(),
+            size: self.size,
+            annotations_json: json_text(self.annotations),
+            icons_json: json_text(self.icons),
+        })
+    }
+}
+
+/// One resource template (MCP `ResourceTemplate`).
+#[derive(Debug, Deserialize, PartialEq)]
+pub struct TemplateBody {
+    #[serde(rename = "uriTemplate")]
+    uri_template: Option<String>,
+    #[serde(rename = "uri_template")]
+    uri_template_snake: Option<String>,
+    name: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    #[serde(rename = "mimeType")]
+    mime_type: Option<String>,
+    #[serde(rename = "mime_type")]
+    mime_type_snake: Option<String>,
+    annotations: Option<Value>,
+    icons: Option<Value>,
+}
+
+impl TemplateBody {
+    fn into_definition(self) -> Result<proto::ResourceTemplateDefinition, String> {
+        let uri_template = pick(
+            "uri_template",
+            self.uri_template_snake,
+            "uriTemplate",
+            self.uri_template,
+        )?;
+        let mime_type = pick("mime_type", self.mime_type_snake, "mimeType", self.mime_type)?;
+        Ok(proto::ResourceTemplateDefinition {
+            uri_template: uri_template.unwrap_or_default(),
+            name: self.name.unwrap_or_default(),
+            title: self.title.unwrap_or_default(),
+            description: self.description.unwrap_or_default(),
+            mime_type: mime_type.unwrap_or_default(),
+            annotations_json: json_text(self.annotations),
+            icons_json: json_text(self.icons),
+        })
+    }
+}
+
+/// One prompt (MCP `Prompt`).
+#[derive(Debug, Deserialize, PartialEq)]
+pub struct PromptBody {
+    name: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    arguments: Option<Vec<PromptArgumentBody>>,
+    icons: Option<Value>,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Deserialize, PartialEq)]
+pub struct PromptArgumentBody {
+    name: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    required: Option<bool>,
+}
+
+impl PromptBody {
+    fn into_definition(self) -> Result<proto::PromptDefinition, String> {
+        Ok(proto::PromptDefinition {
+            name: self.name.unwrap_or_default(),
+            title: self.title.unwrap_or_default(),
+            description: self.description.unwrap_or_default(),
+            arguments: self
+                .arguments
+                .unwrap_or_default()
+                .into_iter()
+                .map(|argument| proto::PromptArgument {
+                    name: argument.name.unwrap_or_default(),
+                    title: argument.title.unwrap_or_default(),
+                    description: argument.description.unwrap_or_default(),
+                    required: argument.required.unwrap_or_default(),
+                })
+                .collect(),
+            icons_json: json_text(self.icons),
+        })
+    }
 }

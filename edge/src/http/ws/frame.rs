@@ -12,7 +12,10 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::http::spelling::pick;
-use crate::http::tool_body::{ToolBody, tool_definitions};
+use crate::http::tool_body::{DeclarationsBody, ToolBody, tool_definitions};
+
+/// The frame types an app may send, for the messages that list them.
+const APP_FRAME_TYPES: &str = "\"invoke_result\", \"mcp_result\", \"progress\", \"log\", \"update_tools\", \"resource_updated\" or \"pong\"";
 
 /// The JSON frames for one core message.
 pub(super) fn render(message: proto::ProxyMessage) -> Vec<Message> {
@@ -22,18 +25,16 @@ pub(super) fn render(message: proto::ProxyMessage) -> Vec<Message> {
     let text = match kind {
         // The legacy protocol has no attach confirmation: the upgrade is it.
         proxy_message::Kind::Attached(_) => return Vec::new(),
-        proxy_message::Kind::Invoke(invoke) => {
-            return match invoke_frame(&invoke) {
-                Ok(text) => vec![Message::Text(text.into())],
-                Err(error) => {
-                    tracing::error!(%error, "an invocation could not be rendered as JSON");
-                    Vec::new()
-                }
-            };
-        }
-        proxy_message::Kind::ToolsUpdated(updated) => {
-            json!({"type": "tools_updated", "tools": updated.tools})
-        }
+        proxy_message::Kind::Invoke(invoke) => return rendered(invoke_frame(&invoke)),
+        proxy_message::Kind::McpRequest(request) => return rendered(mcp_request_frame(&request)),
+        proxy_message::Kind::ToolsUpdated(updated) => json!({
+            "type": "tools_updated",
+            "tools": updated.tools,
+            "resources": updated.resources,
+            "resource_templates": updated.resource_templates,
+            "resourceTemplates": updated.resource_templates,
+            "prompts": updated.prompts,
+        }),
         proxy_message::Kind::Cancel(cancel) => json!({
             "type": "cancel_tool",
             "request_id": cancel.request_id,
@@ -52,17 +53,84 @@ pub(super) fn render(message: proto::ProxyMessage) -> Vec<Message> {
     vec![Message::Text(text.to_string().into())]
 }
 
+/// One rendered frame, or none (logged) when the core's message held text
+/// that is not the JSON it promised.
+fn rendered(frame: Result<String, serde_json::Error>) -> Vec<Message> {
+    match frame {
+        Ok(text) => vec![Message::Text(text.into())],
+        Err(error) => {
+            tracing::error!(%error, "a message for the app could not be rendered as JSON");
+            Vec::new()
+        }
+    }
+}
+
+/// Who is calling, as the frames name it.
+#[derive(Serialize)]
+struct Client<'a> {
+    name: &'a str,
+    version: &'a str,
+    #[serde(rename = "protocolVersion")]
+    protocol_version: &'a str,
+}
+
+impl<'a> Client<'a> {
+    /// The caller, or `None` when nothing is known of it.
+    fn of(client: Option<&'a proto::CallerInfo>) -> Option<Self> {
+        client
+            .filter(|client| {
+                !(client.name.is_empty()
+                    && client.version.is_empty()
+                    && client.protocol_version.is_empty())
+            })
+            .map(|client| Client {
+                name: &client.name,
+                version: &client.version,
+                protocol_version: &client.protocol_version,
+            })
+    }
+}
+
+/// `mcp_request`, serialized straight from the request, `params` exactly
+/// as the client sent them.
+fn mcp_request_frame(request: &proto::McpRequest) -> Result<String, serde_json::Error> {
+    #[derive(Serialize)]
+    struct Frame<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        #[serde(rename = "mcpSessionId")]
+        session_id: &'a str,
+        request_id: &'a str,
+        #[serde(rename = "requestId")]
+        request_id_camel: &'a str,
+        method: &'a str,
+        params: &'a RawValue,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        client: Option<Client<'a>>,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        traceparent: &'a str,
+    }
+    let params: &RawValue = if request.params_json.is_empty() {
+        serde_json::from_str("{}")?
+    } else {
+        serde_json::from_str(&request.params_json)?
+    };
+    serde_json::to_string(&Frame {
+        kind: "mcp_request",
+        session_id: &request.session_id,
+        request_id: &request.request_id,
+        request_id_camel: &request.request_id,
+        method: &request.method,
+        params,
+        client: Client::of(request.client.as_ref()),
+        traceparent: &request.trace_parent,
+    })
+}
+
 /// `invoke_tool`, serialized straight from the invocation (the call's hot
 /// path: no intermediate JSON tree). `_meta` and `client` are left out when
 /// there is nothing to say.
 fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error> {
-    #[derive(Serialize)]
-    struct Client<'a> {
-        name: &'a str,
-        version: &'a str,
-        #[serde(rename = "protocolVersion")]
-        protocol_version: &'a str,
-    }
     #[derive(Serialize)]
     struct Frame<'a> {
         #[serde(rename = "type")]
@@ -90,19 +158,7 @@ fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error>
     } else {
         Some(serde_json::from_str(&invoke.meta_json)?)
     };
-    let client = invoke
-        .client
-        .as_ref()
-        .filter(|client| {
-            !(client.name.is_empty()
-                && client.version.is_empty()
-                && client.protocol_version.is_empty())
-        })
-        .map(|client| Client {
-            name: &client.name,
-            version: &client.version,
-            protocol_version: &client.protocol_version,
-        });
+    let client = Client::of(invoke.client.as_ref());
     serde_json::to_string(&Frame {
         kind: "invoke_tool",
         session_id: &invoke.session_id,
@@ -152,6 +208,16 @@ struct AppFrame<'a> {
     message: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tools: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    level: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    logger: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    uri: Option<&'a RawValue>,
 }
 
 /// Types one raw field; the error says what the field must be.
@@ -208,9 +274,8 @@ pub(super) fn parse_frame(text: &str) -> Result<Parsed, String> {
     }
     let frame: AppFrame<'_> = serde_json::from_str(text)
         .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
-    let kind: Cow<'_, str> = typed(frame.kind, "type", "a string")?.ok_or_else(|| {
-        "frame has no \"type\": expected \"invoke_result\", \"progress\", \"update_tools\" or \"pong\"".to_owned()
-    })?;
+    let kind: Cow<'_, str> = typed(frame.kind, "type", "a string")?
+        .ok_or_else(|| format!("frame has no \"type\": expected {APP_FRAME_TYPES}"))?;
     let request_id = || -> Result<Option<String>, String> {
         let snake: Option<Cow<'_, str>> = typed(frame.request_id, "request_id", "a string")?;
         let camel: Option<Cow<'_, str>> = typed(frame.request_id_camel, "requestId", "a string")?;
@@ -261,17 +326,115 @@ pub(super) fn parse_frame(text: &str) -> Result<Parsed, String> {
                 format!("update_tools \"tools\" is not a tool array: {error}")
             })?;
             let tools = tool_definitions(tools).map_err(|error| error.to_string())?;
-            Ok(Parsed::ToCore(Inbound::Message(proto::AppMessage {
-                kind: Some(app_message::Kind::UpdateTools(proto::UpdateTools { tools })),
+            let declarations: DeclarationsBody = serde_json::from_str(text).map_err(|error| {
+                let error = error.to_string();
+                let error = openclaw_proxy_core::escape::truncated_to(&error, 256);
+                format!("update_tools declarations are malformed: {error}")
+            })?;
+            let update = declarations
+                .into_declarations()
+                .map_err(|error| error.to_string())?
+                .into_update(tools);
+            Ok(to_core(app_message::Kind::UpdateTools(update)))
+        }
+        "mcp_result" => {
+            let request_id = request_id()?
+                .ok_or_else(|| "mcp_result has no \"request_id\" (or \"requestId\")".to_owned())?;
+            Ok(Parsed::ToCore(match mcp_result_of(&frame, request_id.clone()) {
+                Ok(result) => Inbound::Message(proto::AppMessage {
+                    kind: Some(app_message::Kind::McpResult(result)),
+                }),
+                Err(problem) => Inbound::Malformed {
+                    request_id,
+                    result: true,
+                    problem,
+                },
+            }))
+        }
+        "log" => {
+            let request_id = request_id()?
+                .ok_or_else(|| "log has no \"request_id\" (or \"requestId\")".to_owned())?;
+            let level: Option<Cow<'_, str>> = typed(frame.level, "level", "a string")?;
+            let logger: Option<Cow<'_, str>> = typed(frame.logger, "logger", "a string")?;
+            Ok(to_core(app_message::Kind::Log(proto::Log {
+                request_id,
+                level: level
+                    .ok_or_else(|| "log has no \"level\"".to_owned())?
+                    .into_owned(),
+                logger: logger.map(Cow::into_owned).unwrap_or_default(),
+                data_json: frame
+                    .data
+                    .map(|raw| raw.get().to_owned())
+                    .unwrap_or_default(),
             })))
+        }
+        "resource_updated" => {
+            let uri: Cow<'_, str> = typed(frame.uri, "uri", "a string")?
+                .ok_or_else(|| "resource_updated has no \"uri\"".to_owned())?;
+            Ok(to_core(app_message::Kind::ResourceUpdated(
+                proto::ResourceUpdated {
+                    uri: uri.into_owned(),
+                },
+            )))
         }
         "pong" => Ok(Parsed::ToCore(pong())),
         "ping" => Ok(Parsed::Ping),
         other => Err(format!(
-            "unknown frame type {:?}: expected \"invoke_result\", \"progress\", \"update_tools\" or \"pong\"",
+            "unknown frame type {:?}: expected {APP_FRAME_TYPES}",
             truncate(other)
         )),
     }
+}
+
+/// A well-formed message for the core.
+fn to_core(kind: app_message::Kind) -> Parsed {
+    Parsed::ToCore(Inbound::Message(proto::AppMessage { kind: Some(kind) }))
+}
+
+/// The answer an `mcp_result` frame carries: `result` (a JSON object, passed
+/// on as written) or `error` (`{"code", "message", "data"}`), exactly one.
+fn mcp_result_of(frame: &AppFrame<'_>, request_id: String) -> Result<proto::McpResult, String> {
+    #[derive(Deserialize)]
+    struct ErrorObject<'a> {
+        code: i32,
+        #[serde(borrow)]
+        message: Cow<'a, str>,
+        #[serde(borrow, default)]
+        data: Option<&'a RawValue>,
+    }
+    let outcome = match (frame.result, frame.error) {
+        (Some(result), None) => {
+            if !result.get().starts_with('{') {
+                return Err(format!(
+                    "\"result\" must be a JSON object (the MCP result), not {}",
+                    truncate(result.get())
+                ));
+            }
+            proto::mcp_result::Outcome::ResultJson(result.get().to_owned())
+        }
+        (None, Some(error)) => {
+            let error: ErrorObject<'_> = serde_json::from_str(error.get()).map_err(|_| {
+                format!(
+                    "\"error\" must be a JSON-RPC error object {{\"code\": integer, \"message\": string, \"data\"?}}, not {}",
+                    truncate(error.get())
+                )
+            })?;
+            proto::mcp_result::Outcome::Error(proto::McpError {
+                code: error.code,
+                message: error.message.into_owned(),
+                data_json: error
+                    .data
+                    .map(|raw| raw.get().to_owned())
+                    .unwrap_or_default(),
+            })
+        }
+        (Some(_), Some(_)) => return Err("mcp_result carries both \"result\" and \"error\": send one".into()),
+        (None, None) => return Err("mcp_result carries neither \"result\" nor \"error\"".into()),
+    };
+    Ok(proto::McpResult {
+        request_id,
+        outcome: Some(outcome),
+    })
 }
 
 /// The result an `invoke_result` frame carries. When `ok` is missing it is
