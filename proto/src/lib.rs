@@ -8,8 +8,11 @@
 //!   file descriptor set that server reflection serves.
 //! - [`tools`]: what a valid tool definition is, for every surface that
 //!   accepts one (gRPC, REST, the stdio binary's tool files).
+//! - [`catalog`]: what a valid resource, resource template and prompt
+//!   declaration is.
 //! - [`mcp`] (feature `mcp`): how a tool's result becomes MCP content.
 
+pub mod catalog;
 pub mod tools;
 
 #[cfg(feature = "mcp")]
