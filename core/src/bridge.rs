@@ -5,7 +5,7 @@
 //! A bridge ends exactly once. Ending it fails every call still waiting on it
 //! at once, with a message that says why, so no caller ever waits for the
 //! tool timeout on a bridge that is already gone. The bridge knows nothing of
-//! sessions or of the hub: whoever attached it runs [`drive`] and learns from
+//! sessions or of the hub: whoever attached it runs `drive` and learns from
 //! its return value how the bridge ended.
 
 use std::collections::HashMap;
@@ -374,7 +374,7 @@ impl Bridge {
 ///
 /// Dropping the stream before the bridge ended (the app's connection went
 /// away) counts as a disconnect: the bridge ends, the calls waiting on it
-/// fail at once, and [`drive`] returns so its owner detaches it.
+/// fail at once, and `drive` returns so its owner detaches it.
 pub struct BridgeStream {
     receiver: mpsc::Receiver<Queued>,
     bridge: Arc<Bridge>,

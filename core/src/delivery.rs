@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use crate::call::CallContext;
 use crate::directory::SessionRecord;
-use crate::hub::CallContext;
 use crate::outcome::{InvokeError, ToolOutcome};
 
 /// A call for a session whose bridge is not attached to this process.

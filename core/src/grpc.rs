@@ -247,7 +247,7 @@ impl SessionService for GrpcService {
         let request = request.into_inner();
         check_required_metadata(&request)?;
         self.hub
-            .create_session_from(request, origin, client)
+            .create_session(request, origin, client)
             .await
             .map(Response::new)
             .map_err(status_of)
@@ -369,7 +369,7 @@ impl BridgeService for GrpcService {
             .filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
         let outbound = self
             .hub
-            .attach_from(hello, inbound, origin)
+            .attach(hello, inbound, origin)
             .await
             .map_err(status_of)?;
         let outbound = outbound.map(move |item| {

@@ -2,7 +2,7 @@
 //! them to the MCP client's trace before and to the app's spans after.
 //!
 //! A tool call runs through three spans: the MCP request (edge), the
-//! invocation ([`crate::Hub::invoke_with`]) and the bridge round trip (the
+//! invocation ([`crate::Hub::invoke_json`]) and the bridge round trip (the
 //! call on the app's bridge, or the request to the node that holds it). The
 //! app receives a `traceparent` naming the round trip span as its parent,
 //! so its own spans join the same trace; between nodes it travels in a NATS

@@ -35,14 +35,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::Node;
 use super::directory::NatsDirectory;
-use super::outbox::{Outbox, Outgoing};
+use super::outbox::{Outbox, Outgoing, Reply};
 use super::wire::{
     self, Answer, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS, Progress,
     ReadAnswer,
 };
+use crate::call::CallContext;
 use crate::delivery::{RemoteCall, RemoteDelivery};
 use crate::directory::SessionRecord;
-use crate::hub::{CallContext, WeakHub, short};
+use crate::escape::short_id as short;
+use crate::hub::WeakHub;
 use crate::outcome::{InvokeError, ToolOutcome};
 use crate::proto;
 use crate::trace;
@@ -57,16 +59,6 @@ const HOLDER_SILENCE: Duration = Duration::from_secs(3);
 const ANSWER_HEADERS_BYTES: usize = 64;
 /// Messages of one call buffered on the calling node.
 const REPLY_BUFFER: usize = 256;
-
-/// What reaches a waiting call on the calling node.
-pub(crate) enum Reply {
-    /// A message on the call's reply subject. Boxed: a channel allocates its
-    /// first block of 32 slots up front, and per call that block is 32
-    /// pointers rather than 32 whole messages.
-    Nats(Box<Message>),
-    /// The call could not be sent to NATS, and why.
-    Unsent(InvokeError),
-}
 
 type Waiting = Mutex<HashMap<u64, mpsc::Sender<Reply>>>;
 

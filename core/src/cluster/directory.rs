@@ -21,7 +21,8 @@ use tokio::time::Instant;
 use super::Node;
 use super::wire::StoredSession;
 use crate::directory::{DirectoryError, SessionDirectory, SessionRecord};
-use crate::hub::{WeakHub, short};
+use crate::escape::short_id as short;
+use crate::hub::WeakHub;
 use crate::outcome::BridgeEnd;
 use crate::tools::{Tool, ToolSetCache};
 

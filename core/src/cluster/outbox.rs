@@ -24,11 +24,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_nats::{HeaderMap, Subject};
+use async_nats::{HeaderMap, Message, Subject};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::delivery::Reply;
 use crate::outcome::InvokeError;
 
 /// Messages queued at most; a full queue holds the publishing call up.
@@ -36,6 +35,16 @@ const QUEUE: usize = 1024;
 /// Messages handed to the client per turn at most: tokio's budget of
 /// channel sends per task poll, so one turn is one write.
 const BATCH: usize = 128;
+
+/// What reaches a waiting call on the calling node.
+pub(crate) enum Reply {
+    /// A message on the call's reply subject. Boxed: a channel allocates its
+    /// first block of 32 slots up front, and per call that block is 32
+    /// pointers rather than 32 whole messages.
+    Nats(Box<Message>),
+    /// The call could not be sent to NATS, and why.
+    Unsent(InvokeError),
+}
 
 /// One message of a call.
 pub(crate) struct Outgoing {

@@ -141,10 +141,7 @@ pub async fn create_session(
             &state.hub.config().limits.trusted_proxies,
         )
     });
-    let created = state
-        .hub
-        .create_session_from(request, origin, client)
-        .await?;
+    let created = state.hub.create_session(request, origin, client).await?;
     let session_id = created.session_id;
     let head = RequestHead {
         headers: &headers,

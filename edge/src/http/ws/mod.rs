@@ -158,7 +158,7 @@ async fn run_bridge(state: EdgeState, session_id: String, origin: Origin, socket
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.
     let inbound = app_messages(stream, to_app, state.hub.metrics().clone(), too_big.clone());
-    match state.hub.attach_from(hello, inbound, origin).await {
+    match state.hub.attach(hello, inbound, origin).await {
         Ok(outbound) => {
             let write_timeout = state.config.connections.write_timeout;
             write_frames(sink, outbound, local, write_timeout, too_big).await;

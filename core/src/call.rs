@@ -1,0 +1,26 @@
+//! What travels with a tool call besides its tool and arguments.
+//!
+//! Both the hub, which runs a call, and the delivery seam, which carries a
+//! call to a bridge held elsewhere, name [`CallContext`]; it lives below
+//! both so that neither imports the other.
+
+use crate::audit::Origin;
+use crate::progress::ProgressSink;
+use crate::proto;
+
+/// What the proxy knows about a call besides its tool and arguments: it
+/// reaches the app with the invocation.
+#[derive(Debug, Default)]
+pub struct CallContext {
+    /// The MCP request's `params._meta`, as JSON text; empty when it had none.
+    pub meta_json: String,
+    /// Who is calling.
+    pub client: proto::CallerInfo,
+    /// Where the app's progress reports go, if the caller wants them.
+    pub progress: Option<ProgressSink>,
+    /// The caller's W3C `traceparent` (from the MCP request or the node that
+    /// forwarded the call); empty when it sent none.
+    pub trace_parent: String,
+    /// Where the call came from, for the audit log.
+    pub origin: Origin,
+}

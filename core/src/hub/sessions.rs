@@ -1,0 +1,193 @@
+//! Sessions: creation (within the limits, with freshly minted tokens), what
+//! a session is, its tools replaced, and its deletion.
+
+use std::sync::Arc;
+
+use super::{Hub, HubError};
+use crate::audit::{self, Origin};
+use crate::auth::SessionTokens;
+use crate::directory::SessionRecord;
+use crate::escape::short_id as short;
+use crate::limits::LimitError;
+use crate::outcome::BridgeEnd;
+use crate::proto;
+use crate::tools::{Tool, validate_tools};
+
+impl Hub {
+    /// Registers a session with validated tools, for a request from `origin`
+    /// (audit log); `client` is the address its creation rate is counted
+    /// against (`None` when unknown).
+    pub async fn create_session(
+        &self,
+        request: proto::CreateSessionRequest,
+        origin: Origin,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<proto::CreateSessionResponse, HubError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(HubError::ShuttingDown);
+        }
+        let limits = &self.inner.config.limits;
+        if let (Some(creations), Some(client)) = (&self.inner.creations, client) {
+            creations.check(client)?;
+        }
+        if limits.max_sessions > 0 && self.inner.directory.len() >= limits.max_sessions {
+            return Err(LimitError::TooManySessions {
+                limit: limits.max_sessions,
+            }
+            .into());
+        }
+        limits.check_tools(&request.tools)?;
+        let tools = validate_tools(request.tools)?;
+        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let tokens = SessionTokens::mint()?;
+        let record = SessionRecord::new(
+            id.clone(),
+            request.metadata.unwrap_or_default(),
+            self.inner.tool_sets.intern(tools),
+            tokens.credentials(),
+        );
+        self.inner.directory.create(Arc::new(record)).await?;
+        audit::event("session_created", &id, origin);
+        Ok(proto::CreateSessionResponse {
+            session_id: id.to_string(),
+            session_token: tokens.session_token,
+            mcp_token: tokens.mcp_token,
+        })
+    }
+
+    /// Removes a session, ending its bridge and failing its calls. Idempotent.
+    pub async fn delete_session(
+        &self,
+        request: proto::DeleteSessionRequest,
+    ) -> Result<proto::DeleteSessionResponse, HubError> {
+        self.delete_session_from(request, Origin::default()).await
+    }
+
+    /// [`Hub::delete_session`] for a request from `origin` (audit log).
+    pub async fn delete_session_from(
+        &self,
+        request: proto::DeleteSessionRequest,
+        origin: Origin,
+    ) -> Result<proto::DeleteSessionResponse, HubError> {
+        let existed = self.inner.directory.remove(&request.session_id).await?;
+        self.end_local_bridge(&request.session_id, BridgeEnd::SessionDeleted);
+        if existed {
+            audit::event("session_deleted", &request.session_id, origin);
+        }
+        Ok(proto::DeleteSessionResponse { existed })
+    }
+
+    /// Describes a live session. `calls_in_flight` counts the calls on
+    /// bridges attached to this process.
+    pub async fn get_session(
+        &self,
+        request: proto::GetSessionRequest,
+    ) -> Result<proto::GetSessionResponse, HubError> {
+        let record = self.record(&request.session_id).await?;
+        let (bridge_connected, calls_in_flight) = match self.inner.local(&record.id) {
+            Some(local) => {
+                let state = local.state();
+                (state.bridge.is_some(), state.calls_in_flight)
+            }
+            None => (false, 0),
+        };
+        Ok(proto::GetSessionResponse {
+            session_id: record.id.to_string(),
+            metadata: Some(record.metadata.clone()),
+            tools: record.tools().iter().map(Tool::to_proto).collect(),
+            bridge_connected,
+            calls_in_flight,
+            ..proto::GetSessionResponse::default()
+        })
+    }
+
+    /// The tools of a live session, for MCP `tools/list`.
+    pub async fn tools(&self, session_id: &str) -> Result<Arc<[Tool]>, HubError> {
+        Ok(self.record(session_id).await?.tools())
+    }
+
+    /// Whether a live session has this id.
+    pub async fn session_exists(&self, session_id: &str) -> Result<bool, HubError> {
+        match self.record(session_id).await {
+            Ok(_) => Ok(true),
+            Err(HubError::UnknownSession(_)) => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Replaces a session's tools, validated as at creation.
+    pub async fn update_tools(
+        &self,
+        session_id: &str,
+        definitions: Vec<proto::ToolDefinition>,
+    ) -> Result<proto::UpdateToolsResponse, HubError> {
+        self.inner.config.limits.check_tools(&definitions)?;
+        let tools = validate_tools(definitions)?;
+        let count = u32::try_from(tools.len()).unwrap_or(u32::MAX);
+        let tools = self.inner.tool_sets.intern(tools);
+        if !self.inner.directory.update_tools(session_id, tools).await? {
+            return Err(HubError::UnknownSession(session_id.to_owned()));
+        }
+        tracing::info!(session = short(session_id), tools = count, "tools updated");
+        Ok(proto::UpdateToolsResponse {
+            tools: count,
+            ..proto::UpdateToolsResponse::default()
+        })
+    }
+
+    /// Number of live sessions this process knows of.
+    pub fn session_count(&self) -> usize {
+        self.inner.directory.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{config, session};
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn sessions_and_tools_past_their_limits_are_refused_naming_the_setting() {
+        let mut limited = config();
+        limited.limits.max_sessions = 1;
+        limited.limits.max_tools_per_session = 1;
+        let hub = Hub::new(limited);
+        let id = session(&hub).await;
+        let refused = hub
+            .create_session(
+                proto::CreateSessionRequest::default(),
+                Origin::default(),
+                None,
+            )
+            .await
+            .expect_err("second session");
+        assert!(
+            matches!(
+                refused,
+                HubError::Limit(LimitError::TooManySessions { limit: 1 })
+            ),
+            "{refused}"
+        );
+        let two = ["a", "b"].map(|name| proto::ToolDefinition {
+            name: name.into(),
+            ..Default::default()
+        });
+        let refused = hub
+            .update_tools(&id, two.to_vec())
+            .await
+            .expect_err("two tools");
+        assert!(
+            refused
+                .to_string()
+                .contains("OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION"),
+            "{refused}"
+        );
+        // Deleting makes room again.
+        let deleted = hub
+            .delete_session(proto::DeleteSessionRequest { session_id: id })
+            .await
+            .expect("delete");
+        assert!(deleted.existed);
+        session(&hub).await;
+    }
+}
