@@ -16,8 +16,19 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::auth::SessionCredentials;
+use crate::catalog::Catalog;
 use crate::proto;
 use crate::tools::Tool;
+
+/// What a session offers: its tools and what it serves besides them,
+/// replaced together by an update.
+#[derive(Clone, Debug)]
+pub struct Offer {
+    /// The validated tools, shared between sessions with the same set.
+    pub tools: Arc<[Tool]>,
+    /// Its resources, resource templates and prompts.
+    pub catalog: Arc<Catalog>,
+}
 
 /// A session as the directory knows it.
 #[derive(Debug)]
@@ -26,9 +37,9 @@ pub struct SessionRecord {
     pub id: Arc<str>,
     /// What the app said about itself at registration.
     pub metadata: proto::SessionMetadata,
-    /// The validated tools, shared between sessions that registered the same
-    /// set; replaced whole by a tool update.
-    tools: RwLock<Arc<[Tool]>>,
+    /// The validated tools (shared between sessions that registered the
+    /// same set) and catalog; replaced whole by an update.
+    offer: RwLock<Offer>,
     /// The digests of the session's own tokens (never the tokens).
     pub credentials: SessionCredentials,
     /// Counts the calls made in this session, for request ids.
@@ -57,7 +68,10 @@ impl SessionRecord {
         Self {
             id,
             metadata,
-            tools: RwLock::new(tools),
+            offer: RwLock::new(Offer {
+                tools,
+                catalog: crate::catalog::empty(),
+            }),
             credentials,
             calls_made: AtomicU64::new(calls_made),
         }
@@ -75,17 +89,34 @@ impl SessionRecord {
         self.calls_made.fetch_max(calls_made, Ordering::Relaxed);
     }
 
-    /// The session's tools.
-    pub fn tools(&self) -> Arc<[Tool]> {
-        self.tools
-            .read()
+    /// The record with this catalog.
+    #[must_use]
+    pub fn with_catalog(self, catalog: Arc<Catalog>) -> Self {
+        self.offer
+            .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .catalog = catalog;
+        self
     }
 
-    /// Replaces the session's tools.
-    pub fn replace_tools(&self, tools: Arc<[Tool]>) {
-        *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+    fn offer(&self) -> std::sync::RwLockReadGuard<'_, Offer> {
+        // Plain data, never left half-updated by a panic: poison is harmless.
+        self.offer.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session's tools.
+    pub fn tools(&self) -> Arc<[Tool]> {
+        self.offer().tools.clone()
+    }
+
+    /// The session's resources, resource templates and prompts.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.offer().catalog.clone()
+    }
+
+    /// Replaces the session's tools and catalog.
+    pub fn replace_offer(&self, offer: Offer) {
+        *self.offer.write().unwrap_or_else(PoisonError::into_inner) = offer;
     }
 
     /// Whether the session offers a tool of this name.
@@ -95,8 +126,8 @@ impl SessionRecord {
 
     /// The session's tool of this name.
     pub fn tool(&self, name: &str) -> Option<Tool> {
-        let tools = self.tools.read().unwrap_or_else(PoisonError::into_inner);
-        tools.iter().find(|tool| &*tool.name == name).cloned()
+        let offer = self.offer();
+        offer.tools.iter().find(|tool| &*tool.name == name).cloned()
     }
 
     /// The tool names, for an error message.
@@ -137,11 +168,12 @@ pub trait SessionDirectory: Send + Sync + 'static {
     /// Removes a session; whether it existed.
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, DirectoryError>>;
 
-    /// Replaces a session's tools everywhere; whether the session exists.
-    fn update_tools<'a>(
+    /// Replaces a session's tools and catalog everywhere; whether the
+    /// session exists.
+    fn update_offer<'a>(
         &'a self,
         id: &'a str,
-        tools: Arc<[Tool]>,
+        offer: Offer,
     ) -> BoxFuture<'a, Result<bool, DirectoryError>>;
 
     /// Sessions without activity for `ttl`, for the hub to remove unless
@@ -218,15 +250,15 @@ impl SessionDirectory for MemoryDirectory {
         Box::pin(std::future::ready(Ok(removed.is_some())))
     }
 
-    fn update_tools<'a>(
+    fn update_offer<'a>(
         &'a self,
         id: &'a str,
-        tools: Arc<[Tool]>,
+        offer: Offer,
     ) -> BoxFuture<'a, Result<bool, DirectoryError>> {
         let record = self.cached(id);
         let found = record.is_some();
         if let Some(record) = record {
-            record.replace_tools(tools);
+            record.replace_offer(offer);
             self.touch(id);
         }
         Box::pin(std::future::ready(Ok(found)))

@@ -199,7 +199,9 @@ pub fn status_of(error: HubError) -> Status {
     let message = error.to_string();
     match error {
         HubError::UnknownSession(_) => Status::not_found(message),
-        HubError::MissingSessionId | HubError::InvalidTool(_) => Status::invalid_argument(message),
+        HubError::MissingSessionId
+        | HubError::InvalidTool(_)
+        | HubError::InvalidDeclaration(_) => Status::invalid_argument(message),
         HubError::ShuttingDown | HubError::Unavailable(_) | HubError::NoRandomness(_) => {
             Status::unavailable(message)
         }
@@ -262,7 +264,15 @@ impl SessionService for GrpcService {
             .await
             .map_err(status_of)?;
         self.hub
-            .update_tools(&request.session_id, request.tools)
+            .update_tools(
+                &request.session_id,
+                proto::UpdateTools {
+                    tools: request.tools,
+                    resources: request.resources,
+                    resource_templates: request.resource_templates,
+                    prompts: request.prompts,
+                },
+            )
             .await
             .map(Response::new)
             .map_err(status_of)

@@ -13,6 +13,7 @@ pub mod audit;
 pub mod auth;
 pub mod bridge;
 pub mod call;
+pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod delivery;

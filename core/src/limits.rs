@@ -22,7 +22,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::state::keyed::HashMapStateStore;
 use governor::{Quota, RateLimiter};
 
-use crate::proto::ToolDefinition;
+use crate::proto::{self, ToolDefinition};
 
 /// The ceilings of one server. `0` disables a limit.
 #[derive(Clone, Debug)]
@@ -82,15 +82,7 @@ impl Limits {
             });
         }
         if self.max_tool_definition_bytes > 0 {
-            let bytes: usize = definitions
-                .iter()
-                .map(|tool| {
-                    tool.name.len()
-                        + tool.description.len()
-                        + tool.input_schema_json.len()
-                        + tool.path.len()
-                })
-                .sum();
+            let bytes = tool_bytes(definitions);
             if bytes > self.max_tool_definition_bytes {
                 return Err(LimitError::ToolDefinitionsTooLarge {
                     bytes,
@@ -100,6 +92,88 @@ impl Limits {
         }
         Ok(())
     }
+}
+
+impl Limits {
+    /// Checks the resources, resource templates and prompts declared beside
+    /// `tools` against the same limits: each list holds at most as many
+    /// entries as a session may have tools, and everything declared counts
+    /// toward the definition bytes.
+    pub fn check_declarations(
+        &self,
+        tools: &[ToolDefinition],
+        resources: &[proto::ResourceDefinition],
+        resource_templates: &[proto::ResourceTemplateDefinition],
+        prompts: &[proto::PromptDefinition],
+    ) -> Result<(), LimitError> {
+        let limit = self.max_tools_per_session;
+        for (list, count) in [
+            ("resources", resources.len()),
+            ("resource_templates", resource_templates.len()),
+            ("prompts", prompts.len()),
+        ] {
+            if limit > 0 && count > limit {
+                return Err(LimitError::TooManyDeclared { list, count, limit });
+            }
+        }
+        if self.max_tool_definition_bytes > 0 {
+            let resource_bytes: usize = resources
+                .iter()
+                .map(|r| {
+                    r.uri.len()
+                        + r.name.len()
+                        + r.title.len()
+                        + r.description.len()
+                        + r.mime_type.len()
+                        + r.annotations_json.len()
+                        + r.icons_json.len()
+                })
+                .sum();
+            let template_bytes: usize = resource_templates
+                .iter()
+                .map(|t| {
+                    t.uri_template.len()
+                        + t.name.len()
+                        + t.title.len()
+                        + t.description.len()
+                        + t.mime_type.len()
+                        + t.annotations_json.len()
+                        + t.icons_json.len()
+                })
+                .sum();
+            let prompt_bytes: usize = prompts
+                .iter()
+                .map(|p| {
+                    p.name.len()
+                        + p.title.len()
+                        + p.description.len()
+                        + p.icons_json.len()
+                        + p.arguments
+                            .iter()
+                            .map(|a| a.name.len() + a.title.len() + a.description.len())
+                            .sum::<usize>()
+                })
+                .sum();
+            let bytes = tool_bytes(tools) + resource_bytes + template_bytes + prompt_bytes;
+            if bytes > self.max_tool_definition_bytes {
+                return Err(LimitError::ToolDefinitionsTooLarge {
+                    bytes,
+                    limit: self.max_tool_definition_bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of text a session's tool definitions hold.
+fn tool_bytes(tools: &[ToolDefinition]) -> usize {
+    tools
+        .iter()
+        .map(|tool| {
+            tool.name.len() + tool.description.len() + tool.input_schema_json.len() + tool.path.len()
+        })
+        .sum()
 }
 
 /// A limit was reached. Each message names the limit and its setting.
@@ -117,6 +191,14 @@ pub enum LimitError {
         "the tool definitions take {bytes} bytes, more than the limit of {limit} bytes per session (OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES)"
     )]
     ToolDefinitionsTooLarge { bytes: usize, limit: usize },
+    #[error(
+        "{count} {list} is more than the limit of {limit} per session (OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION bounds each list a session declares)"
+    )]
+    TooManyDeclared {
+        list: &'static str,
+        count: usize,
+        limit: usize,
+    },
     #[error(
         "too many sessions created from {client}: the limit is {per_second} per second with bursts of {burst} (OPENCLAW_PROXY_SESSION_CREATE_RATE); retry in {} ms",
         retry_after.as_millis()

@@ -20,7 +20,8 @@ pub const MAX_URI_LEN: usize = 2048;
 pub const MAX_NAME_LEN: usize = 256;
 
 /// A validated resource (MCP `Resource`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Resource {
     /// The resource's URI, unique within the session.
     pub uri: Box<str>,
@@ -41,7 +42,8 @@ pub struct Resource {
 }
 
 /// A validated resource template (MCP `ResourceTemplate`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ResourceTemplate {
     /// The RFC 6570 URI template, unique within the session.
     pub uri_template: Box<str>,
@@ -60,7 +62,8 @@ pub struct ResourceTemplate {
 }
 
 /// A validated prompt (MCP `Prompt`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Prompt {
     /// Its name, unique within the session (the tool name rules).
     pub name: Box<str>,
@@ -75,7 +78,8 @@ pub struct Prompt {
 }
 
 /// One argument of a prompt.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct PromptArgument {
     /// Its name.
     pub name: Box<str>,
@@ -606,51 +610,6 @@ impl Prompt {
         json_field(&mut object, "icons", &self.icons_json);
         Value::Object(object)
     }
-}
-
-/// The number of bytes a declaration's text takes, for the size limit.
-pub fn declared_bytes(catalog: &Catalog) -> usize {
-    let resources: usize = catalog
-        .resources
-        .iter()
-        .map(|r| {
-            r.uri.len()
-                + r.name.len()
-                + r.title.len()
-                + r.description.len()
-                + r.mime_type.len()
-                + r.annotations_json.len()
-                + r.icons_json.len()
-        })
-        .sum();
-    let templates: usize = catalog
-        .resource_templates
-        .iter()
-        .map(|t| {
-            t.uri_template.len()
-                + t.name.len()
-                + t.title.len()
-                + t.description.len()
-                + t.mime_type.len()
-                + t.annotations_json.len()
-                + t.icons_json.len()
-        })
-        .sum();
-    let prompts: usize = catalog
-        .prompts
-        .iter()
-        .map(|p| {
-            p.name.len()
-                + p.title.len()
-                + p.description.len()
-                + p.icons_json.len()
-                + p.arguments
-                    .iter()
-                    .map(|a| a.name.len() + a.title.len() + a.description.len())
-                    .sum::<usize>()
-        })
-        .sum();
-    resources + templates + prompts
 }
 
 #[cfg(feature = "grpc")]

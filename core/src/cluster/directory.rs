@@ -19,12 +19,12 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::Node;
-use super::wire::StoredSession;
-use crate::directory::{DirectoryError, SessionDirectory, SessionRecord};
+use super::wire::{StoredCatalog, StoredSession};
+use crate::directory::{DirectoryError, Offer, SessionDirectory, SessionRecord};
 use crate::escape::short_id as short;
 use crate::hub::WeakHub;
 use crate::outcome::BridgeEnd;
-use crate::tools::{Tool, ToolSetCache};
+use crate::tools::ToolSetCache;
 
 /// Longest wait for one KV operation.
 const KV_TIMEOUT: Duration = Duration::from_secs(3);
@@ -215,10 +215,14 @@ impl NatsDirectory {
             cached.revision = revision;
             cached.holder = stored.holder.clone();
             cached.written = Instant::now();
-            // A tool update on another node: the new list, here too.
+            // An update on another node: the new lists, here too.
             let tools = stored.tools_parsed();
-            if *cached.record.tools() != *tools {
-                cached.record.replace_tools(self.tool_sets.intern(tools));
+            let catalog = stored.catalog.parsed();
+            if *cached.record.tools() != *tools || *cached.record.catalog() != *catalog {
+                cached.record.replace_offer(Offer {
+                    tools: self.tool_sets.intern(tools),
+                    catalog,
+                });
             }
             return Some(stored.holder);
         }
@@ -235,7 +239,8 @@ impl NatsDirectory {
             parts.metadata,
             self.tool_sets.intern(parts.tools),
             parts.credentials,
-        );
+        )
+        .with_catalog(parts.catalog);
         cache.insert(
             id.clone(),
             Cached {
@@ -452,24 +457,26 @@ impl SessionDirectory for Shared {
         })
     }
 
-    fn update_tools<'a>(
+    fn update_offer<'a>(
         &'a self,
         id: &'a str,
-        tools: Arc<[Tool]>,
+        offer: Offer,
     ) -> BoxFuture<'a, Result<bool, DirectoryError>> {
         Box::pin(async move {
             let directory = &self.0;
-            let stored_tools = StoredSession::stored_tools(&tools);
+            let stored_tools = StoredSession::stored_tools(&offer.tools);
+            let stored_catalog = StoredCatalog::of(&offer.catalog);
             let updated = directory
                 .update_entry(id, "update a session's tools", |stored| {
                     stored.tools.clone_from(&stored_tools);
+                    stored.catalog.clone_from(&stored_catalog);
                 })
                 .await?;
             if updated.is_none() {
                 return Ok(false);
             }
             if let Some(cached) = directory.read().get(id) {
-                cached.record.replace_tools(tools);
+                cached.record.replace_offer(offer);
             }
             Ok(true)
         })

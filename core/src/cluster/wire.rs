@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::auth::{SessionCredentials, TokenDigest};
+use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto;
@@ -80,6 +81,10 @@ pub struct StoredSession {
     pub metadata: StoredMetadata,
     /// The validated tools.
     pub tools: Vec<StoredTool>,
+    /// The validated resources, resource templates and prompts (absent in
+    /// entries written before sessions declared them).
+    #[serde(default)]
+    pub catalog: StoredCatalog,
     /// The node that holds the session's bridge, if one claimed it.
     #[serde(default)]
     pub holder: Option<String>,
@@ -87,6 +92,43 @@ pub struct StoredSession {
     pub session_token_sha256: String,
     /// SHA-256 of the MCP token, hex.
     pub mcp_token_sha256: String,
+}
+
+/// A session's catalog, stored: each list left out when empty.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StoredCatalog {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<catalog::Resource>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_templates: Vec<catalog::ResourceTemplate>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<catalog::Prompt>,
+}
+
+impl StoredCatalog {
+    /// The stored form of a catalog.
+    pub fn of(catalog: &catalog::Catalog) -> Self {
+        Self {
+            resources: catalog.resources.to_vec(),
+            resource_templates: catalog.resource_templates.to_vec(),
+            prompts: catalog.prompts.to_vec(),
+        }
+    }
+
+    /// The catalog (validated when it was stored); the shared empty one
+    /// when it holds nothing.
+    pub fn parsed(&self) -> Arc<catalog::Catalog> {
+        let parsed = catalog::Catalog {
+            resources: self.resources.clone().into(),
+            resource_templates: self.resource_templates.clone().into(),
+            prompts: self.prompts.clone().into(),
+        };
+        if parsed.is_empty() {
+            catalog::empty()
+        } else {
+            Arc::new(parsed)
+        }
+    }
 }
 
 /// [`proto::SessionMetadata`], stored.
@@ -124,6 +166,7 @@ impl StoredSession {
                 chat_id: metadata.chat_id.clone(),
             },
             tools: Self::stored_tools(&record.tools()),
+            catalog: StoredCatalog::of(&record.catalog()),
             holder,
             session_token_sha256: hex(&record.credentials.session_token_digest),
             mcp_token_sha256: hex(&record.credentials.mcp_token_digest),
@@ -167,6 +210,7 @@ impl StoredSession {
                 .ok_or("mcp_token_sha256 is not 64 hex digits")?,
         };
         let tools = self.tools_parsed();
+        let catalog = self.catalog.parsed();
         let metadata = proto::SessionMetadata {
             device_id: self.metadata.device_id,
             device_name: self.metadata.device_name,
@@ -176,6 +220,7 @@ impl StoredSession {
         Ok(StoredParts {
             metadata,
             tools,
+            catalog,
             credentials,
             holder: self.holder,
         })
@@ -187,6 +232,7 @@ impl StoredSession {
 pub struct StoredParts {
     pub metadata: proto::SessionMetadata,
     pub tools: Vec<Tool>,
+    pub catalog: Arc<catalog::Catalog>,
     pub credentials: SessionCredentials,
     pub holder: Option<String>,
 }

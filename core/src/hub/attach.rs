@@ -177,7 +177,7 @@ impl Hub {
             SessionChange::Declarations(update) => {
                 let (hub, bridge, id) = (self.clone(), bridge.clone(), session.clone());
                 tokio::spawn(async move {
-                    let answer = hub.update_tools(&id, update.tools).await;
+                    let answer = hub.update_tools(&id, update).await;
                     bridge.notify(tools_updated(answer));
                 });
             }
@@ -240,7 +240,6 @@ mod tests {
     use crate::delivery::NoRemote;
     use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
     use crate::outcome::InvokeError;
-    use crate::tools::Tool;
 
     /// A directory in which the session disappears between attach's lookup
     /// and its check: the interleaving of an attach with a concurrent expiry
@@ -277,12 +276,12 @@ mod tests {
         ) -> futures_util::future::BoxFuture<'a, Result<bool, DirectoryError>> {
             self.0.remove(id)
         }
-        fn update_tools<'a>(
+        fn update_offer<'a>(
             &'a self,
             id: &'a str,
-            tools: Arc<[Tool]>,
+            offer: crate::directory::Offer,
         ) -> futures_util::future::BoxFuture<'a, Result<bool, DirectoryError>> {
-            self.0.update_tools(id, tools)
+            self.0.update_offer(id, offer)
         }
         fn expired(&self, ttl: Duration) -> Vec<Arc<str>> {
             self.0.expired(ttl)

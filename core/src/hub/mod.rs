@@ -63,6 +63,8 @@ pub enum HubError {
     MissingSessionId,
     #[error(transparent)]
     InvalidTool(#[from] ToolError),
+    #[error(transparent)]
+    InvalidDeclaration(#[from] crate::catalog::CatalogError),
     #[error("the proxy is shutting down and accepts no new sessions or bridges")]
     ShuttingDown,
     #[error(transparent)]

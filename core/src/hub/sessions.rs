@@ -6,7 +6,8 @@ use std::sync::Arc;
 use super::{Hub, HubError};
 use crate::audit::{self, Origin};
 use crate::auth::SessionTokens;
-use crate::directory::SessionRecord;
+use crate::catalog::{self, Catalog};
+use crate::directory::{Offer, SessionRecord};
 use crate::escape::short_id as short;
 use crate::limits::LimitError;
 use crate::outcome::BridgeEnd;
@@ -37,7 +38,19 @@ impl Hub {
             .into());
         }
         limits.check_tools(&request.tools)?;
+        limits.check_declarations(
+            &request.tools,
+            &request.resources,
+            &request.resource_templates,
+            &request.prompts,
+        )?;
         let tools = validate_tools(request.tools)?;
+        let catalog = catalog::validate(
+            &catalog::empty(),
+            Some(request.resources),
+            Some(request.resource_templates),
+            Some(request.prompts),
+        )?;
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let tokens = SessionTokens::mint()?;
         let record = SessionRecord::new(
@@ -45,7 +58,8 @@ impl Hub {
             request.metadata.unwrap_or_default(),
             self.inner.tool_sets.intern(tools),
             tokens.credentials(),
-        );
+        )
+        .with_catalog(catalog);
         self.inner.directory.create(Arc::new(record)).await?;
         audit::event("session_created", &id, origin);
         Ok(proto::CreateSessionResponse {
@@ -91,19 +105,32 @@ impl Hub {
             }
             None => (false, 0),
         };
+        let catalog = record.catalog();
         Ok(proto::GetSessionResponse {
             session_id: record.id.to_string(),
             metadata: Some(record.metadata.clone()),
             tools: record.tools().iter().map(Tool::to_proto).collect(),
             bridge_connected,
             calls_in_flight,
-            ..proto::GetSessionResponse::default()
+            resources: catalog.resources.iter().map(|r| r.to_proto()).collect(),
+            resource_templates: catalog
+                .resource_templates
+                .iter()
+                .map(|t| t.to_proto())
+                .collect(),
+            prompts: catalog.prompts.iter().map(|p| p.to_proto()).collect(),
         })
     }
 
     /// The tools of a live session, for MCP `tools/list`.
     pub async fn tools(&self, session_id: &str) -> Result<Arc<[Tool]>, HubError> {
         Ok(self.record(session_id).await?.tools())
+    }
+
+    /// The resources, resource templates and prompts of a live session, for
+    /// MCP's lists.
+    pub async fn catalog(&self, session_id: &str) -> Result<Arc<Catalog>, HubError> {
+        Ok(self.record(session_id).await?.catalog())
     }
 
     /// Whether a live session has this id.
@@ -115,24 +142,53 @@ impl Hub {
         }
     }
 
-    /// Replaces a session's tools, validated as at creation.
+    /// Replaces a session's tools and, for each list the update sets, its
+    /// resources, resource templates or prompts; validated as at creation.
     pub async fn update_tools(
         &self,
         session_id: &str,
-        definitions: Vec<proto::ToolDefinition>,
+        update: proto::UpdateTools,
     ) -> Result<proto::UpdateToolsResponse, HubError> {
-        self.inner.config.limits.check_tools(&definitions)?;
-        let tools = validate_tools(definitions)?;
-        let count = u32::try_from(tools.len()).unwrap_or(u32::MAX);
-        let tools = self.inner.tool_sets.intern(tools);
-        if !self.inner.directory.update_tools(session_id, tools).await? {
+        let limits = &self.inner.config.limits;
+        let record = self.record(session_id).await?;
+        let current = record.catalog();
+        let resources = update.resources.map(|list| list.resources);
+        let resource_templates = update
+            .resource_templates
+            .map(|list| list.resource_templates);
+        let prompts = update.prompts.map(|list| list.prompts);
+        limits.check_tools(&update.tools)?;
+        limits.check_declarations(
+            &update.tools,
+            resources.as_deref().unwrap_or_default(),
+            resource_templates.as_deref().unwrap_or_default(),
+            prompts.as_deref().unwrap_or_default(),
+        )?;
+        let tools = validate_tools(update.tools)?;
+        let catalog = catalog::validate(&current, resources, resource_templates, prompts)?;
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let answer = proto::UpdateToolsResponse {
+            tools: count(tools.len()),
+            resources: count(catalog.resources.len()),
+            resource_templates: count(catalog.resource_templates.len()),
+            prompts: count(catalog.prompts.len()),
+        };
+        let offer = Offer {
+            tools: self.inner.tool_sets.intern(tools),
+            catalog,
+        };
+        if !self.inner.directory.update_offer(session_id, offer).await? {
             return Err(HubError::UnknownSession(session_id.to_owned()));
         }
-        tracing::info!(session = short(session_id), tools = count, "tools updated");
-        Ok(proto::UpdateToolsResponse {
-            tools: count,
-            ..proto::UpdateToolsResponse::default()
-        })
+        tracing::info!(
+            session = short(session_id),
+            tools = answer.tools,
+            resources = answer.resources,
+            resource_templates = answer.resource_templates,
+            prompts = answer.prompts,
+            "tools updated"
+        );
+        Ok(answer)
     }
 
     /// Number of live sessions this process knows of.
@@ -173,7 +229,13 @@ mod tests {
             ..Default::default()
         });
         let refused = hub
-            .update_tools(&id, two.to_vec())
+            .update_tools(
+                &id,
+                proto::UpdateTools {
+                    tools: two.to_vec(),
+                    ..Default::default()
+                },
+            )
             .await
             .expect_err("two tools");
         assert!(

@@ -86,9 +86,11 @@ impl ApiError {
             Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::Hub(HubError::UnknownSession(_)) => StatusCode::NOT_FOUND,
             Self::Hub(HubError::Limit(_)) => StatusCode::TOO_MANY_REQUESTS,
-            Self::Hub(HubError::MissingSessionId | HubError::InvalidTool(_)) => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::Hub(
+                HubError::MissingSessionId
+                | HubError::InvalidTool(_)
+                | HubError::InvalidDeclaration(_),
+            ) => StatusCode::BAD_REQUEST,
             Self::Hub(
                 HubError::ShuttingDown | HubError::Unavailable(_) | HubError::NoRandomness(_),
             ) => StatusCode::SERVICE_UNAVAILABLE,
@@ -114,6 +116,10 @@ impl ApiError {
             Self::UnknownSession(_) | Self::Hub(HubError::UnknownSession(_)) => "unknown_session",
             Self::Hub(HubError::MissingSessionId) => "missing_session_id",
             Self::Hub(HubError::InvalidTool(_)) => "invalid_tool",
+            Self::Hub(HubError::InvalidDeclaration(_)) => "invalid_declaration",
+            Self::Hub(HubError::Limit(LimitError::TooManyDeclared { .. })) => {
+                "too_many_declared"
+            }
             Self::Hub(HubError::Limit(LimitError::TooManySessions { .. })) => "too_many_sessions",
             Self::Hub(HubError::Limit(LimitError::TooManyTools { .. })) => "too_many_tools",
             Self::Hub(HubError::Limit(LimitError::ToolDefinitionsTooLarge { .. })) => {

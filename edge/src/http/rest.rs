@@ -172,6 +172,7 @@ pub async fn get_session(
     SessionIdPath(session_id): SessionIdPath,
 ) -> Result<Json<Value>, ApiError> {
     check_session_token(&state, &session_id, Surface::Rest, &headers).await?;
+    let catalog = state.hub.catalog(&session_id).await?;
     let session = state
         .hub
         .get_session(proto::GetSessionRequest { session_id })
@@ -198,6 +199,9 @@ pub async fn get_session(
         "app_version": metadata.app_version,
         "chat_id": (!metadata.chat_id.is_empty()).then_some(metadata.chat_id),
         "tools": tools,
+        "resources": catalog.resources.iter().map(|r| r.to_mcp()).collect::<Vec<_>>(),
+        "resource_templates": catalog.resource_templates.iter().map(|t| t.to_mcp()).collect::<Vec<_>>(),
+        "prompts": catalog.prompts.iter().map(|p| p.to_mcp()).collect::<Vec<_>>(),
         "bridge_connected": session.bridge_connected,
         "calls_in_flight": session.calls_in_flight,
     })))
@@ -235,7 +239,8 @@ pub struct UpdateToolsBody {
 
 /// `PUT /v1/chat/sessions/{session_id}/tools` (the session token, or the app
 /// token where allowed): replaces the session's tools, validated as at
-/// creation. Answers `{"ok": true, "tools": n}`.
+/// creation, and the other lists the body carries. Answers `{"ok": true,
+/// "tools": n, "resources": n, "resource_templates": n, "prompts": n}`.
 pub async fn update_tools(
     State(state): State<EdgeState>,
     headers: HeaderMap,
@@ -246,10 +251,14 @@ pub async fn update_tools(
     require_json(&headers)?;
     let body = read_body(body, state.config.max_body_bytes).await?;
     let update = parse_update_tools(&body)?;
-    let updated = state.hub.update_tools(&session_id, update.tools).await?;
-    Ok(Json(
-        serde_json::json!({"ok": true, "tools": updated.tools}),
-    ))
+    let updated = state.hub.update_tools(&session_id, update).await?;
+    Ok(Json(serde_json::json!({
+        "ok": true,
+        "tools": updated.tools,
+        "resources": updated.resources,
+        "resource_templates": updated.resource_templates,
+        "prompts": updated.prompts,
+    })))
 }
 
 /// A `POST /v1/chat/sessions` body, parsed and checked up to the core's
