@@ -81,6 +81,31 @@ pub fn bridge_ended(session_id: &str, origin: Origin, reason: &str) {
     );
 }
 
+/// A request the app answers (`resources/read`, `prompts/get`, ...) that
+/// ended; `target` is what it names (a URI, a prompt). The fields are those
+/// of [`tool_call`].
+pub fn app_request(
+    session_id: &str,
+    method: &str,
+    target: &str,
+    outcome: CallOutcome,
+    duration: Duration,
+    client: Option<SocketAddr>,
+    transport: Transport,
+) {
+    tracing::info!(
+        target: "audit",
+        event = "app_request",
+        session = %short_session(session_id),
+        method = %escape::truncated(method),
+        target_name = %escape::truncated(target),
+        outcome = outcome.as_str(),
+        duration_ms = duration.as_secs_f64() * 1000.0,
+        client = %Client(client),
+        transport = transport.as_str(),
+    );
+}
+
 /// A tool call that ended. `client` is the caller's origin; `transport` is
 /// how the call reached the app (its bridge's transport, or `nats` for a
 /// bridge on another node; the caller's own when it reached none).

@@ -323,7 +323,9 @@ impl Bridge {
                 pending.fail(InvokeError::MalformedAnswer {
                     tool: caller.tool.into(),
                     what: "result",
-                    problem: format!("the app answered with {sent}; this request expects {expected}"),
+                    problem: format!(
+                        "the app answered with {sent}; this request expects {expected}"
+                    ),
                 });
                 Err(Unmatched::WrongKind)
             }
@@ -636,13 +638,22 @@ impl Bridge {
             }
             Err(Unmatched::NoCall) if self.was_cancelled(&request_id) => {
                 self.metrics.dropped(DropReason::Late);
-                tracing::debug!(session = short_id(&self.session_id), request = short_request(&request_id), "result of a cancelled call dropped");
+                tracing::debug!(
+                    session = short_id(&self.session_id),
+                    request = short_request(&request_id),
+                    "result of a cancelled call dropped"
+                );
                 return;
             }
             Err(Unmatched::NoCall) => {
                 self.metrics.dropped(DropReason::UnknownRequest);
                 if let Some(suppressed) = self.warnings.allow() {
-                    tracing::warn!(session = short_id(&self.session_id), request = short_request(&request_id), suppressed, "result for no waiting call ignored");
+                    tracing::warn!(
+                        session = short_id(&self.session_id),
+                        request = short_request(&request_id),
+                        suppressed,
+                        "result for no waiting call ignored"
+                    );
                 }
                 format!(
                     "no call is waiting for request id {quoted}: it already timed out, was cancelled, or never existed; the result was ignored"
@@ -665,7 +676,11 @@ impl Bridge {
 
     /// A log record of a call in flight.
     fn log(&self, record: proto::Log) {
-        tracing::debug!(session = short_id(&self.session_id), request = short_request(&record.request_id), "app log record not forwarded");
+        tracing::debug!(
+            session = short_id(&self.session_id),
+            request = short_request(&record.request_id),
+            "app log record not forwarded"
+        );
     }
 
     /// Fails the call a malformed result or progress report names, and tells

@@ -199,9 +199,9 @@ pub fn status_of(error: HubError) -> Status {
     let message = error.to_string();
     match error {
         HubError::UnknownSession(_) => Status::not_found(message),
-        HubError::MissingSessionId
-        | HubError::InvalidTool(_)
-        | HubError::InvalidDeclaration(_) => Status::invalid_argument(message),
+        HubError::MissingSessionId | HubError::InvalidTool(_) | HubError::InvalidDeclaration(_) => {
+            Status::invalid_argument(message)
+        }
         HubError::ShuttingDown | HubError::Unavailable(_) | HubError::NoRandomness(_) => {
             Status::unavailable(message)
         }

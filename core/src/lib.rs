@@ -34,7 +34,7 @@ pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTo
 pub use bridge::{BridgeStream, Inbound};
 pub use call::CallContext;
 pub use config::CoreConfig;
-pub use hub::{Backend, Hub, HubError};
+pub use hub::{AppRequest, Backend, Hub, HubError};
 pub use limits::{LimitError, Limits};
 pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::v1 as proto;

@@ -171,7 +171,10 @@ fn tool_bytes(tools: &[ToolDefinition]) -> usize {
     tools
         .iter()
         .map(|tool| {
-            tool.name.len() + tool.description.len() + tool.input_schema_json.len() + tool.path.len()
+            tool.name.len()
+                + tool.description.len()
+                + tool.input_schema_json.len()
+                + tool.path.len()
         })
         .sum()
 }

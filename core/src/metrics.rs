@@ -79,9 +79,9 @@ impl CallOutcome {
     ];
 
     /// The one mapping from how a call ended to its outcome label.
-    pub fn of(result: &Result<ToolOutcome, InvokeError>) -> Self {
+    pub fn of<A: Answered>(result: &Result<A, InvokeError>) -> Self {
         match result {
-            Ok(outcome) if outcome.ok => Self::Ok,
+            Ok(answer) if answer.succeeded() => Self::Ok,
             Ok(_) | Err(InvokeError::MalformedAnswer { .. }) => Self::ToolError,
             Err(InvokeError::NotConnected) => Self::NoBridge,
             Err(InvokeError::Timeout(_)) => Self::Timeout,
@@ -89,6 +89,8 @@ impl CallOutcome {
             Err(
                 InvokeError::UnknownSession(_)
                 | InvokeError::UnknownTool { .. }
+                | InvokeError::UnknownResource { .. }
+                | InvokeError::UnknownPrompt { .. }
                 | InvokeError::Unavailable(_)
                 | InvokeError::TooManyCalls { .. }
                 | InvokeError::TooLarge { .. }
@@ -111,6 +113,25 @@ impl CallOutcome {
     }
 }
 label_value!(CallOutcome);
+
+/// An app's answer, as far as the outcome label cares.
+pub trait Answered {
+    /// Whether the app reported success (a tool result that is not an
+    /// error, an MCP result that is not a JSON-RPC error).
+    fn succeeded(&self) -> bool;
+}
+
+impl Answered for ToolOutcome {
+    fn succeeded(&self) -> bool {
+        self.ok
+    }
+}
+
+impl Answered for crate::outcome::McpReply {
+    fn succeeded(&self) -> bool {
+        matches!(self, Self::Result(_))
+    }
+}
 
 /// How a connection reached the proxy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -233,6 +254,22 @@ pub enum McpMethod {
     ToolsCall,
     /// `ping`.
     Ping,
+    /// `resources/list`.
+    ResourcesList,
+    /// `resources/templates/list`.
+    ResourceTemplatesList,
+    /// `resources/read`.
+    ResourcesRead,
+    /// `resources/subscribe` and `resources/unsubscribe`.
+    ResourcesSubscribe,
+    /// `prompts/list`.
+    PromptsList,
+    /// `prompts/get`.
+    PromptsGet,
+    /// `completion/complete`.
+    CompletionComplete,
+    /// `logging/setLevel`.
+    LoggingSetLevel,
     /// Any notification (`notifications/...`).
     Notification,
     /// Another method, a batch, or a body that is not JSON-RPC.
@@ -249,6 +286,14 @@ impl McpMethod {
             "tools/list" => Self::ToolsList,
             "tools/call" => Self::ToolsCall,
             "ping" => Self::Ping,
+            "resources/list" => Self::ResourcesList,
+            "resources/templates/list" => Self::ResourceTemplatesList,
+            "resources/read" => Self::ResourcesRead,
+            "resources/subscribe" | "resources/unsubscribe" => Self::ResourcesSubscribe,
+            "prompts/list" => Self::PromptsList,
+            "prompts/get" => Self::PromptsGet,
+            "completion/complete" => Self::CompletionComplete,
+            "logging/setLevel" => Self::LoggingSetLevel,
             _ if method.starts_with("notifications/") => Self::Notification,
             _ => Self::Other,
         }
@@ -261,6 +306,14 @@ impl McpMethod {
             Self::ToolsList => "tools/list",
             Self::ToolsCall => "tools/call",
             Self::Ping => "ping",
+            Self::ResourcesList => "resources/list",
+            Self::ResourceTemplatesList => "resources/templates/list",
+            Self::ResourcesRead => "resources/read",
+            Self::ResourcesSubscribe => "resources/subscribe",
+            Self::PromptsList => "prompts/list",
+            Self::PromptsGet => "prompts/get",
+            Self::CompletionComplete => "completion/complete",
+            Self::LoggingSetLevel => "logging/setLevel",
             Self::Notification => "notification",
             Self::Other => "other",
             Self::Unread => "unread",
@@ -290,6 +343,12 @@ struct SurfaceLabels {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    method: McpMethod,
+    outcome: CallOutcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct McpLabels {
     method: McpMethod,
     status: u16,
@@ -305,6 +364,7 @@ pub struct Metrics {
     tool_calls: [Counter; CallOutcome::ALL.len()],
     tool_call_duration: Histogram,
     mcp_requests: Family<McpLabels, Counter>,
+    app_requests: Family<RequestLabels, Counter>,
     dropped: [Counter; DropReason::ALL.len()],
     auth_failures: [Counter; Surface::ALL.len()],
 }
@@ -349,6 +409,12 @@ impl Metrics {
             "MCP requests, by JSON-RPC method and HTTP status",
             mcp_requests.clone(),
         );
+        let app_requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "app_requests",
+            "MCP requests other than tools/call that the app answers (resources/read, prompts/get, completion/complete), by method and how they ended",
+            app_requests.clone(),
+        );
         let drops = Family::<ReasonLabels, Counter>::default();
         let dropped =
             DropReason::ALL.map(|reason| drops.get_or_create(&ReasonLabels { reason }).clone());
@@ -382,6 +448,7 @@ impl Metrics {
             tool_calls,
             tool_call_duration,
             mcp_requests,
+            app_requests,
             dropped,
             auth_failures,
         }
@@ -391,6 +458,13 @@ impl Metrics {
     pub fn tool_call(&self, outcome: CallOutcome, duration: Duration) {
         self.tool_calls[outcome as usize].inc();
         self.tool_call_duration.observe(duration.as_secs_f64());
+    }
+
+    /// Counts a finished request the app answered (not a tool call).
+    pub fn app_request(&self, method: McpMethod, outcome: CallOutcome) {
+        self.app_requests
+            .get_or_create(&RequestLabels { method, outcome })
+            .inc();
     }
 
     /// A bridge of `transport` attached (`+1`) or ended (`-1`).

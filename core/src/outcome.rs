@@ -123,6 +123,12 @@ pub enum InvokeError {
     UnknownSession(String),
     #[error("unknown tool {}: this session offers {available}", crate::escape::quoted(.tool))]
     UnknownTool { tool: String, available: String },
+    /// A read of a URI the session does not serve.
+    #[error("Resource not found: {}", crate::escape::quoted(.uri))]
+    UnknownResource { uri: String },
+    /// A prompt the session does not offer.
+    #[error("unknown prompt {}: this session offers {available}", crate::escape::quoted(.name))]
+    UnknownPrompt { name: String, available: String },
     #[error("Bridge is not connected.")]
     NotConnected,
     #[error("The tool did not answer within {} seconds.", .0.as_secs_f64())]

@@ -139,7 +139,9 @@ pub enum CatalogError {
         field: &'static str,
         value: String,
     },
-    #[error("{list}[{index}].{field} is used by {list}[{first}] already: it must be unique within a session")]
+    #[error(
+        "{list}[{index}].{field} is used by {list}[{first}] already: it must be unique within a session"
+    )]
     Duplicate {
         list: &'static str,
         index: usize,
@@ -528,7 +530,11 @@ pub fn validate_prompts(definitions: Vec<PromptDefinition>) -> Result<Arc<[Promp
             })
         })
         .collect::<Result<Vec<_>, CatalogError>>()?;
-    unique("prompts", "name", prompts.iter().map(|prompt| &*prompt.name))?;
+    unique(
+        "prompts",
+        "name",
+        prompts.iter().map(|prompt| &*prompt.name),
+    )?;
     Ok(prompts.into())
 }
 
@@ -736,7 +742,10 @@ mod wire {
 }
 
 #[cfg(feature = "grpc")]
-pub use wire::{prompts as validate_wire_prompts, resources as validate_wire_resources, templates as validate_wire_templates};
+pub use wire::{
+    prompts as validate_wire_prompts, resources as validate_wire_resources,
+    templates as validate_wire_templates,
+};
 
 #[cfg(test)]
 mod tests {
@@ -771,28 +780,47 @@ mod tests {
             "resources[1].uri is used by resources[0] already: it must be unique within a session"
         );
         let error = validate_resources(vec![resource("", "x")]).expect_err("empty uri");
-        assert!(error.to_string().starts_with("resources[0].uri is empty"), "{error}");
+        assert!(
+            error.to_string().starts_with("resources[0].uri is empty"),
+            "{error}"
+        );
         let error = validate_resources(vec![resource("a:1", " ")]).expect_err("empty name");
-        assert!(error.to_string().starts_with("resources[0].name is empty"), "{error}");
+        assert!(
+            error.to_string().starts_with("resources[0].name is empty"),
+            "{error}"
+        );
         let error = validate_resources(vec![ResourceDefinition {
             mime_type: "text".into(),
             ..resource("a:1", "x")
         }])
         .expect_err("mime");
-        assert!(error.to_string().contains("resources[0].mimeType"), "{error}");
+        assert!(
+            error.to_string().contains("resources[0].mimeType"),
+            "{error}"
+        );
         let error = validate_resources(vec![ResourceDefinition {
             annotations_json: r#"{"priority": 3}"#.into(),
             ..resource("a:1", "x")
         }])
         .expect_err("priority");
-        assert!(error.to_string().contains("resources[0].annotations priority"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("resources[0].annotations priority"),
+            "{error}"
+        );
         let error = validate_templates(vec![TemplateDefinition {
             uri_template: "no scheme {id}".into(),
             name: "t".into(),
             ..Default::default()
         }])
         .expect_err("template");
-        assert!(error.to_string().starts_with("resource_templates[0].uriTemplate"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("resource_templates[0].uriTemplate"),
+            "{error}"
+        );
         let error = validate_prompts(vec![PromptDefinition {
             name: "p".into(),
             arguments: vec![
@@ -802,7 +830,12 @@ mod tests {
             ..Default::default()
         }])
         .expect_err("duplicate argument");
-        assert!(error.to_string().starts_with("prompts[0].arguments[1].name"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("prompts[0].arguments[1].name"),
+            "{error}"
+        );
         let error = validate_prompts(vec![PromptDefinition {
             name: "has space".into(),
             ..Default::default()

@@ -193,7 +193,9 @@ fn tools_updated(answer: Result<proto::UpdateToolsResponse, HubError>) -> proto:
     match answer {
         Ok(updated) => proxy(proxy_message::Kind::ToolsUpdated(proto::ToolsUpdated {
             tools: updated.tools,
-            ..proto::ToolsUpdated::default()
+            resources: updated.resources,
+            resource_templates: updated.resource_templates,
+            prompts: updated.prompts,
         })),
         Err(error) => proxy(proxy_message::Kind::Error(proto::ErrorNotice {
             message: format!("the tool update was refused: {error}"),

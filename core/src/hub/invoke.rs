@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::{Hub, HubError, Local};
@@ -15,7 +16,7 @@ use crate::call::CallContext;
 use crate::delivery::RemoteCall;
 use crate::directory::SessionRecord;
 use crate::escape::short_id as short;
-use crate::metrics::{CallOutcome, Metrics, Transport};
+use crate::metrics::{Answered, CallOutcome, Metrics, Transport};
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto::{self, proxy_message};
 use crate::trace;
@@ -66,15 +67,13 @@ impl Hub {
         });
         // Counts the call and writes its audit event however it ends; a
         // caller that stops waiting drops it unfinished: `cancelled`.
-        let mut counted = CallCounted {
-            metrics: &self.inner.metrics,
-            started: tokio::time::Instant::now(),
+        let mut counted = CallCounted::new(
+            &self.inner.metrics,
             session_id,
-            tool: tool_name,
-            client: context.origin.client,
-            transport: context.origin.transport,
-            finished: false,
-        };
+            None,
+            tool_name,
+            context.origin,
+        );
         let outcome = self
             .invoke_routed(session_id, tool_name, arguments_json, context, &mut counted)
             .instrument(span.clone())
@@ -142,7 +141,7 @@ impl Hub {
     }
 
     /// The session a call is for, or the call's error.
-    async fn record_for_call(
+    pub(super) async fn record_for_call(
         &self,
         session_id: &str,
     ) -> Result<std::sync::Arc<SessionRecord>, InvokeError> {
@@ -173,6 +172,56 @@ impl Hub {
         context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
         let timeout = self.tool_timeout(record, tool_name);
+        let CallContext {
+            meta_json,
+            client,
+            progress,
+            trace_parent,
+            origin: _,
+        } = context;
+        let exchange = Exchange {
+            record,
+            what: tool_name,
+            timeout,
+            trace_parent: &trace_parent,
+            build: |request_id: &str, trace_parent: String| {
+                proxy_message::Kind::Invoke(proto::InvokeTool {
+                    session_id: record.id.to_string(),
+                    request_id: request_id.to_owned(),
+                    tool_name: tool_name.to_owned(),
+                    arguments_json,
+                    meta_json,
+                    client: Some(client),
+                    trace_parent,
+                })
+            },
+            register: |bridge: &Bridge, request_id: &str| {
+                bridge.register(request_id, tool_name, progress)
+            },
+        };
+        self.round_trip(exchange).await
+    }
+
+    /// One message to the session's bridge attached here and the app's
+    /// answer to it, within the timeout and the session's call limit; the
+    /// app is told to stop when the caller gives up or the time is up.
+    pub(super) async fn round_trip<A, B, R>(
+        &self,
+        exchange: Exchange<'_, B, R>,
+    ) -> Result<A, InvokeError>
+    where
+        A: Answered,
+        B: FnOnce(&str, String) -> proxy_message::Kind,
+        R: FnOnce(&Bridge, &str) -> Result<oneshot::Receiver<Result<A, InvokeError>>, BridgeEnd>,
+    {
+        let Exchange {
+            record,
+            what,
+            timeout,
+            trace_parent,
+            build,
+            register,
+        } = exchange;
         let Some((local, bridge)) = self.inner.local_bridge(&record.id) else {
             return Err(InvokeError::NotConnected);
         };
@@ -182,25 +231,15 @@ impl Hub {
             return Err(InvokeError::NotConnected);
         }
         let request_id = record.next_request_id();
-        let span = round_trip_span(&record.id, tool_name, bridge.origin().transport);
-        let invocation = Invocation {
-            record,
-            request_id: &request_id,
-            tool: tool_name,
-            arguments_json,
-            meta_json: context.meta_json,
-            client: context.client,
-            trace_parent: trace::hand_on(&span, &context.trace_parent),
-        };
-        let message = self.invocation_message(invocation)?;
+        let span = round_trip_span(&record.id, what, bridge.origin().transport);
+        let kind = build(&request_id, trace::hand_on(&span, trace_parent));
+        let message = self.bounded_message(kind, what)?;
         self.inner.directory.touch(&record.id);
         // From here on the guard undoes the bookkeeping however the call ends,
         // including when the caller stops waiting.
         let limit = self.inner.config.limits.max_calls_per_session;
         let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id, limit)?;
-        let answer = bridge
-            .register(&request_id, tool_name, context.progress)
-            .map_err(InvokeError::BridgeEnded)?;
+        let answer = register(&bridge, &request_id).map_err(InvokeError::BridgeEnded)?;
         let outcome = tokio::time::timeout(timeout, async {
             bridge
                 .send(message)
@@ -220,7 +259,7 @@ impl Hub {
             tracing::warn!(
                 session = short(&record.id),
                 request = crate::escape::short_request(&request_id),
-                tool = tool_name,
+                tool = what,
                 "tool call timed out"
             );
         } else {
@@ -230,28 +269,21 @@ impl Hub {
         outcome
     }
 
-    /// The `InvokeTool` message of a call, boxed at once, as the bridge's
-    /// queue carries it: the call's future then holds a pointer, not the
-    /// message, across its awaits. A message too large for the bridge fails
-    /// this call only; the bridge stays up.
-    fn invocation_message(
+    /// A message for the app, boxed at once, as the bridge's queue carries
+    /// it: the call's future then holds a pointer, not the message, across
+    /// its awaits. A message too large for the bridge fails this call only;
+    /// the bridge stays up.
+    fn bounded_message(
         &self,
-        call: Invocation<'_>,
+        kind: proxy_message::Kind,
+        what: &str,
     ) -> Result<Box<proto::ProxyMessage>, InvokeError> {
-        let message = Box::new(proxy(proxy_message::Kind::Invoke(proto::InvokeTool {
-            session_id: call.record.id.to_string(),
-            request_id: call.request_id.to_owned(),
-            tool_name: call.tool.to_owned(),
-            arguments_json: call.arguments_json,
-            meta_json: call.meta_json,
-            client: Some(call.client),
-            trace_parent: call.trace_parent,
-        })));
+        let message = Box::new(proxy(kind));
         let limit = self.inner.config.max_message_bytes;
         let bytes = prost::Message::encoded_len(&*message);
         if limit > 0 && bytes > limit {
             return Err(InvokeError::TooLarge {
-                tool: call.tool.to_owned(),
+                tool: what.to_owned(),
                 bytes,
                 limit,
             });
@@ -260,15 +292,17 @@ impl Hub {
     }
 }
 
-/// What an `InvokeTool` message is made of.
-struct Invocation<'a> {
-    record: &'a SessionRecord,
-    request_id: &'a str,
-    tool: &'a str,
-    arguments_json: String,
-    meta_json: String,
-    client: proto::CallerInfo,
-    trace_parent: String,
+/// One exchange with the app: the message (built once the request id and
+/// the round trip's `traceparent` are known) and where its answer goes.
+pub(super) struct Exchange<'a, B, R> {
+    pub record: &'a SessionRecord,
+    /// The tool called or the method requested, for messages and spans.
+    pub what: &'a str,
+    pub timeout: Duration,
+    /// The caller's `traceparent`; the round trip's span continues it.
+    pub trace_parent: &'a str,
+    pub build: B,
+    pub register: R,
 }
 
 /// The span of one bridge round trip (when traces are exported).
@@ -285,22 +319,44 @@ fn round_trip_span(session_id: &str, tool: &str, transport: Transport) -> tracin
     })
 }
 
-/// Counts one tool call in the metrics and writes its audit event when
+/// Counts one call in the metrics and writes its audit event when
 /// dropped: with its outcome once [`CallCounted::finish`] saw it, else as
 /// cancelled (the caller stopped waiting).
-struct CallCounted<'a> {
+pub(super) struct CallCounted<'a> {
     metrics: &'a Metrics,
     started: tokio::time::Instant,
     session_id: &'a str,
-    tool: &'a str,
+    /// The MCP method of a request the app answers; `None` for a tool call.
+    method: Option<&'a str>,
+    /// The tool called, or what the request names (a URI, a prompt).
+    target: &'a str,
     client: Option<std::net::SocketAddr>,
     /// How the call reached the app; the caller's transport until then.
-    transport: Transport,
+    pub transport: Transport,
     finished: bool,
 }
 
-impl CallCounted<'_> {
-    fn finish(&mut self, outcome: &Result<ToolOutcome, InvokeError>) -> CallOutcome {
+impl<'a> CallCounted<'a> {
+    pub(super) fn new(
+        metrics: &'a Metrics,
+        session_id: &'a str,
+        method: Option<&'a str>,
+        target: &'a str,
+        origin: audit::Origin,
+    ) -> Self {
+        Self {
+            metrics,
+            started: tokio::time::Instant::now(),
+            session_id,
+            method,
+            target,
+            client: origin.client,
+            transport: origin.transport,
+            finished: false,
+        }
+    }
+
+    pub(super) fn finish<A: Answered>(&mut self, outcome: &Result<A, InvokeError>) -> CallOutcome {
         self.finished = true;
         let label = CallOutcome::of(outcome);
         self.record(label);
@@ -309,15 +365,32 @@ impl CallCounted<'_> {
 
     fn record(&self, outcome: CallOutcome) {
         let duration = self.started.elapsed();
-        self.metrics.tool_call(outcome, duration);
-        audit::tool_call(
-            self.session_id,
-            self.tool,
-            outcome,
-            duration,
-            self.client,
-            self.transport,
-        );
+        match self.method {
+            None => {
+                self.metrics.tool_call(outcome, duration);
+                audit::tool_call(
+                    self.session_id,
+                    self.target,
+                    outcome,
+                    duration,
+                    self.client,
+                    self.transport,
+                );
+            }
+            Some(method) => {
+                self.metrics
+                    .app_request(crate::metrics::McpMethod::of(method), outcome);
+                audit::app_request(
+                    self.session_id,
+                    method,
+                    self.target,
+                    outcome,
+                    duration,
+                    self.client,
+                    self.transport,
+                );
+            }
+        }
     }
 }
 

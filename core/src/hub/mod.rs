@@ -32,9 +32,12 @@ mod access;
 mod attach;
 mod invoke;
 mod lifecycle;
+mod request;
 mod sessions;
 #[cfg(test)]
 mod testing;
+
+pub use request::AppRequest;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};

@@ -117,9 +117,7 @@ impl ApiError {
             Self::Hub(HubError::MissingSessionId) => "missing_session_id",
             Self::Hub(HubError::InvalidTool(_)) => "invalid_tool",
             Self::Hub(HubError::InvalidDeclaration(_)) => "invalid_declaration",
-            Self::Hub(HubError::Limit(LimitError::TooManyDeclared { .. })) => {
-                "too_many_declared"
-            }
+            Self::Hub(HubError::Limit(LimitError::TooManyDeclared { .. })) => "too_many_declared",
             Self::Hub(HubError::Limit(LimitError::TooManySessions { .. })) => "too_many_sessions",
             Self::Hub(HubError::Limit(LimitError::TooManyTools { .. })) => "too_many_tools",
             Self::Hub(HubError::Limit(LimitError::ToolDefinitionsTooLarge { .. })) => {

@@ -148,7 +148,8 @@ fn each<B, D>(
     list.into_iter()
         .enumerate()
         .map(|(index, body)| {
-            convert(body).map_err(|problem| ApiError::InvalidBody(format!("{field}[{index}]: {problem}")))
+            convert(body)
+                .map_err(|problem| ApiError::InvalidBody(format!("{field}[{index}]: {problem}")))
         })
         .collect()
 }
@@ -179,7 +180,12 @@ pub struct ResourceBody {
 
 impl ResourceBody {
     fn into_definition(self) -> Result<proto::ResourceDefinition, String> {
-        let mime_type = pick("mime_type", self.mime_type_snake, "mimeType", self.mime_type)?;
+        let mime_type = pick(
+            "mime_type",
+            self.mime_type_snake,
+            "mimeType",
+            self.mime_type,
+        )?;
         Ok(proto::ResourceDefinition {
             uri: self.uri.unwrap_or_default(),
             name: self.name.unwrap_or_default(),
@@ -219,7 +225,12 @@ impl TemplateBody {
             "uriTemplate",
             self.uri_template,
         )?;
-        let mime_type = pick("mime_type", self.mime_type_snake, "mimeType", self.mime_type)?;
+        let mime_type = pick(
+            "mime_type",
+            self.mime_type_snake,
+            "mimeType",
+            self.mime_type,
+        )?;
         Ok(proto::ResourceTemplateDefinition {
             uri_template: uri_template.unwrap_or_default(),
             name: self.name.unwrap_or_default(),

@@ -3,6 +3,7 @@
 
 mod app_sdk;
 mod bench;
+mod catalog;
 mod compat;
 mod conversation;
 mod fidelity;

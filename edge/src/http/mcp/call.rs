@@ -224,7 +224,7 @@ pub struct InFlight {
 }
 
 /// A call's entry in [`InFlight`], removed when dropped.
-struct Registered<'a> {
+pub struct Registered<'a> {
     in_flight: &'a InFlight,
     key: String,
     token: CancellationToken,
@@ -239,7 +239,8 @@ impl InFlight {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn register(&self, session_id: &str, jsonrpc_id: &str) -> Registered<'_> {
+    /// Records a request in flight, until the entry is dropped.
+    pub fn register(&self, session_id: &str, jsonrpc_id: &str) -> Registered<'_> {
         let key = Self::key(session_id, jsonrpc_id);
         let token = {
             let mut calls = self.lock();
@@ -264,6 +265,13 @@ impl InFlight {
             }
             None => false,
         }
+    }
+}
+
+impl Registered<'_> {
+    /// Resolves when a `notifications/cancelled` names the request.
+    pub fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.token.cancelled()
     }
 }
 

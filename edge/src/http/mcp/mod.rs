@@ -38,6 +38,7 @@ pub mod call;
 pub mod direct;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod served;
 pub mod service;
 
 /// The state of the MCP handlers: the edge's, plus what only MCP keeps.

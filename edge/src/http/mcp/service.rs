@@ -1,6 +1,7 @@
 //! The MCP server of one session, in rmcp's terms: [`SessionTools`], the one
-//! transport-agnostic handler, and rmcp's stateless streamable HTTP service
-//! around it.
+//! transport-agnostic handler (tools, and through [`super::served`] the
+//! session's resources, templates, prompts and completions), and rmcp's
+//! stateless streamable HTTP service around it.
 
 use std::sync::Arc;
 
@@ -8,8 +9,11 @@ use axum::http::request::Parts;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
@@ -19,6 +23,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tracing::Instrument;
 
 use super::call::{self, InFlight, Progress, ToolCall};
+use super::served::{self, Ask, Caller, TTL_MS};
 use super::{RequestTrace, SessionRoute};
 use crate::config::EdgeConfig;
 use crate::http::sse;
@@ -52,6 +57,52 @@ pub struct SessionTools {
     in_flight: Arc<InFlight>,
 }
 
+impl SessionTools {
+    /// The catalog of the request's session.
+    async fn catalog(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<openclaw_proxy_core::catalog::Catalog>, McpError> {
+        let session = session_of(context)?;
+        self.hub
+            .catalog(&session)
+            .await
+            .map_err(|error| McpError::invalid_request(error.to_string(), None))
+    }
+
+    /// A request the app answers, abandoned when the client goes away.
+    async fn ask<P: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        ask: Ask<'_, P>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<T, McpError> {
+        let span = Caller::of(context, None).span;
+        served::ask(
+            &self.hub,
+            &self.in_flight,
+            ask,
+            context,
+            context.ct.cancelled(),
+        )
+        .instrument(span)
+        .await
+    }
+}
+
+/// A list with the 2026-07-28 caching hints (`ttlMs`, `cacheScope:
+/// "private"`: a session's lists are its own) when the request speaks that
+/// revision; older revisions get the list as they know it.
+fn cacheable<T>(
+    mut result: T,
+    context: &RequestContext<RoleServer>,
+    set: impl FnOnce(&mut T, Option<u64>, Option<CacheScope>),
+) -> T {
+    if Caller::of(context, None).speaks_2026() {
+        set(&mut result, Some(TTL_MS), Some(CacheScope::Private));
+    }
+    result
+}
+
 fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError> {
     context
         .extensions
@@ -63,12 +114,154 @@ fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError
 
 impl ServerHandler for SessionTools {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_completions()
+            .build();
+        InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(
                 "openclaw-proxy",
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions("Tools registered by an app session; each call runs inside the app.")
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let catalog = self.catalog(&context).await?;
+        let cursor = request
+            .as_ref()
+            .and_then(|request| request.cursor.as_deref());
+        let (resources, next) = served::page(&catalog.resources, cursor)?;
+        let mut result = ListResourcesResult::with_all_items(served::entries(
+            resources.iter().map(|resource| resource.to_mcp()),
+        ));
+        result.next_cursor = next;
+        Ok(cacheable(result, &context, |result, ttl, scope| {
+            result.ttl_ms = ttl;
+            result.cache_scope = scope;
+        }))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let catalog = self.catalog(&context).await?;
+        let cursor = request
+            .as_ref()
+            .and_then(|request| request.cursor.as_deref());
+        let (templates, next) = served::page(&catalog.resource_templates, cursor)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(served::entries(
+            templates.iter().map(|template| template.to_mcp()),
+        ));
+        result.next_cursor = next;
+        Ok(cacheable(result, &context, |result, ttl, scope| {
+            result.ttl_ms = ttl;
+            result.cache_scope = scope;
+        }))
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let catalog = self.catalog(&context).await?;
+        let cursor = request
+            .as_ref()
+            .and_then(|request| request.cursor.as_deref());
+        let (prompts, next) = served::page(&catalog.prompts, cursor)?;
+        let mut result = ListPromptsResult::with_all_items(served::entries(
+            prompts.iter().map(|prompt| prompt.to_mcp()),
+        ));
+        result.next_cursor = next;
+        Ok(cacheable(result, &context, |result, ttl, scope| {
+            result.ttl_ms = ttl;
+            result.cache_scope = scope;
+        }))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let session = session_of(&context)?;
+        let uri = request.uri.clone();
+        let ask = Ask {
+            session_id: &session,
+            method: "resources/read",
+            target: &uri,
+            params: request,
+        };
+        let result: ReadResourceResult = self.ask(ask, &context).await?;
+        Ok(result.into())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let session = session_of(&context)?;
+        let name = request.name.clone();
+        let ask = Ask {
+            session_id: &session,
+            method: "prompts/get",
+            target: &name,
+            params: request,
+        };
+        let result: GetPromptResult = self.ask(ask, &context).await?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let session = session_of(&context)?;
+        let target = match &request.r#ref {
+            Reference::Prompt(prompt) => prompt.name.clone(),
+            Reference::Resource(resource) => resource.uri.clone(),
+            // A kind of reference newer than this build: the app decides.
+            _ => String::new(),
+        };
+        let ask = Ask {
+            session_id: &session,
+            method: "completion/complete",
+            target: &target,
+            params: request,
+        };
+        self.ask(ask, &context).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // The session must exist; updates reach the streams that can carry
+        // them (docs/mcp.md, "Resources and prompts").
+        self.catalog(&context).await.map(drop)
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        _request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.catalog(&context).await.map(drop)
     }
 
     async fn list_tools(

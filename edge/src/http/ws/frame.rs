@@ -340,16 +340,18 @@ pub(super) fn parse_frame(text: &str) -> Result<Parsed, String> {
         "mcp_result" => {
             let request_id = request_id()?
                 .ok_or_else(|| "mcp_result has no \"request_id\" (or \"requestId\")".to_owned())?;
-            Ok(Parsed::ToCore(match mcp_result_of(&frame, request_id.clone()) {
-                Ok(result) => Inbound::Message(proto::AppMessage {
-                    kind: Some(app_message::Kind::McpResult(result)),
-                }),
-                Err(problem) => Inbound::Malformed {
-                    request_id,
-                    result: true,
-                    problem,
+            Ok(Parsed::ToCore(
+                match mcp_result_of(&frame, request_id.clone()) {
+                    Ok(result) => Inbound::Message(proto::AppMessage {
+                        kind: Some(app_message::Kind::McpResult(result)),
+                    }),
+                    Err(problem) => Inbound::Malformed {
+                        request_id,
+                        result: true,
+                        problem,
+                    },
                 },
-            }))
+            ))
         }
         "log" => {
             let request_id = request_id()?
@@ -428,7 +430,9 @@ fn mcp_result_of(frame: &AppFrame<'_>, request_id: String) -> Result<proto::McpR
                     .unwrap_or_default(),
             })
         }
-        (Some(_), Some(_)) => return Err("mcp_result carries both \"result\" and \"error\": send one".into()),
+        (Some(_), Some(_)) => {
+            return Err("mcp_result carries both \"result\" and \"error\": send one".into());
+        }
         (None, None) => return Err("mcp_result carries neither \"result\" nor \"error\"".into()),
     };
     Ok(proto::McpResult {

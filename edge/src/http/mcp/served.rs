@@ -1,0 +1,252 @@
+//! What a session serves besides tools, for the rmcp handler
+//! ([`super::service::SessionTools`]): its lists answered from memory, one
+//! page at a time, and the requests the app answers (`resources/read`,
+//! `prompts/get`, `completion/complete`) sent over its bridge as the one
+//! generic `mcp_request`, their results read back into rmcp's types.
+//!
+//! A read of a URI the session does not serve is the error the caller's
+//! protocol revision names: `-32002` up to 2025-11-25, `-32602` (SEP-2164)
+//! from 2026-07-28, carrying the URI in `data.uri` either way, whether the
+//! proxy refused it or the app did. The app never needs to know the era.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use axum::http::request::Parts;
+use openclaw_proxy_core::outcome::McpReply;
+use openclaw_proxy_core::proto::CallerInfo;
+use openclaw_proxy_core::{AppRequest, CallContext, Hub, InvokeError, Origin, Transport};
+use rmcp::model::{ErrorCode, RequestMetaObject};
+use rmcp::service::RequestContext;
+use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::RequestTrace;
+use super::call::{self, InFlight};
+
+/// Entries per page of a list; a longer list hands out a `nextCursor`.
+pub const PAGE_SIZE: usize = 100;
+
+/// How long a client may treat a list or a read as fresh (2026-07-28
+/// `ttlMs`): lists change only when the app updates them, and clients that
+/// hold a stream hear of that at once; the others look again soon.
+pub const TTL_MS: u64 = 60_000;
+
+/// The MCP error code of a resource that does not exist, before SEP-2164.
+const RESOURCE_NOT_FOUND: i32 = -32002;
+
+/// One page of `items`, from the `cursor` a previous page handed out (the
+/// offset of its first entry, as text), and the cursor of the next page.
+pub fn page<T>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), McpError>
+where
+    T: Clone,
+{
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|start| *start <= items.len())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    "the cursor is not one this server handed out: list again without a cursor",
+                    None,
+                )
+            })?,
+    };
+    let end = items.len().min(start + PAGE_SIZE);
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}
+
+/// Catalog entries (MCP objects) as rmcp's types.
+pub fn entries<T: DeserializeOwned>(objects: impl Iterator<Item = Value>) -> Vec<T> {
+    objects
+        .filter_map(|object| match serde_json::from_value(object) {
+            Ok(entry) => Some(entry),
+            Err(error) => {
+                // Validated at declaration; a mismatch is a bug here.
+                tracing::error!(%error, "a declared entry could not be listed");
+                None
+            }
+        })
+        .collect()
+}
+
+/// What the edge knows of the request an rmcp handler serves.
+pub struct Caller {
+    /// Who is calling.
+    pub client: CallerInfo,
+    /// The request's protocol revision, from its header; empty if absent.
+    pub protocol_version: String,
+    /// The request's span (when traces are exported).
+    pub span: tracing::Span,
+    /// Its W3C `traceparent`; empty for none.
+    pub trace_parent: String,
+    /// The caller's address.
+    pub peer: Option<SocketAddr>,
+}
+
+impl Caller {
+    /// The caller of the request `context` belongs to; `meta` is the
+    /// request's `_meta`.
+    pub fn of(context: &RequestContext<RoleServer>, meta: Option<&RequestMetaObject>) -> Self {
+        let parts = context.extensions.get::<Parts>();
+        let protocol_version = parts
+            .and_then(|parts| parts.headers.get(HEADER_MCP_PROTOCOL_VERSION))
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let peer_info = context.peer.peer_info();
+        let client = call::caller(
+            meta,
+            peer_info.as_ref().map(|info| &info.client_info),
+            Some(protocol_version.as_str()).filter(|version| !version.is_empty()),
+        );
+        let traced = parts
+            .and_then(|parts| parts.extensions.get::<RequestTrace>())
+            .cloned();
+        let (span, trace_parent, peer) = match traced {
+            Some(traced) => (traced.span, traced.trace_parent, traced.peer),
+            None => (tracing::Span::none(), String::new(), None),
+        };
+        Self {
+            client,
+            protocol_version,
+            span,
+            trace_parent,
+            peer,
+        }
+    }
+
+    /// Whether the request speaks 2026-07-28 or later.
+    pub fn speaks_2026(&self) -> bool {
+        self.protocol_version.as_str() >= "2026-07-28"
+    }
+
+    /// The error of a read of `uri`, which does not exist.
+    fn resource_not_found(&self, message: String, uri: &str) -> McpError {
+        let code = if self.speaks_2026() {
+            ErrorCode::INVALID_PARAMS
+        } else {
+            ErrorCode(RESOURCE_NOT_FOUND)
+        };
+        McpError::new(code, message, Some(json!({ "uri": uri })))
+    }
+}
+
+/// One request for the app, as an rmcp handler received it.
+pub struct Ask<'a, P> {
+    /// The session it is routed to.
+    pub session_id: &'a str,
+    /// The MCP method.
+    pub method: &'a str,
+    /// What it names (a URI, a prompt), for checks and the audit log.
+    pub target: &'a str,
+    /// The params rmcp parsed; `_meta` goes back in from the context.
+    pub params: P,
+}
+
+/// Sends a request to the session's app over its bridge and reads the
+/// result as `T`. Abandoned (and cancelled in the app) when `cancelled`
+/// resolves or a `notifications/cancelled` names it.
+pub async fn ask<P: Serialize, T: DeserializeOwned>(
+    hub: &Hub,
+    in_flight: &InFlight,
+    ask: Ask<'_, P>,
+    context: &RequestContext<RoleServer>,
+    cancelled: impl Future<Output = ()>,
+) -> Result<T, McpError> {
+    let Ask {
+        session_id,
+        method,
+        target,
+        params,
+    } = ask;
+    let meta = (!context.meta.0.is_empty()).then_some(&context.meta);
+    let caller = Caller::of(context, meta);
+    let mut params = serde_json::to_value(params)
+        .map_err(|error| McpError::internal_error(error.to_string(), None))?;
+    if let (Some(meta), Some(object)) = (meta, params.as_object_mut()) {
+        object.insert(
+            "_meta".into(),
+            serde_json::to_value(meta).unwrap_or_default(),
+        );
+    }
+    let jsonrpc_id = serde_json::to_string(&context.id).unwrap_or_default();
+    let registered = in_flight.register(session_id, &jsonrpc_id);
+    let request = AppRequest {
+        method,
+        target,
+        params_json: params.to_string(),
+    };
+    let call_context = CallContext {
+        meta_json: String::new(),
+        client: caller.client.clone(),
+        progress: None,
+        trace_parent: caller.trace_parent.clone(),
+        origin: Origin::new(Transport::Mcp, caller.peer),
+    };
+    let outcome = tokio::select! {
+        outcome = tracing::Instrument::instrument(
+            hub.request(session_id, request, call_context),
+            caller.span.clone(),
+        ) => outcome,
+        () = cancelled => return Err(McpError::internal_error("the request was cancelled", None)),
+        () = registered.cancelled() => {
+            return Err(McpError::internal_error("the request was cancelled by the client", None));
+        }
+    };
+    match outcome {
+        Ok(McpReply::Result(raw)) => serde_json::from_str(raw.get()).map_err(|error| {
+            McpError::internal_error(
+                format!("the app's {method} result is not a valid MCP result: {error}"),
+                None,
+            )
+        }),
+        Ok(McpReply::Error(failure)) => {
+            let data = failure
+                .data
+                .as_ref()
+                .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+            if failure.code == RESOURCE_NOT_FOUND && method == "resources/read" {
+                return Err(caller.resource_not_found(failure.message, target));
+            }
+            Err(McpError::new(
+                ErrorCode(failure.code),
+                failure.message,
+                data,
+            ))
+        }
+        Err(error @ InvokeError::UnknownResource { .. }) => {
+            Err(caller.resource_not_found(error.to_string(), target))
+        }
+        Err(error @ InvokeError::UnknownPrompt { .. }) => {
+            Err(McpError::invalid_params(error.to_string(), None))
+        }
+        Err(error) => Err(McpError::internal_error(error.to_string(), None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_hand_out_cursors_until_the_end() {
+        let items: Vec<usize> = (0..250).collect();
+        let (first, next) = page(&items, None).expect("first");
+        assert_eq!(first.len(), PAGE_SIZE);
+        let (second, next) = page(&items, next.as_deref()).expect("second");
+        assert_eq!(second[0], PAGE_SIZE);
+        let (third, next) = page(&items, next.as_deref()).expect("third");
+        assert_eq!(third.len(), 50);
+        assert_eq!(next, None);
+        assert!(page(&items, Some("x")).is_err());
+        assert!(page(&items, Some("251")).is_err());
+        assert_eq!(page::<usize>(&[], None).expect("empty"), (vec![], None));
+    }
+}

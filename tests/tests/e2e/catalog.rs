@@ -1,0 +1,332 @@
+//! More than tools: a session declares resources, resource templates and
+//! prompts; the proxy lists them from the declaration and sends reads,
+//! prompt requests and completions over the bridge as `mcp_request`,
+//! answered by the app's `mcp_result`.
+
+use openclaw_proxy_tests::*;
+use rmcp::model::{
+    ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+    Reference, ResourceContents,
+};
+use serde_json::{Value, json};
+
+/// A registration body with one tool, two resources, a template and a
+/// prompt.
+fn declaring_body() -> Value {
+    let mut body = legacy_session_body();
+    body["resources"] = json!([
+        {"uri": "notes://welcome", "name": "welcome", "title": "Welcome", "mimeType": "text/plain",
+         "size": 13, "annotations": {"audience": ["user"], "priority": 0.5}},
+        {"uri": "notes://logo", "name": "logo", "mime_type": "image/png"}
+    ]);
+    body["resourceTemplates"] = json!([
+        {"uriTemplate": "notes://by-id/{id}", "name": "note", "description": "A note by id"}
+    ]);
+    body["prompts"] = json!([
+        {"name": "summarise", "description": "Summarise a ticket",
+         "arguments": [{"name": "ticket", "description": "The ticket id", "required": true}]}
+    ]);
+    body
+}
+
+/// Serves `mcp_request` frames as a notes app would, until the socket ends;
+/// invocations are echoed.
+fn serve_notes(mut app: WsApp) -> tokio::task::JoinHandle<Vec<Value>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "mcp_request" {
+                continue;
+            }
+            seen.push(frame.clone());
+            let id = frame["request_id"].clone();
+            let params = &frame["params"];
+            let answer = match frame["method"].as_str() {
+                Some("resources/read") => match params["uri"].as_str() {
+                    Some("notes://welcome") => json!({"type": "mcp_result", "request_id": id,
+                        "result": {"contents": [{"uri": "notes://welcome", "mimeType": "text/plain", "text": "Hello, agent!"}]}}),
+                    Some("notes://logo") => json!({"type": "mcp_result", "requestId": id,
+                        "result": {"contents": [{"uri": "notes://logo", "mimeType": "image/png", "blob": "iVBORw0KGgo="}]}}),
+                    Some(uri) if uri.starts_with("notes://by-id/") => {
+                        json!({"type": "mcp_result", "request_id": id,
+                        "result": {"contents": [{"uri": uri, "text": format!("note {}", &uri[14..])}]}})
+                    }
+                    other => json!({"type": "mcp_result", "request_id": id,
+                        "error": {"code": -32002, "message": "Resource not found", "data": {"uri": other}}}),
+                },
+                Some("prompts/get") => json!({"type": "mcp_result", "request_id": id, "result": {
+                "description": "Summarise a ticket",
+                "messages": [
+                    {"role": "user", "content": {"type": "text",
+                        "text": format!("Summarise ticket {}", params["arguments"]["ticket"].as_str().unwrap_or("?"))}},
+                    {"role": "user", "content": {"type": "resource",
+                        "resource": {"uri": "notes://welcome", "mimeType": "text/plain", "text": "Hello, agent!"}}}
+                ]}}),
+                Some("completion/complete") => json!({"type": "mcp_result", "request_id": id,
+                    "result": {"completion": {"values": ["T-1", "T-2"], "total": 2, "hasMore": false}}}),
+                _ => json!({"type": "mcp_result", "request_id": id,
+                    "error": {"code": -32601, "message": "not served"}}),
+            };
+            app.send_json(answer).await;
+        }
+        seen
+    })
+}
+
+#[tokio::test]
+async fn resources_and_prompts_are_listed_read_and_fetched_through_a_websocket_app() {
+    let server = TestServer::start().await;
+    let session = TestSession::register(&server, &declaring_body()).await;
+
+    // GET shows the declaration.
+    let shown: Value = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/chat/sessions/{}",
+            server.http_url(),
+            session.id
+        ))
+        .bearer_auth(APP_TOKEN)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(shown["resources"][0]["uri"], "notes://welcome", "{shown}");
+    assert_eq!(shown["resources"][1]["mimeType"], "image/png", "{shown}");
+    assert_eq!(
+        shown["resource_templates"][0]["uriTemplate"],
+        "notes://by-id/{id}"
+    );
+    assert_eq!(shown["prompts"][0]["arguments"][0]["required"], true);
+
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let served = serve_notes(app);
+    let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
+
+    // Lists come from the declaration.
+    let resources = client.list_resources(None).await.expect("resources/list");
+    let uris: Vec<&str> = resources.resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["notes://welcome", "notes://logo"]);
+    assert_eq!(resources.resources[0].title.as_deref(), Some("Welcome"));
+    let templates = client
+        .list_resource_templates(None)
+        .await
+        .expect("resources/templates/list");
+    assert_eq!(
+        templates.resource_templates[0].uri_template,
+        "notes://by-id/{id}"
+    );
+    let prompts = client.list_prompts(None).await.expect("prompts/list");
+    assert_eq!(prompts.prompts[0].name, "summarise");
+
+    // Reads travel to the app: text, blob, through a template.
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes://welcome"))
+        .await
+        .expect("read text");
+    match &read.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "Hello, agent!"),
+        other => panic!("expected text, got {other:?}"),
+    }
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes://logo"))
+        .await
+        .expect("read blob");
+    match &read.contents[0] {
+        ResourceContents::BlobResourceContents { blob, .. } => assert_eq!(blob, "iVBORw0KGgo="),
+        other => panic!("expected a blob, got {other:?}"),
+    }
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes://by-id/42"))
+        .await
+        .expect("read through the template");
+    match &read.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "note 42"),
+        other => panic!("expected text, got {other:?}"),
+    }
+
+    // An unknown URI is the resource-not-found error, carrying the URI.
+    let error = client
+        .read_resource(ReadResourceRequestParams::new("notes://missing"))
+        .await
+        .expect_err("not found");
+    let text = format!("{error:?}");
+    assert!(
+        text.contains("-32002") && text.contains("notes://missing"),
+        "{text}"
+    );
+
+    // A prompt, with its argument, and an embedded resource intact.
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("ticket".into(), json!("T-7"));
+    let prompt = client
+        .get_prompt(GetPromptRequestParams::new("summarise").with_arguments(arguments))
+        .await
+        .expect("prompts/get");
+    let messages = serde_json::to_value(&prompt.messages).expect("messages");
+    assert_eq!(
+        messages[0]["content"]["text"], "Summarise ticket T-7",
+        "{messages}"
+    );
+    assert_eq!(
+        messages[1]["content"]["resource"]["uri"], "notes://welcome",
+        "{messages}"
+    );
+
+    // A prompt the session does not declare never reaches the app.
+    let error = client
+        .get_prompt(GetPromptRequestParams::new("nonexistent"))
+        .await
+        .expect_err("unknown prompt");
+    assert!(format!("{error:?}").contains("summarise"), "{error:?}");
+
+    // Completion.
+    let completed = client
+        .complete(CompleteRequestParams::new(
+            Reference::for_prompt("summarise"),
+            ArgumentInfo::new("ticket", "T"),
+        ))
+        .await
+        .expect("completion/complete");
+    assert_eq!(completed.completion.values, ["T-1", "T-2"]);
+
+    client.cancel().await.expect("close");
+    drop(served);
+    let _ = session;
+}
+
+#[tokio::test]
+async fn at_2026_07_28_a_missing_resource_is_invalid_params_and_lists_carry_caching_hints() {
+    let server = TestServer::start().await;
+    let session = TestSession::register(&server, &declaring_body()).await;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let _served = serve_notes(app);
+    let post = |body: Value| {
+        let mut request = mcp_post(&session.mcp_url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header(
+                "mcp-method",
+                body["method"].as_str().unwrap_or_default().to_owned(),
+            );
+        if let Some(uri) = body["params"]["uri"].as_str() {
+            request = request.header("mcp-name", uri.to_owned());
+        }
+        request.send()
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let listed: Value = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list",
+                                     "params": {"_meta": meta}}),
+    )
+    .await
+    .expect("POST")
+    .json()
+    .await
+    .expect("JSON");
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
+    assert!(listed["result"]["ttlMs"].as_u64().is_some(), "{listed}");
+    let missing: Value = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                                      "params": {"uri": "notes://missing", "_meta": meta}}),
+    )
+    .await
+    .expect("POST")
+    .json()
+    .await
+    .expect("JSON");
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert_eq!(
+        missing["error"]["data"]["uri"], "notes://missing",
+        "{missing}"
+    );
+}
+
+#[tokio::test]
+async fn a_declaration_with_a_problem_is_refused_naming_its_field() {
+    let server = TestServer::start().await;
+    let cases = [
+        (
+            json!([{"uri": "no scheme", "name": "x"}]),
+            "resources",
+            "resources[0].uri",
+        ),
+        (
+            json!([{"uri": "a:1", "name": "x"}, {"uri": "a:1", "name": "y"}]),
+            "resources",
+            "resources[1].uri",
+        ),
+        (json!([{"uri": "a:1"}]), "resources", "resources[0].name"),
+        (json!([{"name": "bad name"}]), "prompts", "prompts[0].name"),
+        (
+            json!([{"uriTemplate": "t:{x}", "name": "t", "icons": [{}]}]),
+            "resource_templates",
+            "resource_templates[0].icons",
+        ),
+    ];
+    for (list, key, field) in cases {
+        let mut body = legacy_session_body();
+        body[key] = list;
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/chat/sessions", server.http_url()))
+            .bearer_auth(APP_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(response.status(), 400, "{field}");
+        let text = response.text().await.expect("body");
+        assert!(text.contains(field), "{field}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn an_update_replaces_the_lists_it_carries_and_keeps_the_others() {
+    let server = TestServer::start().await;
+    let session = TestSession::register(&server, &declaring_body()).await;
+    let url = format!(
+        "{}/v1/chat/sessions/{}/tools",
+        server.http_url(),
+        session.id
+    );
+    let updated: Value = reqwest::Client::new()
+        .put(&url)
+        .bearer_auth(APP_TOKEN)
+        .json(&json!({"tools": [], "prompts": []}))
+        .send()
+        .await
+        .expect("PUT")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(updated["prompts"], 0, "{updated}");
+    assert_eq!(updated["resources"], 2, "{updated}");
+    assert_eq!(updated["resource_templates"], 1, "{updated}");
+
+    // Over the bridge too: an update_tools frame with resources.
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    app.send_json(json!({"type": "update_tools", "tools": [],
+                         "resources": [{"uri": "notes://only", "name": "only"}]}))
+        .await;
+    let answer = loop {
+        let frame = app.next_json().await.expect("tools_updated");
+        if frame["type"] == "tools_updated" {
+            break frame;
+        }
+    };
+    assert_eq!(answer["resources"], 1, "{answer}");
+    assert_eq!(answer["resource_templates"], 1, "{answer}");
+    let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
+    let resources = client.list_resources(None).await.expect("resources/list");
+    assert_eq!(resources.resources[0].uri, "notes://only");
+    client.cancel().await.expect("close");
+}
