@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod directory;
+pub mod error;
 pub mod escape;
 pub mod grpc;
 pub mod hub;
@@ -33,7 +34,8 @@ pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTo
 pub use bridge::{BridgeStream, Inbound};
 pub use call::CallContext;
 pub use config::CoreConfig;
-pub use hub::{Backend, Hub, HubError};
+pub use error::{ErrorKind, UnknownSession};
+pub use hub::{Backend, Deletion, Hub, HubError};
 pub use limits::{LimitError, Limits};
 pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::v1 as proto;

@@ -36,6 +36,8 @@ mod sessions;
 #[cfg(test)]
 mod testing;
 
+pub use sessions::Deletion;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -46,6 +48,7 @@ use crate::bridge::Bridge;
 use crate::config::CoreConfig;
 use crate::delivery::{NoRemote, RemoteDelivery};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
+use crate::error::{ErrorKind, UnknownSession};
 use crate::limits::{CreateLimiter, LimitError};
 use crate::metrics::Metrics;
 use crate::outcome::BridgeEnd;
@@ -54,10 +57,7 @@ use crate::tools::{ToolError, ToolSetCache};
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error(
-        "session {} does not exist: it was never created, it expired, or it was deleted",
-        crate::escape::quoted(.0)
-    )]
+    #[error("{}", UnknownSession(.0))]
     UnknownSession(String),
     #[error("session_id is empty: name the session returned by CreateSession")]
     MissingSessionId,
@@ -73,6 +73,21 @@ pub enum HubError {
     NoRandomness(#[from] RandomnessUnavailable),
     #[error(transparent)]
     Limit(#[from] LimitError),
+}
+
+impl HubError {
+    /// The kind of refusal, for each surface's one table.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::UnknownSession(_) => ErrorKind::NotFound,
+            Self::MissingSessionId | Self::InvalidTool(_) => ErrorKind::Invalid,
+            Self::ShuttingDown | Self::Unavailable(_) | Self::NoRandomness(_) => {
+                ErrorKind::Unavailable
+            }
+            Self::Unauthenticated(error) => error.kind(),
+            Self::Limit(error) => error.kind(),
+        }
+    }
 }
 
 /// Where a hub keeps its sessions and finds bridges it does not hold.
