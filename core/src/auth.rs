@@ -20,6 +20,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use subtle::ConstantTimeEq;
 
+use crate::error::ErrorKind;
+
 /// A SHA-256 digest of a token.
 pub type TokenDigest = [u8; 32];
 
@@ -269,6 +271,11 @@ pub enum AuthError {
 }
 
 impl AuthError {
+    /// Every refused credential is [`ErrorKind::Unauthenticated`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Unauthenticated
+    }
+
     /// The side whose credential was refused.
     pub fn side(&self) -> Side {
         match self {

@@ -24,12 +24,13 @@ use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::audit::{ClientAddr, Origin};
 use crate::auth::{AuthError, Credential};
 use crate::bridge::Inbound;
-use crate::hub::{Hub, HubError};
+use crate::error::ErrorKind;
+use crate::hub::{Deletion, Hub, HubError};
 use crate::metrics::{Surface, Transport};
 use crate::outcome::BridgeEnd;
 use crate::proto::{
@@ -102,10 +103,15 @@ impl GrpcService {
     /// Checks that the request may touch `session_id`.
     async fn authorize(&self, metadata: &MetadataMap, session_id: &str) -> Result<(), HubError> {
         let checked = self.hub.authorize(session_id, credential(metadata)).await;
-        if let Err(HubError::Unauthenticated(_)) = &checked {
+        self.counted(checked)
+    }
+
+    /// `result`, its refused credential counted among the auth failures.
+    fn counted<T>(&self, result: Result<T, HubError>) -> Result<T, HubError> {
+        if let Err(HubError::Unauthenticated(_)) = &result {
             self.hub.metrics().auth_failure(Surface::Grpc);
         }
-        checked
+        result
     }
 }
 
@@ -194,25 +200,25 @@ fn check_required_metadata(request: &proto::CreateSessionRequest) -> Result<(), 
     Ok(())
 }
 
+/// The gRPC code of each kind of refusal: the one table.
+fn code_of(kind: ErrorKind) -> Code {
+    match kind {
+        ErrorKind::NotFound => Code::NotFound,
+        ErrorKind::Invalid => Code::InvalidArgument,
+        ErrorKind::Unauthenticated => Code::Unauthenticated,
+        ErrorKind::Exhausted { .. } => Code::ResourceExhausted,
+        ErrorKind::Unavailable => Code::Unavailable,
+    }
+}
+
 /// The status an error from the hub is reported with.
 pub fn status_of(error: HubError) -> Status {
-    let message = error.to_string();
-    match error {
-        HubError::UnknownSession(_) => Status::not_found(message),
-        HubError::MissingSessionId | HubError::InvalidTool(_) | HubError::InvalidDeclaration(_) => {
-            Status::invalid_argument(message)
-        }
-        HubError::ShuttingDown | HubError::Unavailable(_) | HubError::NoRandomness(_) => {
-            Status::unavailable(message)
-        }
-        HubError::Unauthenticated(error) => status_of_auth(error),
-        HubError::Limit(_) => Status::resource_exhausted(message),
-    }
+    Status::new(code_of(error.kind()), error.to_string())
 }
 
 /// The status a refused credential is reported with.
 pub fn status_of_auth(error: AuthError) -> Status {
-    Status::unauthenticated(error.to_string())
+    Status::new(code_of(error.kind()), error.to_string())
 }
 
 /// The status an ended bridge stream closes with.
@@ -284,21 +290,14 @@ impl SessionService for GrpcService {
     ) -> Result<Response<proto::DeleteSessionResponse>, Status> {
         let origin = origin(&request);
         let (metadata, _, request) = request.into_parts();
-        match self.authorize(&metadata, &request.session_id).await {
-            Ok(()) => {}
-            // Idempotent: a session that is gone is deleted already.
-            Err(HubError::UnknownSession(_)) => {
-                return Ok(Response::new(proto::DeleteSessionResponse {
-                    existed: false,
-                }));
-            }
-            Err(error) => return Err(status_of(error)),
-        }
-        self.hub
-            .delete_session_from(request, origin)
-            .await
-            .map(Response::new)
-            .map_err(status_of)
+        let deleted = self
+            .hub
+            .delete(&request.session_id, credential(&metadata), origin)
+            .await;
+        let deletion = self.counted(deleted).map_err(status_of)?;
+        Ok(Response::new(proto::DeleteSessionResponse {
+            existed: deletion == Deletion::Deleted,
+        }))
     }
 
     async fn get_session(

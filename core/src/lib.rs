@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod directory;
+pub mod error;
 pub mod escape;
 pub mod grpc;
 pub mod hub;
@@ -34,7 +35,8 @@ pub use auth::{AuthError, BearerToken, Credential, SessionCredentials, SessionTo
 pub use bridge::{BridgeStream, Inbound};
 pub use call::CallContext;
 pub use config::CoreConfig;
-pub use hub::{AppRequest, Backend, Hub, HubError};
+pub use error::{ErrorKind, UnknownSession};
+pub use hub::{AppRequest, Backend, Deletion, Hub, HubError};
 pub use limits::{LimitError, Limits};
 pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::v1 as proto;

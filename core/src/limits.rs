@@ -22,6 +22,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::state::keyed::HashMapStateStore;
 use governor::{Quota, RateLimiter};
 
+use crate::error::ErrorKind;
 use crate::proto::{self, ToolDefinition};
 
 /// The ceilings of one server. `0` disables a limit.
@@ -215,6 +216,13 @@ pub enum LimitError {
 }
 
 impl LimitError {
+    /// A limit reached, with the wait before a retry when it is known.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Exhausted {
+            retry_after: self.retry_after(),
+        }
+    }
+
     /// How long the client should wait before retrying, when that is known.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

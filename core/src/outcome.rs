@@ -3,12 +3,14 @@
 //!
 //! These are plain values shared by every other module of the core (and by
 //! every transport), so they sit at the bottom of the dependency order: this
-//! module imports nothing of the core.
+//! module imports only the sentences of [`crate::error`].
 
 use std::time::Duration;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
+
+use crate::error::UnknownSession;
 
 /// The app's answer to a tool call.
 ///
@@ -116,10 +118,7 @@ pub enum Reply {
 /// Why a tool call produced no answer from the app.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
-    #[error(
-        "session {} does not exist: it was never created, it expired, or it was deleted",
-        crate::escape::quoted(.0)
-    )]
+    #[error("{}", UnknownSession(.0))]
     UnknownSession(String),
     #[error("unknown tool {}: this session offers {available}", crate::escape::quoted(.tool))]
     UnknownTool { tool: String, available: String },

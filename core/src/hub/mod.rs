@@ -38,6 +38,7 @@ mod sessions;
 mod testing;
 
 pub use request::AppRequest;
+pub use sessions::Deletion;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -49,6 +50,7 @@ use crate::bridge::Bridge;
 use crate::config::CoreConfig;
 use crate::delivery::{NoRemote, RemoteDelivery};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
+use crate::error::{ErrorKind, UnknownSession};
 use crate::limits::{CreateLimiter, LimitError};
 use crate::metrics::Metrics;
 use crate::outcome::BridgeEnd;
@@ -57,10 +59,7 @@ use crate::tools::{ToolError, ToolSetCache};
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error(
-        "session {} does not exist: it was never created, it expired, or it was deleted",
-        crate::escape::quoted(.0)
-    )]
+    #[error("{}", UnknownSession(.0))]
     UnknownSession(String),
     #[error("session_id is empty: name the session returned by CreateSession")]
     MissingSessionId,
@@ -78,6 +77,23 @@ pub enum HubError {
     NoRandomness(#[from] RandomnessUnavailable),
     #[error(transparent)]
     Limit(#[from] LimitError),
+}
+
+impl HubError {
+    /// The kind of refusal, for each surface's one table.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::UnknownSession(_) => ErrorKind::NotFound,
+            Self::MissingSessionId | Self::InvalidTool(_) | Self::InvalidDeclaration(_) => {
+                ErrorKind::Invalid
+            }
+            Self::ShuttingDown | Self::Unavailable(_) | Self::NoRandomness(_) => {
+                ErrorKind::Unavailable
+            }
+            Self::Unauthenticated(error) => error.kind(),
+            Self::Limit(error) => error.kind(),
+        }
+    }
 }
 
 /// Where a hub keeps its sessions and finds bridges it does not hold.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{Hub, HubError};
 use crate::audit::{self, Origin};
-use crate::auth::SessionTokens;
+use crate::auth::{Credential, SessionTokens};
 use crate::catalog::{self, Catalog};
 use crate::directory::{Offer, SessionRecord};
 use crate::escape::short_id as short;
@@ -13,6 +13,15 @@ use crate::limits::LimitError;
 use crate::outcome::BridgeEnd;
 use crate::proto;
 use crate::tools::{Tool, validate_tools};
+
+/// What a delete found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    /// The session existed and is gone now.
+    Deleted,
+    /// The session was gone already: deleted, expired, or never created.
+    AlreadyGone,
+}
 
 impl Hub {
     /// Registers a session with validated tools, for a request from `origin`
@@ -69,26 +78,28 @@ impl Hub {
         })
     }
 
-    /// Removes a session, ending its bridge and failing its calls. Idempotent.
-    pub async fn delete_session(
+    /// Deletes a session for a request from `origin` that presents
+    /// `credential`: the session's bridge ends and its calls fail at once.
+    /// Idempotent: for a credential that could have opened it, a session that
+    /// is gone (or never was) is [`Deletion::AlreadyGone`], not an error.
+    pub async fn delete(
         &self,
-        request: proto::DeleteSessionRequest,
-    ) -> Result<proto::DeleteSessionResponse, HubError> {
-        self.delete_session_from(request, Origin::default()).await
-    }
-
-    /// [`Hub::delete_session`] for a request from `origin` (audit log).
-    pub async fn delete_session_from(
-        &self,
-        request: proto::DeleteSessionRequest,
+        session_id: &str,
+        credential: Credential<'_>,
         origin: Origin,
-    ) -> Result<proto::DeleteSessionResponse, HubError> {
-        let existed = self.inner.directory.remove(&request.session_id).await?;
-        self.end_local_bridge(&request.session_id, BridgeEnd::SessionDeleted);
-        if existed {
-            audit::event("session_deleted", &request.session_id, origin);
+    ) -> Result<Deletion, HubError> {
+        match self.authorize(session_id, credential).await {
+            Ok(()) => {}
+            Err(HubError::UnknownSession(_)) => return Ok(Deletion::AlreadyGone),
+            Err(error) => return Err(error),
         }
-        Ok(proto::DeleteSessionResponse { existed })
+        let existed = self.inner.directory.remove(session_id).await?;
+        self.end_local_bridge(session_id, BridgeEnd::SessionDeleted);
+        if !existed {
+            return Ok(Deletion::AlreadyGone);
+        }
+        audit::event("session_deleted", session_id, origin);
+        Ok(Deletion::Deleted)
     }
 
     /// Describes a live session. `calls_in_flight` counts the calls on
@@ -201,6 +212,7 @@ impl Hub {
 mod tests {
     use super::super::testing::{config, session};
     use super::*;
+    use crate::config::CoreConfig;
 
     #[tokio::test(start_paused = true)]
     async fn sessions_and_tools_past_their_limits_are_refused_naming_the_setting() {
@@ -246,10 +258,32 @@ mod tests {
         );
         // Deleting makes room again.
         let deleted = hub
-            .delete_session(proto::DeleteSessionRequest { session_id: id })
+            .delete(&id, Credential::app(None), Origin::default())
             .await
             .expect("delete");
-        assert!(deleted.existed);
+        assert_eq!(deleted, Deletion::Deleted);
         session(&hub).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_is_idempotent_for_a_credential_that_opens_the_session() {
+        let hub = Hub::new(CoreConfig {
+            app_token: crate::auth::BearerToken::new("app-secret"),
+            ..config()
+        });
+        let id = session(&hub).await;
+        let app = Credential::app(Some("Bearer app-secret"));
+        let stranger = Credential::app(Some("Bearer wrong"));
+        let refused = hub
+            .delete(&id, stranger, Origin::default())
+            .await
+            .expect_err("a stranger");
+        assert!(matches!(refused, HubError::Unauthenticated(_)), "{refused}");
+        for expected in [Deletion::Deleted, Deletion::AlreadyGone] {
+            let deleted = hub.delete(&id, app, Origin::default()).await;
+            assert_eq!(deleted.expect("delete"), expected);
+        }
+        let never = hub.delete("never-created", app, Origin::default()).await;
+        assert_eq!(never.expect("delete"), Deletion::AlreadyGone);
     }
 }

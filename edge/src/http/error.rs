@@ -3,9 +3,9 @@
 //! problem.
 
 use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::{AuthError, HubError, LimitError, escape};
+use openclaw_proxy_core::{AuthError, ErrorKind, HubError, LimitError, UnknownSession, escape};
 use serde_json::json;
 
 /// Longest error message sent, in characters.
@@ -30,10 +30,7 @@ pub enum ApiError {
     UnreadableBody(String),
     #[error("missing session id: use /v1/mcp/{{session_id}} or send the MCP-Session-Id header")]
     MissingSessionId,
-    #[error(
-        "session {} does not exist: it was never created, it expired, or it was deleted; register it again with POST /v1/chat/sessions",
-        escape::quoted(.0)
-    )]
+    #[error("{}; register it again with POST /v1/chat/sessions", UnknownSession(.0))]
     UnknownSession(String),
     #[error("{0}")]
     Hub(#[from] HubError),
@@ -71,36 +68,34 @@ impl ApiError {
         }
     }
 
-    fn status(&self) -> StatusCode {
+    /// The status of the refusal, and the header that goes with it. Those
+    /// the core classified take their form from [`of_kind`].
+    fn form(&self) -> (StatusCode, Option<(HeaderName, HeaderValue)>) {
+        let plain = |status| (status, None);
         match self {
-            Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => {
-                StatusCode::UNAUTHORIZED
-            }
-            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::MalformedJson(_) | Self::InvalidBody(_) | Self::MissingSessionId => {
-                StatusCode::BAD_REQUEST
-            }
-            Self::UnreadableBody(_) => StatusCode::BAD_REQUEST,
-            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::UnknownSession(_) => StatusCode::NOT_FOUND,
-            Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
-            Self::Hub(HubError::UnknownSession(_)) => StatusCode::NOT_FOUND,
-            Self::Hub(HubError::Limit(_)) => StatusCode::TOO_MANY_REQUESTS,
-            Self::Hub(
-                HubError::MissingSessionId
-                | HubError::InvalidTool(_)
-                | HubError::InvalidDeclaration(_),
-            ) => StatusCode::BAD_REQUEST,
-            Self::Hub(
-                HubError::ShuttingDown | HubError::Unavailable(_) | HubError::NoRandomness(_),
-            ) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::InvalidPath(_) => StatusCode::BAD_REQUEST,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::WebSocketVersion => StatusCode::UPGRADE_REQUIRED,
-            Self::NotWebSocket(_) => StatusCode::BAD_REQUEST,
-            Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::TooManyConnections(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unauthorized(error) => of_kind(error.kind()),
+            Self::Hub(error) => of_kind(error.kind()),
+            Self::UnknownSession(_) => of_kind(ErrorKind::NotFound),
+            Self::UnsupportedMediaType(_) => plain(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+            Self::MalformedJson(_)
+            | Self::InvalidBody(_)
+            | Self::MissingSessionId
+            | Self::UnreadableBody(_)
+            | Self::InvalidPath(_)
+            | Self::NotWebSocket(_) => plain(StatusCode::BAD_REQUEST),
+            Self::BodyTooLarge { .. } => plain(StatusCode::PAYLOAD_TOO_LARGE),
+            Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => plain(StatusCode::FORBIDDEN),
+            Self::NotFound(_) => plain(StatusCode::NOT_FOUND),
+            Self::MethodNotAllowed { .. } => plain(StatusCode::METHOD_NOT_ALLOWED),
+            Self::WebSocketVersion => (
+                StatusCode::UPGRADE_REQUIRED,
+                Some((
+                    header::SEC_WEBSOCKET_VERSION,
+                    HeaderValue::from_static("13"),
+                )),
+            ),
+            Self::NotReady(_) => plain(StatusCode::SERVICE_UNAVAILABLE),
+            Self::TooManyConnections(_) => plain(StatusCode::TOO_MANY_REQUESTS),
         }
     }
 
@@ -141,33 +136,37 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
+        let (status, header) = self.form();
         // Messages may quote what the client sent (a parser's error quotes a
         // wrongly typed string in full): bounded, control characters escaped.
         let message = self.to_string();
         let message = escape::truncated_to(&message, MESSAGE_LIMIT);
         let body = json!({"error": {"code": self.code(), "message": message}});
         let mut response = (status, Json(body)).into_response();
-        let headers = response.headers_mut();
-        match self {
-            Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            Self::WebSocketVersion => {
-                headers.insert(
-                    header::SEC_WEBSOCKET_VERSION,
-                    HeaderValue::from_static("13"),
-                );
-            }
-            Self::Hub(HubError::Limit(limit)) => {
-                if let Some(wait) = limit.retry_after() {
-                    // Whole seconds, rounded up: 0 would invite a retry storm.
-                    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                    headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
-                }
-            }
-            _ => {}
+        if let Some((name, value)) = header {
+            response.headers_mut().insert(name, value);
         }
         response
+    }
+}
+
+/// The HTTP form of each kind of refusal the core classifies: the one table.
+fn of_kind(kind: ErrorKind) -> (StatusCode, Option<(HeaderName, HeaderValue)>) {
+    match kind {
+        ErrorKind::NotFound => (StatusCode::NOT_FOUND, None),
+        ErrorKind::Invalid => (StatusCode::BAD_REQUEST, None),
+        ErrorKind::Unauthenticated => (
+            StatusCode::UNAUTHORIZED,
+            Some((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))),
+        ),
+        ErrorKind::Exhausted { retry_after } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            retry_after.map(|wait| {
+                // Whole seconds, rounded up: 0 would invite a retry storm.
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                (header::RETRY_AFTER, HeaderValue::from(seconds.max(1)))
+            }),
+        ),
+        ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, None),
     }
 }

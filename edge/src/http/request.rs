@@ -74,13 +74,19 @@ pub(crate) async fn check_session_token(
         Surface::Mcp => Credential::mcp(header),
         _ => Credential::app(header),
     };
-    match state.hub.authorize(session_id, credential).await {
-        Ok(()) => Ok(()),
-        Err(HubError::Unauthenticated(error)) => {
+    let checked = state.hub.authorize(session_id, credential).await;
+    checked.map_err(|error| refusal(state, surface, error))
+}
+
+/// The edge's error for a refusal of the hub on `surface`; a refused
+/// credential is counted among the auth failures.
+pub(crate) fn refusal(state: &EdgeState, surface: Surface, error: HubError) -> ApiError {
+    match error {
+        HubError::Unauthenticated(error) => {
             state.hub.metrics().auth_failure(surface);
-            Err(ApiError::Unauthorized(error))
+            ApiError::Unauthorized(error)
         }
-        Err(error) => Err(ApiError::Hub(error)),
+        error => ApiError::Hub(error),
     }
 }
 

@@ -22,14 +22,14 @@ use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, Uri, header};
 use openclaw_proxy_core::metrics::Surface;
-use openclaw_proxy_core::{ClientAddr, HubError, Origin, Transport, proto};
+use openclaw_proxy_core::{ClientAddr, Credential, Origin, Transport, proto};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::ApiError;
 use super::request::{
-    ConnectionInfo, SessionIdPath, check_app_token, check_session_token, parse_json, read_body,
-    require_json,
+    ConnectionInfo, SessionIdPath, authorization, check_app_token, check_session_token, parse_json,
+    read_body, refusal, require_json,
 };
 use super::spelling::pick;
 use super::state::EdgeState;
@@ -207,23 +207,21 @@ pub async fn get_session(
     })))
 }
 
-/// `DELETE /v1/chat/sessions/{session_id}`: idempotent.
+/// `DELETE /v1/chat/sessions/{session_id}`: idempotent, as the hub decides
+/// ([`openclaw_proxy_core::Hub::delete`]).
 pub async fn delete_session(
     State(state): State<EdgeState>,
     headers: HeaderMap,
     SessionIdPath(session_id): SessionIdPath,
     client: Option<Extension<ClientAddr>>,
 ) -> Result<Json<Value>, ApiError> {
-    match check_session_token(&state, &session_id, Surface::Rest, &headers).await {
-        // Idempotent: a session that is gone is deleted already.
-        Ok(()) | Err(ApiError::Hub(HubError::UnknownSession(_))) => {}
-        Err(error) => return Err(error),
-    }
     let origin = Origin::new(Transport::Rest, client.map(|Extension(addr)| addr.0));
+    let credential = Credential::app(authorization(&headers));
     state
         .hub
-        .delete_session_from(proto::DeleteSessionRequest { session_id }, origin)
-        .await?;
+        .delete(&session_id, credential, origin)
+        .await
+        .map_err(|error| refusal(&state, Surface::Rest, error))?;
     Ok(Json(serde_json::json!({"ok": true})))
 }
 

@@ -228,11 +228,14 @@ async fn session_gone_later_is_a_404_error() {
     let mut relay = RawChild::spawn(command(&[], &env(&server.http_url(), OPENCLAW_TOKEN)));
     relay.send(initialize(1, Some(&id))).await;
     assert!(relay.recv().await["result"].is_object());
+    let app_token = format!("Bearer {APP_TOKEN}");
     server
         .hub
-        .delete_session(openclaw_proxy_core::proto::DeleteSessionRequest {
-            session_id: id.clone(),
-        })
+        .delete(
+            &id,
+            openclaw_proxy_core::Credential::app(Some(&app_token)),
+            openclaw_proxy_core::Origin::default(),
+        )
         .await
         .expect("delete");
     relay.send(request(2, "tools/list", json!({}))).await;

@@ -7,8 +7,13 @@
 //! at the envelope before rmcp does, and [`normalize`] gives rmcp's own
 //! plain-text refusals (wrong `Accept`, wrong `Content-Type`, ...) the same
 //! JSON-RPC shape, keeping their HTTP status.
+//!
+//! Every refusal the endpoint writes itself, the legacy transport's
+//! included, is a [`Refusal`]: its sentence, status and code are written
+//! once, and one function renders it.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -30,20 +35,126 @@ struct Envelope<'a> {
     params: Option<&'a RawValue>,
 }
 
+/// A refusal of the MCP endpoint, with the id of the request it answers
+/// where one could be read (`null` otherwise).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("Parse error: the request body is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("Invalid params: JSON nested deeper than {limit} levels, the limit: {error}")]
+    TooDeep {
+        id: Value,
+        limit: usize,
+        error: serde_json::Error,
+    },
+    #[error(
+        "Invalid params: tools/call needs params {{\"name\": string, \"arguments\"?: object}}: {error}"
+    )]
+    ToolsCallParams { id: Value, error: serde_json::Error },
+    #[error("Invalid Request: the body is not a JSON-RPC request or notification: {0}")]
+    NotJsonRpc(String),
+    /// rmcp's own plain-text refusal, in its words and with its status.
+    #[error("{text}")]
+    Transport { status: StatusCode, text: String },
+    #[error(
+        "session {} holds its limit of {limit} open legacy SSE streams; close one, or use the streamable HTTP transport (POST)",
+        escape::quoted(.session_id)
+    )]
+    SessionStreams { session_id: Arc<str>, limit: usize },
+    #[error(
+        "the server holds its limit of {limit} open legacy SSE streams; retry later, or use the streamable HTTP transport (POST)"
+    )]
+    ServerStreams { limit: usize },
+    #[error(
+        "legacy SSE stream {} of session {} is not open: it was closed or never opened; open one with GET on the session's MCP URL (Accept: text/event-stream) and post to the endpoint it names",
+        escape::quoted(.stream_id),
+        escape::quoted(.session_id)
+    )]
+    StreamNotOpen {
+        stream_id: String,
+        session_id: String,
+    },
+    #[error("Invalid Request: post JSON-RPC messages with `Content-Type: application/json`")]
+    NotJsonContentType,
+    #[error(
+        "this legacy SSE stream has {limit} messages in progress, its limit; wait for their answers on the stream"
+    )]
+    StreamBusy { limit: usize },
+}
+
+impl Refusal {
+    /// The id of the request refused.
+    fn id(&self) -> Value {
+        match self {
+            Self::TooDeep { id, .. } | Self::ToolsCallParams { id, .. } => id.clone(),
+            Self::NotJson(_)
+            | Self::NotJsonRpc(_)
+            | Self::Transport { .. }
+            | Self::SessionStreams { .. }
+            | Self::ServerStreams { .. }
+            | Self::StreamNotOpen { .. }
+            | Self::NotJsonContentType
+            | Self::StreamBusy { .. } => Value::Null,
+        }
+    }
+
+    /// The HTTP status and the JSON-RPC error code.
+    fn status_and_code(&self) -> (StatusCode, ErrorCode) {
+        match self {
+            Self::NotJson(_) => (StatusCode::BAD_REQUEST, ErrorCode::PARSE_ERROR),
+            Self::TooDeep { .. } | Self::ToolsCallParams { .. } => {
+                (StatusCode::OK, ErrorCode::INVALID_PARAMS)
+            }
+            Self::NotJsonRpc(_) => (StatusCode::BAD_REQUEST, ErrorCode::INVALID_REQUEST),
+            // rmcp's status stands; a failure of the server's own is internal.
+            Self::Transport { status, .. } if status.is_server_error() => {
+                (*status, ErrorCode::INTERNAL_ERROR)
+            }
+            Self::Transport { status, .. } => (*status, ErrorCode::INVALID_REQUEST),
+            Self::SessionStreams { .. } | Self::ServerStreams { .. } | Self::StreamBusy { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, ErrorCode::INVALID_REQUEST)
+            }
+            Self::StreamNotOpen { .. } => (StatusCode::NOT_FOUND, ErrorCode::INVALID_REQUEST),
+            Self::NotJsonContentType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::INVALID_REQUEST,
+            ),
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    /// The one rendering of a refusal: a JSON-RPC error answer, its message
+    /// bounded.
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = self.to_string();
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": self.id(),
+            "error": {"code": code.0, "message": escape::truncated_to(&message, 1024)},
+        });
+        let mut response = (status, Body::from(Bytes::from(body.to_string()))).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
 /// The refusal of a body rmcp would misreport: not JSON (`-32700`), or a
 /// `tools/call` whose params are not `{name, arguments?}` (`-32602`);
 /// `None` when rmcp may have it.
 pub fn refusal(body: &[u8]) -> Option<Response> {
+    refused(body).map(IntoResponse::into_response)
+}
+
+/// [`refusal`], before it is rendered.
+fn refused(body: &[u8]) -> Option<Refusal> {
     let value: &RawValue = match serde_json::from_slice(body) {
         Ok(value) => value,
-        Err(error) => {
-            return Some(error_response(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                ErrorCode::PARSE_ERROR,
-                format!("Parse error: the request body is not JSON: {error}"),
-            ));
-        }
+        Err(error) => return Some(Refusal::NotJson(error)),
     };
     // Read without building a tree, so a deep body still yields its id.
     let envelope = serde_json::from_str::<Envelope<'_>>(value.get()).ok();
@@ -52,31 +163,23 @@ pub fn refusal(body: &[u8]) -> Option<Response> {
     if let Err(error) = serde_json::from_str::<Value>(value.get())
         && error.to_string().starts_with("recursion limit exceeded")
     {
-        return Some(error_response(
-            StatusCode::OK,
-            envelope
+        return Some(Refusal::TooDeep {
+            id: envelope
                 .and_then(|envelope| envelope.id)
                 .unwrap_or(Value::Null),
-            ErrorCode::INVALID_PARAMS,
-            format!(
-                "Invalid params: JSON nested deeper than {} levels, the limit: {error}",
-                super::direct::MAX_NESTING
-            ),
-        ));
+            limit: super::direct::MAX_NESTING,
+            error,
+        });
     }
     // Batches and other shapes are rmcp's to judge.
     let envelope = envelope?;
     if envelope.method.as_deref() == Some("tools/call") {
         let params = envelope.params.map_or("null", RawValue::get);
         if let Err(error) = serde_json::from_str::<CallToolRequestParams>(params) {
-            return Some(error_response(
-                StatusCode::OK,
-                envelope.id.unwrap_or(Value::Null),
-                ErrorCode::INVALID_PARAMS,
-                format!(
-                    "Invalid params: tools/call needs params {{\"name\": string, \"arguments\"?: object}}: {error}"
-                ),
-            ));
+            return Some(Refusal::ToolsCallParams {
+                id: envelope.id.unwrap_or(Value::Null),
+                error,
+            });
         }
     }
     None
@@ -129,41 +232,17 @@ pub async fn normalize(response: Response) -> Response {
     // batch, no "method", a wrong "jsonrpc") as a wrong media type; the
     // media type was right, the request was not.
     const NOT_JSON_RPC: &str = "fail to deserialize request body";
-    let (status, text) = match text.strip_prefix(NOT_JSON_RPC) {
-        Some(reason) if status == StatusCode::UNSUPPORTED_MEDIA_TYPE => (
-            StatusCode::BAD_REQUEST,
-            format!(
-                "Invalid Request: the body is not a JSON-RPC request or notification: {}",
-                reason.trim()
-            ),
-        ),
-        _ => (status, text),
+    let refusal = match text.strip_prefix(NOT_JSON_RPC) {
+        Some(reason) if status == StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            Refusal::NotJsonRpc(reason.trim().to_owned())
+        }
+        _ => Refusal::Transport { status, text },
     };
-    let code = if status.is_server_error() {
-        ErrorCode::INTERNAL_ERROR
-    } else {
-        ErrorCode::INVALID_REQUEST
-    };
-    let mut reshaped = error_response(status, Value::Null, code, text);
+    let mut reshaped = refusal.into_response();
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             reshaped.headers_mut().insert(name, value.clone());
         }
     }
     reshaped
-}
-
-/// A JSON-RPC error answer.
-pub fn error_response(status: StatusCode, id: Value, code: ErrorCode, message: String) -> Response {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": {"code": code.0, "message": escape::truncated_to(&message, 1024)},
-    });
-    let mut response = (status, Body::from(Bytes::from(body.to_string()))).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }

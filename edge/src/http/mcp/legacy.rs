@@ -23,14 +23,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use openclaw_proxy_core::metrics::McpMethod;
-use openclaw_proxy_core::{ClientAddr, HubError, Tool, escape};
-use rmcp::model::ErrorCode;
+use openclaw_proxy_core::{ClientAddr, HubError, Tool};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::{McpState, SESSION_HEADER, admit, handle_message, jsonrpc};
+use super::jsonrpc::Refusal;
+use super::{McpState, SESSION_HEADER, admit, handle_message};
 use crate::http::error::ApiError;
 use crate::http::request::{SessionIdPath, read_body};
 use crate::http::sse;
@@ -75,12 +75,6 @@ struct LegacyStream {
     protocol_version: Mutex<Option<String>>,
 }
 
-/// Why a stream could not be opened.
-enum OpenRefusal {
-    SessionFull,
-    ServerFull,
-}
-
 impl LegacyStreams {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<LegacyStream>>> {
         // Plain data, never left half-updated by a panic: poison is harmless.
@@ -91,17 +85,20 @@ impl LegacyStreams {
     fn open(
         &self,
         session_id: Arc<str>,
-    ) -> Result<(Arc<LegacyStream>, mpsc::Receiver<Bytes>), OpenRefusal> {
+    ) -> Result<(Arc<LegacyStream>, mpsc::Receiver<Bytes>), Refusal> {
         let mut streams = self.lock();
         if streams.len() >= MAX_STREAMS {
-            return Err(OpenRefusal::ServerFull);
+            return Err(Refusal::ServerStreams { limit: MAX_STREAMS });
         }
         let of_session = streams
             .values()
             .filter(|stream| stream.session_id == session_id)
             .count();
         if of_session >= MAX_STREAMS_PER_SESSION {
-            return Err(OpenRefusal::SessionFull);
+            return Err(Refusal::SessionStreams {
+                session_id,
+                limit: MAX_STREAMS_PER_SESSION,
+            });
         }
         let (outbound, receiver) = mpsc::channel(QUEUE);
         let id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
@@ -232,23 +229,7 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
     let (stream, receiver) = match state.legacy.open(session_id.clone()) {
         Ok(opened) => opened,
-        Err(refusal) => {
-            let message = match refusal {
-                OpenRefusal::SessionFull => format!(
-                    "session {} holds its limit of {MAX_STREAMS_PER_SESSION} open legacy SSE streams; close one, or use the streamable HTTP transport (POST)",
-                    escape::quoted(&session_id)
-                ),
-                OpenRefusal::ServerFull => format!(
-                    "the server holds its limit of {MAX_STREAMS} open legacy SSE streams; retry later, or use the streamable HTTP transport (POST)"
-                ),
-            };
-            return jsonrpc::error_response(
-                StatusCode::TOO_MANY_REQUESTS,
-                Value::Null,
-                ErrorCode::INVALID_REQUEST,
-                message,
-            );
-        }
+        Err(refusal) => return refusal.into_response(),
     };
     tracing::debug!(
         session = %openclaw_proxy_core::audit::short_session(&session_id),
@@ -415,16 +396,11 @@ async fn accept_message(state: &McpState, session_id: String, request: Request) 
     }
     let stream_id = stream_param(request.uri().query()).unwrap_or_default();
     let Some(stream) = state.legacy.get(stream_id, &session_id) else {
-        return jsonrpc::error_response(
-            StatusCode::NOT_FOUND,
-            Value::Null,
-            ErrorCode::INVALID_REQUEST,
-            format!(
-                "legacy SSE stream {} of session {} is not open: it was closed or never opened; open one with GET on the session's MCP URL (Accept: text/event-stream) and post to the endpoint it names",
-                escape::quoted(stream_id),
-                escape::quoted(&session_id)
-            ),
-        );
+        return Refusal::StreamNotOpen {
+            stream_id: stream_id.to_owned(),
+            session_id,
+        }
+        .into_response();
     };
     let json_body = request
         .headers()
@@ -433,23 +409,10 @@ async fn accept_message(state: &McpState, session_id: String, request: Request) 
         .and_then(|value| value.split(';').next())
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
     if !json_body {
-        return jsonrpc::error_response(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Value::Null,
-            ErrorCode::INVALID_REQUEST,
-            "Invalid Request: post JSON-RPC messages with `Content-Type: application/json`"
-                .to_owned(),
-        );
+        return Refusal::NotJsonContentType.into_response();
     }
     let Ok(permit) = stream.pending.clone().try_acquire_owned() else {
-        return jsonrpc::error_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            Value::Null,
-            ErrorCode::INVALID_REQUEST,
-            format!(
-                "this legacy SSE stream has {MAX_PENDING} messages in progress, its limit; wait for their answers on the stream"
-            ),
-        );
+        return Refusal::StreamBusy { limit: MAX_PENDING }.into_response();
     };
     let peer = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
     let (mut parts, body) = request.into_parts();
@@ -460,12 +423,7 @@ async fn accept_message(state: &McpState, session_id: String, request: Request) 
     // Nothing else can be answered here: the rest has an id to answer on
     // the stream.
     if let Err(error) = serde_json::from_slice::<&serde_json::value::RawValue>(&bytes) {
-        return jsonrpc::error_response(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            ErrorCode::PARSE_ERROR,
-            format!("Parse error: the request body is not JSON: {error}"),
-        );
+        return Refusal::NotJson(error).into_response();
     }
     // The head the streamable endpoint expects of a client; the revision
     // is the one the client names, else the one its stream negotiated.

@@ -35,7 +35,7 @@ use futures_util::{SinkExt, StreamExt};
 use openclaw_proxy_core::metrics::{DropReason, Metrics, Surface};
 use openclaw_proxy_core::proto;
 use openclaw_proxy_core::{
-    BridgeEnd, BridgeStream, ClientAddr, HubError, Inbound, Origin, Transport,
+    BridgeEnd, BridgeStream, ClientAddr, ErrorKind, Inbound, Origin, Transport,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -107,20 +107,25 @@ pub async fn bridge(
                         Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
                     run_bridge(state, session_id, origin, socket).await;
                 }
-                Err(ApiError::Hub(error)) => close_refused(socket, error).await,
+                Err(ApiError::Hub(error)) => {
+                    close(socket, close_code(error.kind()), &error.to_string()).await;
+                }
                 Err(_) => close(socket, CLOSE_INVALID_TOKEN, "invalid app token").await,
             }
         })
 }
 
-/// Closes a bridge the hub refused, with the code that says why.
-async fn close_refused(socket: WebSocket, error: HubError) {
-    let code = match error {
-        HubError::ShuttingDown | HubError::Unavailable(_) => CLOSE_GOING_AWAY,
-        HubError::Unauthenticated(_) => CLOSE_INVALID_TOKEN,
-        _ => CLOSE_UNKNOWN_SESSION,
-    };
-    close(socket, code, &error.to_string()).await;
+/// The close code of each kind of refusal, on the upgrade and at attach:
+/// the one table. A request the original protocol has no code for (invalid,
+/// over a limit) closes as an unknown session, as it always has.
+fn close_code(kind: ErrorKind) -> u16 {
+    match kind {
+        ErrorKind::NotFound | ErrorKind::Invalid | ErrorKind::Exhausted { .. } => {
+            CLOSE_UNKNOWN_SESSION
+        }
+        ErrorKind::Unauthenticated => CLOSE_INVALID_TOKEN,
+        ErrorKind::Unavailable => CLOSE_GOING_AWAY,
+    }
 }
 
 async fn close(mut socket: WebSocket, code: u16, reason: &str) {
@@ -164,12 +169,7 @@ async fn run_bridge(state: EdgeState, session_id: String, origin: Origin, socket
             write_frames(sink, outbound, local, write_timeout, too_big).await;
         }
         Err(error) => {
-            let code = match error {
-                openclaw_proxy_core::HubError::ShuttingDown
-                | openclaw_proxy_core::HubError::Unavailable(_) => CLOSE_GOING_AWAY,
-                _ => CLOSE_UNKNOWN_SESSION,
-            };
-            let frame = close_frame(code, &error.to_string());
+            let frame = close_frame(close_code(error.kind()), &error.to_string());
             let _ = sink.send(Message::Close(Some(frame))).await;
         }
     }
@@ -192,7 +192,7 @@ async fn write_frames(
                     let (code, reason) = if end == BridgeEnd::Disconnected && too_big.load(Ordering::Relaxed) {
                         (CLOSE_TOO_BIG, TOO_BIG_REASON)
                     } else {
-                        close_code(end)
+                        end_close(end)
                     };
                     // When the app closed first, tungstenite has queued the
                     // echo of its close frame and refuses a second one;
@@ -221,7 +221,8 @@ async fn write_frames(
     }
 }
 
-fn close_code(end: BridgeEnd) -> (u16, &'static str) {
+/// The close code and reason of a bridge that ended.
+fn end_close(end: BridgeEnd) -> (u16, &'static str) {
     let code = match end {
         BridgeEnd::Replaced => CLOSE_REPLACED,
         BridgeEnd::SessionDeleted => CLOSE_UNKNOWN_SESSION,

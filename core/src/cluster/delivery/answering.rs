@@ -1,0 +1,268 @@
+//! The holding node's side of a call between nodes: calls for a bridge held
+//! here run on it, their progress and outcome go back on the caller's reply
+//! subject, one ticker says `alive` for all of them, and a caller's
+//! cancellation drops its call.
+
+use std::sync::{Arc, PoisonError};
+
+use async_nats::{HeaderMap, Message};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{ALIVE_INTERVAL, ANSWER_HEADERS_BYTES, Answering};
+use crate::call::CallContext;
+use crate::cluster::outbox::{Outbox, Outgoing};
+use crate::cluster::wire::{
+    self, Answer, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS, Progress,
+};
+use crate::escape::short_id as short;
+use crate::hub::WeakHub;
+use crate::outcome::{InvokeError, ToolOutcome};
+use crate::progress::ProgressSink;
+use crate::proto;
+use crate::trace;
+
+/// Serves calls for a session whose bridge is here, until unsubscribed.
+pub(super) async fn serve(
+    hub: WeakHub,
+    answering: Arc<Answering>,
+    outbox: Outbox,
+    session_id: Arc<str>,
+    mut calls: async_nats::Subscriber,
+) {
+    while let Some(message) = calls.next().await {
+        let (hub, session_id) = (hub.clone(), session_id.clone());
+        let (answering, outbox) = (answering.clone(), outbox.clone());
+        tokio::spawn(async move {
+            answer_call(hub, &answering, &outbox, session_id, message).await;
+        });
+    }
+}
+
+/// Says `alive` every [`ALIVE_INTERVAL`] for every call this node runs for
+/// another, all at once: one waiting on a full send queue holds no other up.
+pub(super) async fn say_alive(client: async_nats::Client, answering: Arc<Answering>) {
+    let mut ticks = tokio::time::interval(ALIVE_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let replies: Vec<String> = answering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        let alive = replies.into_iter().map(|reply| {
+            let mut headers = HeaderMap::new();
+            headers.insert(KIND, KIND_ALIVE);
+            let client = client.clone();
+            async move {
+                if let Err(error) = client
+                    .publish_with_headers(reply, headers, Bytes::new())
+                    .await
+                {
+                    tracing::debug!(%error, "alive for another node not sent");
+                }
+            }
+        });
+        futures_util::future::join_all(alive).await;
+    }
+}
+
+/// Drops the calls running here whose callers stopped waiting.
+pub(super) async fn listen_for_cancels(
+    client: async_nats::Client,
+    prefix: String,
+    answering: Arc<Answering>,
+) {
+    let mut cancels = match client.subscribe(format!("{prefix}.cancel.>")).await {
+        Ok(cancels) => cancels,
+        Err(error) => {
+            tracing::warn!(%error, "cannot subscribe to cancellations; calls from other nodes run until answered or timed out");
+            return;
+        }
+    };
+    let cancel_prefix = format!("{prefix}.cancel.");
+    while let Some(message) = cancels.next().await {
+        let Some(call) = message.subject.strip_prefix(cancel_prefix.as_str()) else {
+            continue;
+        };
+        let reply = format!("{prefix}.reply.{call}");
+        let token = answering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&reply)
+            .cloned();
+        if let Some(token) = token {
+            token.cancel();
+        }
+    }
+}
+
+/// A call from another node in [`Answering`] while it runs here.
+struct AnsweringEntry<'a> {
+    answering: &'a Answering,
+    reply: String,
+}
+
+impl<'a> AnsweringEntry<'a> {
+    fn new(answering: &'a Answering, reply: String, token: CancellationToken) -> Self {
+        answering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(reply.clone(), token);
+        Self { answering, reply }
+    }
+}
+
+impl Drop for AnsweringEntry<'_> {
+    fn drop(&mut self) {
+        self.answering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.reply);
+    }
+}
+
+/// Where the replies of one call go: the caller's reply subject, through
+/// the node's outbox.
+struct Replies<'a> {
+    outbox: &'a Outbox,
+    reply: async_nats::Subject,
+}
+
+impl Replies<'_> {
+    async fn publish(&self, kind: &'static str, body: Bytes) {
+        let mut headers = HeaderMap::new();
+        headers.insert(KIND, kind);
+        let reply = Outgoing::to(self.reply.clone(), Some(headers), body);
+        if let Err(closed) = self.outbox.send(reply).await {
+            tracing::debug!(%closed, "reply to another node not sent");
+        }
+    }
+
+    async fn failure(&self, error: &InvokeError) {
+        let body = serde_json::to_vec(&Failure::of(error)).unwrap_or_default();
+        self.publish(KIND_FAILURE, Bytes::from(body)).await;
+    }
+
+    async fn progress(&self, report: proto::ToolProgress) {
+        let body = serde_json::to_vec(&Progress {
+            progress: report.progress,
+            total: report.total,
+            message: report.message,
+        })
+        .unwrap_or_default();
+        self.publish(KIND_PROGRESS, Bytes::from(body)).await;
+    }
+
+    /// The answer, unless NATS would refuse it (the caller would hear
+    /// nothing): then a failure that says why.
+    async fn answer(&self, session_id: &str, outcome: &ToolOutcome) {
+        let body = serde_json::to_vec(&Answer {
+            ok: outcome.ok,
+            content: &outcome.content,
+            error: &outcome.error,
+        })
+        .unwrap_or_default();
+        let limit = self
+            .outbox
+            .max_payload()
+            .saturating_sub(ANSWER_HEADERS_BYTES);
+        if body.len() > limit {
+            let error = InvokeError::TooLargeForNats {
+                what: "answer",
+                bytes: body.len(),
+                limit,
+            };
+            tracing::warn!(session = short(session_id), %error, "an answer for another node was too large for NATS");
+            self.failure(&error).await;
+            return;
+        }
+        self.publish(KIND_ANSWER, Bytes::from(body)).await;
+    }
+}
+
+/// Runs one call from another node on the bridge here and streams its
+/// progress and outcome back (the node's ticker says it is alive).
+async fn answer_call(
+    hub: WeakHub,
+    answering: &Answering,
+    outbox: &Outbox,
+    session_id: Arc<str>,
+    message: Message,
+) {
+    let Some(reply) = message.reply.clone() else {
+        return;
+    };
+    // The caller may cancel until the answer is sent.
+    let cancelled = CancellationToken::new();
+    let _answering = AnsweringEntry::new(answering, reply.to_string(), cancelled.clone());
+    let _in_flight = outbox.call_in_flight();
+    let replies = Replies { outbox, reply };
+    let Some(hub) = hub.upgrade() else {
+        replies.failure(&InvokeError::NotConnected).await;
+        return;
+    };
+    let header = |name: &str| {
+        message
+            .headers
+            .as_ref()
+            .and_then(|headers| headers.get(name))
+            .map(|value| value.as_str().to_owned())
+    };
+    let tool = header(wire::TOOL).unwrap_or_default();
+    let Ok(arguments) = String::from_utf8(message.payload.to_vec()) else {
+        let error = InvokeError::Remote("the forwarded arguments were not UTF-8".into());
+        replies.failure(&error).await;
+        return;
+    };
+    let (sink, mut reports) = crate::progress::channel();
+    let context = context_of(&header, sink);
+    let span = trace::span(|| {
+        tracing::info_span!(
+            "forwarded_call",
+            otel.kind = "server",
+            session = short(&session_id),
+            tool = %crate::escape::truncated(&tool),
+        )
+    });
+    trace::set_remote_parent(&span, &context.trace_parent);
+    let invoke = hub
+        .invoke_here(&session_id, &tool, arguments, context)
+        .instrument(span);
+    tokio::pin!(invoke);
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            // Dropping the call tells the app to stop working on it.
+            () = cancelled.cancelled() => return,
+            Some(report) = reports.recv() => replies.progress(report).await,
+            outcome = &mut invoke => break outcome,
+        }
+    };
+    while let Some(report) = reports.try_recv() {
+        replies.progress(report).await;
+    }
+    match outcome {
+        Ok(outcome) => replies.answer(&session_id, &outcome).await,
+        Err(error) => replies.failure(&error).await,
+    }
+}
+
+/// The context of a forwarded call, from its headers; its progress goes to
+/// `sink`.
+fn context_of(header: &impl Fn(&str) -> Option<String>, sink: ProgressSink) -> CallContext {
+    CallContext {
+        meta_json: header(wire::META).unwrap_or_default(),
+        client: header(wire::CLIENT)
+            .and_then(|json| serde_json::from_str::<wire::Client>(&json).ok())
+            .map(wire::Client::into_proto)
+            .unwrap_or_default(),
+        progress: Some(sink),
+        trace_parent: header(wire::TRACE_PARENT).unwrap_or_default(),
+        origin: crate::audit::Origin::new(crate::metrics::Transport::Nats, None),
+    }
+}

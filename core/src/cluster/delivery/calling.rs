@@ -1,0 +1,344 @@
+//! The calling node's side of a call between nodes: the call published to
+//! the node that holds the bridge, and its progress, liveness and answer
+//! read from this node's reply subject.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use async_nats::{HeaderMap, Message, StatusCode};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{HOLDER_SILENCE, NatsDelivery, REPLY_BUFFER, Waiting};
+use crate::call::CallContext;
+use crate::cluster::Node;
+use crate::cluster::outbox::{Outbox, Outgoing, Reply};
+use crate::cluster::wire::{
+    self, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS, Progress, ReadAnswer,
+};
+use crate::delivery::RemoteCall;
+use crate::outcome::{InvokeError, ToolOutcome};
+use crate::proto;
+use crate::trace;
+
+impl NatsDelivery {
+    /// Delivers a call; a node that answers "not connected" held the bridge
+    /// a moment ago (it just moved), so the call is offered again, briefly.
+    pub(super) async fn call(&self, call: RemoteCall<'_>) -> Result<ToolOutcome, InvokeError> {
+        let RemoteCall {
+            session_id,
+            tool,
+            arguments_json,
+            context,
+            timeout,
+        } = call;
+        let mut context = Some(context);
+        for delay_ms in [2, 10, 30] {
+            let attempt = RemoteCall {
+                session_id,
+                tool,
+                arguments_json: arguments_json.clone(),
+                context: context.take().unwrap_or_default(),
+                timeout,
+            };
+            match self.call_once(attempt).await {
+                Err(Moved(back)) => {
+                    context = Some(back);
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                }
+                Ok(outcome) => return outcome,
+            }
+        }
+        Err(InvokeError::NotConnected)
+    }
+
+    /// One attempt: the call published, then its replies read until the
+    /// answer, the deadline, or the holder's silence.
+    async fn call_once(
+        &self,
+        call: RemoteCall<'_>,
+    ) -> Result<Result<ToolOutcome, InvokeError>, Moved> {
+        if !self.node.connected() {
+            return Ok(Err(unreachable()));
+        }
+        let n = self.next_reply.fetch_add(1, Ordering::Relaxed);
+        let (sender, replies) = mpsc::channel(REPLY_BUFFER);
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(n, sender.clone());
+        let _registered = Registered {
+            waiting: &self.waiting,
+            n,
+        };
+        let _in_flight = self.outbox.call_in_flight();
+        let deadline = Instant::now() + call.timeout;
+        let request = Outgoing {
+            subject: self.call_subject(call.session_id).into(),
+            reply: Some(format!("{}.{n}", self.reply_base).into()),
+            headers: Some(call_headers(&call)),
+            payload: Bytes::from(call.arguments_json),
+            caller: Some(sender),
+        };
+        // The queue is full only while NATS does not take what it is given.
+        match tokio::time::timeout_at(deadline, self.outbox.send(request)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(closed)) => return Ok(Err(InvokeError::Unavailable(closed.to_string()))),
+            Err(_) => return Ok(Err(InvokeError::Timeout(call.timeout))),
+        }
+        // Until the holding node has answered, going away cancels the call
+        // there too.
+        let abandon = Abandon {
+            node: &self.node,
+            outbox: &self.outbox,
+            call: Some(n),
+        };
+        let waiting = Waited {
+            node: &self.node,
+            session_id: call.session_id,
+            context: call.context,
+            timeout: call.timeout,
+            deadline,
+        };
+        waiting.replies(replies, abandon).await
+    }
+}
+
+/// The headers of a forwarded call: the tool, the caller's wait, the
+/// request's `_meta`, the caller, and the `traceparent`.
+fn call_headers(call: &RemoteCall<'_>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(wire::TOOL, call.tool);
+    headers.insert(
+        wire::TIMEOUT_MS,
+        call.timeout.as_millis().to_string().as_str(),
+    );
+    if !call.context.meta_json.is_empty() {
+        headers.insert(wire::META, call.context.meta_json.as_str());
+    }
+    if let Ok(client) = serde_json::to_string(&wire::Client::of(&call.context.client)) {
+        headers.insert(wire::CLIENT, client.as_str());
+    }
+    // The holding node's spans become children of this one.
+    let trace_parent = trace::hand_on(&tracing::Span::current(), &call.context.trace_parent);
+    if !trace_parent.is_empty() {
+        headers.insert(wire::TRACE_PARENT, trace_parent.as_str());
+    }
+    headers
+}
+
+/// A published call waiting for its replies.
+struct Waited<'a> {
+    node: &'a Node,
+    session_id: &'a str,
+    context: CallContext,
+    timeout: Duration,
+    deadline: Instant,
+}
+
+impl Waited<'_> {
+    /// Reads the call's replies until its answer, its deadline, or the
+    /// holder's silence (one timer for both).
+    async fn replies(
+        self,
+        mut replies: mpsc::Receiver<Reply>,
+        mut abandon: Abandon<'_>,
+    ) -> Result<Result<ToolOutcome, InvokeError>, Moved> {
+        let deadline = self.deadline;
+        let silence_ends = || (Instant::now() + HOLDER_SILENCE).min(deadline);
+        let timer = tokio::time::sleep_until(silence_ends());
+        tokio::pin!(timer);
+        loop {
+            let message = tokio::select! {
+                message = replies.recv() => message,
+                () = &mut timer => return Ok(Err(self.silence(timer.deadline()))),
+            };
+            let message = match message {
+                Some(Reply::Nats(message)) => message,
+                Some(Reply::Unsent(reason)) => {
+                    abandon.call = None;
+                    return Ok(Err(reason));
+                }
+                None => return Ok(Err(unreachable())),
+            };
+            if message.status == Some(StatusCode::NO_RESPONDERS) {
+                // No node holds the bridge, or one is just taking it over:
+                // offered again briefly before it counts as not connected.
+                abandon.call = None;
+                return Err(Moved(self.context));
+            }
+            let kind = message
+                .headers
+                .as_ref()
+                .and_then(|headers| headers.get(KIND))
+                .map(|value| value.as_str().to_owned())
+                .unwrap_or_default();
+            match kind.as_str() {
+                KIND_ALIVE => timer.as_mut().reset(silence_ends()),
+                KIND_PROGRESS => {
+                    timer.as_mut().reset(silence_ends());
+                    self.progress(&message.payload);
+                }
+                KIND_ANSWER => {
+                    abandon.call = None;
+                    return Ok(answer(&message.payload));
+                }
+                KIND_FAILURE => {
+                    abandon.call = None;
+                    return match failure(&message.payload, self.session_id) {
+                        Some(error) => Ok(Err(error)),
+                        None => Err(Moved(self.context)),
+                    };
+                }
+                other => {
+                    tracing::debug!(kind = other, "unknown reply from another node ignored");
+                }
+            }
+        }
+    }
+
+    /// The error of a call whose timer ran out at `ended`: its deadline, or
+    /// the holder's silence.
+    fn silence(&self, ended: Instant) -> InvokeError {
+        if ended >= self.deadline {
+            InvokeError::Timeout(self.timeout)
+        } else if self.node.connected() {
+            InvokeError::Remote(
+                "The proxy node holding the app's bridge stopped answering; the call was abandoned."
+                    .into(),
+            )
+        } else {
+            unreachable()
+        }
+    }
+
+    /// Passes a progress report on to the caller, if it wants them.
+    fn progress(&self, payload: &[u8]) {
+        if let (Some(sink), Ok(report)) = (
+            &self.context.progress,
+            serde_json::from_slice::<Progress>(payload),
+        ) {
+            sink.push(proto::ToolProgress {
+                request_id: String::new(),
+                progress: report.progress,
+                total: report.total,
+                message: report.message,
+            });
+        }
+    }
+}
+
+/// The call's failure, as the holding node reported it; `None` for "not
+/// connected": the bridge just moved.
+fn failure(payload: &[u8], session_id: &str) -> Option<InvokeError> {
+    match serde_json::from_slice::<Failure>(payload) {
+        Ok(Failure::NotConnected) => None,
+        Ok(failure) => Some(failure.into_error(session_id)),
+        Err(error) => Some(InvokeError::Remote(format!(
+            "The proxy node holding the app's bridge failed the call unreadably: {error}"
+        ))),
+    }
+}
+
+/// The holding node's answer.
+fn answer(payload: &[u8]) -> Result<ToolOutcome, InvokeError> {
+    serde_json::from_slice::<ReadAnswer>(payload)
+        .and_then(ReadAnswer::into_outcome)
+        .map_err(|error| {
+            InvokeError::Remote(format!(
+                "The proxy node holding the app's bridge sent an unreadable answer: {error}"
+            ))
+        })
+}
+
+/// The node that answered no longer holds the bridge; the call's context
+/// (its progress sink) comes back for the next attempt.
+pub(super) struct Moved(CallContext);
+
+/// Tells the holding node to drop a call its caller stopped waiting for.
+struct Abandon<'a> {
+    node: &'a Node,
+    outbox: &'a Outbox,
+    /// The call's number; `None` once the holding node answered (nothing
+    /// left to cancel).
+    call: Option<u64>,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        // Outside a runtime (it is shutting down) nothing can be sent.
+        let (Some(n), Ok(_)) = (self.call.take(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let subject = format!("{}.cancel.{}.{n}", self.node.prefix, self.node.id);
+        // Through the outbox, so that it leaves after the request.
+        self.outbox
+            .send_soon(Outgoing::to(subject.into(), None, Bytes::new()));
+    }
+}
+
+/// Removes a call's reply route when the call ends, however it ends.
+struct Registered<'a> {
+    waiting: &'a Waiting,
+    n: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.n);
+    }
+}
+
+fn unreachable() -> InvokeError {
+    InvokeError::Unavailable("NATS is unreachable from this proxy node".into())
+}
+
+/// Subscribes this node's reply subjects and routes what arrives to the
+/// waiting calls.
+pub(super) async fn route_replies(
+    client: async_nats::Client,
+    subject: String,
+    waiting: Arc<Waiting>,
+) {
+    let mut replies = match client.subscribe(subject).await {
+        Ok(replies) => replies,
+        Err(error) => {
+            tracing::error!(%error, "cannot subscribe to this node's reply subject; calls to other nodes will fail");
+            return;
+        }
+    };
+    while let Some(message) = replies.next().await {
+        route_reply(&waiting, message);
+    }
+}
+
+fn route_reply(waiting: &Waiting, message: Message) {
+    let Some(n) = message
+        .subject
+        .rsplit('.')
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let sender = waiting
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&n)
+        .cloned();
+    let Some(sender) = sender else { return };
+    if let Err(mpsc::error::TrySendError::Full(message)) =
+        sender.try_send(Reply::Nats(Box::new(message)))
+    {
+        // Progress may be thinned; the answer must arrive.
+        tokio::spawn(async move {
+            let _ = sender.send(message).await;
+        });
+    }
+}
