@@ -3,6 +3,7 @@
 //! within the tool's timeout and the session's call limit; counted in the
 //! metrics and the audit log however it ends.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -179,12 +180,12 @@ impl Hub {
             trace_parent,
             origin: _,
         } = context;
-        let exchange = Exchange {
+        let (prepared, message) = self.prepare(
             record,
-            what: tool_name,
+            tool_name,
             timeout,
-            trace_parent: &trace_parent,
-            build: |request_id: &str, trace_parent: String| {
+            &trace_parent,
+            |request_id, trace_parent| {
                 proxy_message::Kind::Invoke(proto::InvokeTool {
                     session_id: record.id.to_string(),
                     request_id: request_id.to_owned(),
@@ -195,33 +196,26 @@ impl Hub {
                     trace_parent,
                 })
             },
-            register: |bridge: &Bridge, request_id: &str| {
-                bridge.register(request_id, tool_name, progress)
-            },
-        };
-        self.round_trip(exchange).await
+        )?;
+        drop(trace_parent);
+        self.round_trip(&prepared, message, |bridge, request_id| {
+            bridge.register(request_id, tool_name, progress)
+        })
+        .await
     }
 
-    /// One message to the session's bridge attached here and the app's
-    /// answer to it, within the timeout and the session's call limit; the
-    /// app is told to stop when the caller gives up or the time is up.
-    pub(super) async fn round_trip<A, B, R>(
+    /// Everything a round trip needs before its first wait: the bridge
+    /// attached here, the request id, the span, and the message for the app
+    /// (`build` makes it from the request id and the `traceparent` the round
+    /// trip hands on).
+    pub(super) fn prepare<'a>(
         &self,
-        exchange: Exchange<'_, B, R>,
-    ) -> Result<A, InvokeError>
-    where
-        A: Answered,
-        B: FnOnce(&str, String) -> proxy_message::Kind,
-        R: FnOnce(&Bridge, &str) -> Result<oneshot::Receiver<Result<A, InvokeError>>, BridgeEnd>,
-    {
-        let Exchange {
-            record,
-            what,
-            timeout,
-            trace_parent,
-            build,
-            register,
-        } = exchange;
+        record: &'a SessionRecord,
+        what: &'a str,
+        timeout: Duration,
+        trace_parent: &str,
+        build: impl FnOnce(&str, String) -> proxy_message::Kind,
+    ) -> Result<(Prepared<'a>, Box<proto::ProxyMessage>), InvokeError> {
         let Some((local, bridge)) = self.inner.local_bridge(&record.id) else {
             return Err(InvokeError::NotConnected);
         };
@@ -234,12 +228,47 @@ impl Hub {
         let span = round_trip_span(&record.id, what, bridge.origin().transport);
         let kind = build(&request_id, trace::hand_on(&span, trace_parent));
         let message = self.bounded_message(kind, what)?;
+        let prepared = Prepared {
+            record,
+            what,
+            timeout,
+            local,
+            bridge,
+            request_id,
+            span,
+        };
+        Ok((prepared, message))
+    }
+
+    /// One message to the session's bridge attached here and the app's
+    /// answer to it (`register` says where it goes), within the timeout and
+    /// the session's call limit; the app is told to stop when the caller
+    /// gives up or the time is up.
+    pub(super) async fn round_trip<A, R>(
+        &self,
+        prepared: &Prepared<'_>,
+        message: Box<proto::ProxyMessage>,
+        register: R,
+    ) -> Result<A, InvokeError>
+    where
+        A: Answered,
+        R: FnOnce(&Bridge, &str) -> Result<oneshot::Receiver<Result<A, InvokeError>>, BridgeEnd>,
+    {
+        let Prepared {
+            record,
+            what,
+            timeout,
+            ref local,
+            ref bridge,
+            ref request_id,
+            ref span,
+        } = *prepared;
         self.inner.directory.touch(&record.id);
         // From here on the guard undoes the bookkeeping however the call ends,
         // including when the caller stops waiting.
         let limit = self.inner.config.limits.max_calls_per_session;
-        let mut call = CallInFlight::start(self, &record.id, &local, &bridge, &request_id, limit)?;
-        let answer = register(&bridge, &request_id).map_err(InvokeError::BridgeEnded)?;
+        let mut call = CallInFlight::start(self, &record.id, local, bridge, request_id, limit)?;
+        let answer = register(bridge, request_id).map_err(InvokeError::BridgeEnded)?;
         let outcome = tokio::time::timeout(timeout, async {
             bridge
                 .send(message)
@@ -258,7 +287,7 @@ impl Hub {
                 Some(format!("the call timed out after {} seconds", limit.as_secs_f64()).into());
             tracing::warn!(
                 session = short(&record.id),
-                request = crate::escape::short_request(&request_id),
+                request = crate::escape::short_request(request_id),
                 tool = what,
                 "tool call timed out"
             );
@@ -292,17 +321,17 @@ impl Hub {
     }
 }
 
-/// One exchange with the app: the message (built once the request id and
-/// the round trip's `traceparent` are known) and where its answer goes.
-pub(super) struct Exchange<'a, B, R> {
-    pub record: &'a SessionRecord,
+/// A round trip, prepared: the bridge attached here and what the call's
+/// bookkeeping needs.
+pub(super) struct Prepared<'a> {
+    record: &'a SessionRecord,
     /// The tool called or the method requested, for messages and spans.
-    pub what: &'a str,
-    pub timeout: Duration,
-    /// The caller's `traceparent`; the round trip's span continues it.
-    pub trace_parent: &'a str,
-    pub build: B,
-    pub register: R,
+    what: &'a str,
+    timeout: Duration,
+    local: Arc<Local>,
+    bridge: Arc<Bridge>,
+    request_id: String,
+    span: tracing::Span,
 }
 
 /// The span of one bridge round trip (when traces are exported).

@@ -8,8 +8,7 @@
 use tracing::Instrument;
 
 use super::Hub;
-use super::invoke::{CallCounted, Exchange};
-use crate::bridge::Bridge;
+use super::invoke::CallCounted;
 use crate::call::CallContext;
 use crate::directory::SessionRecord;
 use crate::metrics::CallOutcome;
@@ -101,12 +100,12 @@ impl Hub {
             trace_parent,
             ..
         } = context;
-        let exchange = Exchange {
+        let (prepared, message) = self.prepare(
             record,
-            what: method,
-            timeout: self.inner.config.tool_timeout,
-            trace_parent: &trace_parent,
-            build: |request_id: &str, trace_parent: String| {
+            method,
+            self.inner.config.tool_timeout,
+            &trace_parent,
+            |request_id, trace_parent| {
                 proxy_message::Kind::McpRequest(proto::McpRequest {
                     session_id: record.id.to_string(),
                     request_id: request_id.to_owned(),
@@ -116,11 +115,12 @@ impl Hub {
                     trace_parent,
                 })
             },
-            register: |bridge: &Bridge, request_id: &str| {
+        )?;
+        let outcome = self
+            .round_trip(&prepared, message, |bridge, request_id| {
                 bridge.register_mcp(request_id, method, progress)
-            },
-        };
-        let outcome = self.round_trip(exchange).await;
+            })
+            .await;
         tracing::debug!(
             outcome = CallOutcome::of(&outcome).as_str(),
             "app request answered"
