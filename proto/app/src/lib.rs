@@ -169,7 +169,9 @@ pub use error::AppError;
 pub use mcp::McpError;
 pub use prompt::{GetPromptResult, Prompt, PromptArgument, PromptMessage, PromptOutput};
 pub use proxy::SessionInfo;
-pub use resource::{ReadOutput, ReadRequest, ReadResourceResult, Resource, ResourceTemplate};
+pub use resource::{
+    CacheScope, ReadOutput, ReadRequest, ReadResourceResult, Resource, ResourceTemplate,
+};
 pub use tool::{Tool, ToolError};
 
 /// Re-exported so that apps derive schemas with the same version.

@@ -54,12 +54,27 @@ impl ReadRequest {
     }
 }
 
+/// Who may keep a result for its `ttlMs` (MCP 2026-07-28, SEP-2549).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// Any client, for any user.
+    Public,
+    /// Only the client that asked, for its user.
+    Private,
+}
+
 /// The result of `resources/read`: one or more contents (a resource may
-/// hold several parts, each with its own URI).
+/// hold several parts, each with its own URI), and optionally how long it
+/// may be cached.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[must_use]
 pub struct ReadResourceResult {
     contents: Vec<ResourceContents>,
+    #[serde(rename = "ttlMs", skip_serializing_if = "Option::is_none")]
+    ttl_ms: Option<u64>,
+    #[serde(rename = "cacheScope", skip_serializing_if = "Option::is_none")]
+    cache_scope: Option<CacheScope>,
 }
 
 impl ReadResourceResult {
@@ -67,7 +82,24 @@ impl ReadResourceResult {
     pub fn new(contents: impl IntoIterator<Item = ResourceContents>) -> Self {
         Self {
             contents: contents.into_iter().collect(),
+            ttl_ms: None,
+            cache_scope: None,
         }
+    }
+
+    /// How long, in milliseconds, a client may treat the result as fresh
+    /// (`ttlMs`; MCP 2026-07-28 asks every read result for it and
+    /// [`cache_scope`](Self::cache_scope): see
+    /// [`CallContext::protocol_version`]). Left out unless set.
+    pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.ttl_ms = Some(ttl_ms);
+        self
+    }
+
+    /// Who may cache it (`cacheScope`). Left out unless set.
+    pub fn cache_scope(mut self, scope: CacheScope) -> Self {
+        self.cache_scope = Some(scope);
+        self
     }
 }
 
@@ -430,6 +462,15 @@ mod tests {
         assert_eq!(
             two,
             r#"{"contents":[{"uri":"a://b","text":"x"},{"uri":"a://c","mimeType":"image/png","blob":"AA=="}]}"#
+        );
+        let cached = ReadResourceResult::new([ResourceContents::text("a://b", "x")])
+            .ttl_ms(0)
+            .cache_scope(CacheScope::Private)
+            .into_json()
+            .expect("json");
+        assert_eq!(
+            cached,
+            r#"{"contents":[{"uri":"a://b","text":"x"}],"ttlMs":0,"cacheScope":"private"}"#
         );
     }
 
