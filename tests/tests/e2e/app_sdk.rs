@@ -6,6 +6,8 @@
 //! changing networks), and it can point at a new server (a proxy restarted at
 //! the same address).
 
+mod beyond_tools;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
