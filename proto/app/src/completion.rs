@@ -72,7 +72,7 @@ impl CompletionRequest {
 pub struct Completion {
     values: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    total: Option<u64>,
+    total: Option<u32>,
     #[serde(rename = "hasMore", skip_serializing_if = "Option::is_none")]
     has_more: Option<bool>,
 }
@@ -84,7 +84,7 @@ impl Completion {
         let mut values: Vec<String> = values.into_iter().map(Into::into).collect();
         let mut completion = Self::default();
         if values.len() > MAX_COMPLETION_VALUES {
-            completion.total = u64::try_from(values.len()).ok();
+            completion.total = u32::try_from(values.len()).ok();
             completion.has_more = Some(true);
             values.truncate(MAX_COMPLETION_VALUES);
         }
@@ -98,7 +98,7 @@ impl Completion {
     }
 
     /// How many suggestions there are in all (they may be more than given).
-    pub fn total(mut self, total: u64) -> Self {
+    pub fn total(mut self, total: u32) -> Self {
         self.total = Some(total);
         self
     }
