@@ -51,11 +51,17 @@ pub struct ClientInfo {
 
 impl ClientInfo {
     fn from_proto(client: Option<CallerInfo>) -> Option<Self> {
-        client.map(|client| Self {
-            name: client.name,
-            version: client.version,
-            protocol_version: client.protocol_version,
-        })
+        client
+            .filter(|client| {
+                !(client.name.is_empty()
+                    && client.version.is_empty()
+                    && client.protocol_version.is_empty())
+            })
+            .map(|client| Self {
+                name: client.name,
+                version: client.version,
+                protocol_version: client.protocol_version,
+            })
     }
 }
 

@@ -191,7 +191,9 @@ impl Declarations {
     }
 
     pub(crate) fn tool(&self, name: &str) -> Option<&Tool> {
-        self.tool_index.get(name).map(|&index| &self.tools[index])
+        self.tool_index
+            .get(name)
+            .and_then(|&index| self.tools.get(index))
     }
 
     pub(crate) fn tools(&self) -> &[Tool] {
@@ -201,7 +203,7 @@ impl Declarations {
     pub(crate) fn resource(&self, uri: &str) -> Option<&Resource> {
         self.resource_index
             .get(uri)
-            .map(|&index| &self.resources[index])
+            .and_then(|&index| self.resources.get(index))
     }
 
     /// The first template (in declaration order) that `uri` fits, with its

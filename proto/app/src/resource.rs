@@ -158,6 +158,26 @@ where
     )
 }
 
+/// Refuses here what the proxy would refuse at registration: a URI (or
+/// URI template) needs a scheme (`notes:`, `file://`, ...) and holds no
+/// whitespace or control characters.
+fn check_uri(uri: &str) -> Result<(), String> {
+    let scheme = uri.split_once(':').map(|(scheme, _)| scheme);
+    let valid_scheme = scheme.is_some_and(|scheme| {
+        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+    });
+    if !valid_scheme {
+        return Err("it needs a scheme, such as \"notes:\" or \"file://\"".to_owned());
+    }
+    if uri.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("it holds whitespace or control characters; percent-encode them".to_owned());
+    }
+    Ok(())
+}
+
 /// What resources and templates declare alike besides their address.
 #[derive(Clone, Debug, Default)]
 struct Described {
@@ -289,9 +309,7 @@ impl Resource {
     }
 
     pub(crate) fn check(&self) -> Result<(), String> {
-        if self.uri.is_empty() {
-            return Err("the URI is empty".to_owned());
-        }
+        check_uri(&self.uri)?;
         if self.name.is_empty() {
             return Err("the name is empty; MCP requires every resource to have one".to_owned());
         }
@@ -413,6 +431,7 @@ impl ResourceTemplate {
     }
 
     pub(crate) fn check(&self) -> Result<(), String> {
+        check_uri(&self.uri_template)?;
         if let Err(reason) = &self.parsed {
             return Err(reason.clone());
         }
@@ -509,6 +528,15 @@ mod tests {
         );
         let nameless = Resource::new("a://b", "", nothing);
         assert!(nameless.check().expect_err("no name").contains("name"));
+        let schemeless = Resource::new("readme.txt", "readme", nothing);
+        assert!(
+            schemeless
+                .check()
+                .expect_err("no scheme")
+                .contains("scheme")
+        );
+        let spaced = ResourceTemplate::new("notes:///{id} copy", "notes", nothing);
+        assert!(spaced.check().expect_err("a space").contains("whitespace"));
         let template = ResourceTemplate::new("notes:///{id}", "notes", nothing);
         assert!(template.has_variable("id") && !template.has_variable("other"));
         assert_eq!(
