@@ -306,6 +306,8 @@ impl App {
             }
         };
         shared.announce(&session);
+        // Attached from now on, before the loop's task first runs.
+        shared.set_attached(Some(bridge.outbound.clone()));
         let (current, watcher) = watch::channel(session.clone());
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve_loop(
