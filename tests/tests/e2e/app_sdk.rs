@@ -7,6 +7,7 @@
 //! the same address).
 
 mod beyond_tools;
+mod updates;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
