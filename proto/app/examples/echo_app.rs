@@ -1,4 +1,5 @@
-//! The smallest complete app: one tool, `echo_text`, served until Ctrl-C.
+//! The smallest complete app: one tool, `echo_text`, one resource,
+//! `echo://readme`, and one prompt, `echo_prompt`, served until Ctrl-C.
 //!
 //! ```sh
 //! cargo run -p openclaw-proxy-app --example echo_app -- --proxy-url http://127.0.0.1:8000 [--app-token T]
@@ -9,7 +10,10 @@
 //! logs go to stderr. Point an MCP client at `{proxy}/v1/mcp/{session id}`.
 
 use clap::Parser;
-use openclaw_proxy_app::{App, CallContext, Tool, ToolError};
+use openclaw_proxy_app::{
+    App, CallContext, GetPromptResult, McpError, Prompt, PromptMessage, ReadRequest, Resource,
+    ResourceContents, Tool, ToolError,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +45,26 @@ async fn echo_text(args: EchoArgs, _call: CallContext) -> Result<Echoed, ToolErr
     })
 }
 
+/// What the resource holds.
+const README: &str = "This app echoes text back: call echo_text with {\"text\": ...}.";
+
+async fn readme(read: ReadRequest, _call: CallContext) -> Result<ResourceContents, McpError> {
+    Ok(ResourceContents::text(read.uri(), README).mime_type("text/plain"))
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct PromptArgs {
+    /// The text the agent should have echoed.
+    text: String,
+}
+
+async fn echo_prompt(args: PromptArgs, _call: CallContext) -> Result<GetPromptResult, McpError> {
+    Ok(GetPromptResult::new([PromptMessage::user(format!(
+        "Use the echo_text tool to echo this text: {}",
+        args.text
+    ))]))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -56,6 +80,16 @@ async fn main() -> anyhow::Result<()> {
         .device_id("echo-app")
         .app_version(env!("CARGO_PKG_VERSION"))
         .tool(Tool::new("echo_text", "Echo the text back.", echo_text))
+        .resource(
+            Resource::new("echo://readme", "readme", readme)
+                .description("What this app does.")
+                .mime_type("text/plain"),
+        )
+        .prompt(Prompt::new(
+            "echo_prompt",
+            "Ask the agent to echo a text.",
+            echo_prompt,
+        ))
         .on_session(|session| println!("{}", session.session_id))
         .build()?
         .serve()

@@ -1,5 +1,6 @@
 //! The app's life: build it, `serve()` it, `shutdown()` it; in between, the
-//! serve loop keeps one bridge attached whatever the network does.
+//! serve loop keeps one bridge attached whatever the network does, and the
+//! app may change its declarations or announce a changed resource.
 //!
 //! The loop's states are few on purpose. Attached: read the proxy's messages,
 //! answer pings, start calls. Bridge lost: cancel the calls it delivered (the
@@ -8,34 +9,53 @@
 //! (`NOT_FOUND`: the proxy restarted or the session expired): create a new one
 //! and tell the app through the callback. Refused (bad token, taken over by
 //! another instance): stop and report why, since retrying cannot help.
+//!
+//! Declarations changed while serving go to the proxy on the bridge, and
+//! again on every later attach to the same session, so that a change made
+//! while the bridge was down, or lost with it, still arrives; a re-created
+//! session registers the current set from the start.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use openclaw_proxy_proto::v1::{
-    AppMessage, CreateSessionRequest, InvokeTool, McpError, McpRequest, McpResult, Pong,
-    SessionMetadata, ToolResult, app_message, mcp_result, proxy_message,
+    AppMessage, CreateSessionRequest, InvokeTool, McpRequest, Pong, ResourceUpdated,
+    SessionMetadata, ToolResult, app_message, proxy_message,
 };
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
 
-use crate::call::{self, CancelReason, InFlight, Scope};
+use crate::call::{self, CallContext, CancelReason, InFlight, Scope};
+use crate::completion::{self, CompletionHandler, CompletionOutput, CompletionRequest};
+use crate::declarations::{Declarations, Lists, Update};
 use crate::error::{AppError, is_permanent};
+use crate::mcp::{self, McpError};
+use crate::prompt::Prompt;
 use crate::proxy::{Bridge, Proxy, ProxySettings, Session, SessionInfo};
+use crate::resource::{Resource, ResourceTemplate};
 use crate::tool::Tool;
+
+/// How long [`Serving::update`] waits for the proxy's answer.
+const UPDATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 type SessionCallback = dyn Fn(&SessionInfo) + Send + Sync;
 
-/// Collects an app's settings and tools; [`AppBuilder::build`] checks them.
+/// Collects an app's settings and declarations; [`AppBuilder::build`]
+/// checks them.
 #[must_use]
 pub struct AppBuilder {
     settings: ProxySettings,
     metadata: SessionMetadata,
     tools: Vec<Tool>,
+    resources: Vec<Resource>,
+    resource_templates: Vec<ResourceTemplate>,
+    prompts: Vec<Prompt>,
+    completion: Option<Arc<CompletionHandler>>,
     max_concurrent_calls: usize,
     max_queued_calls: usize,
     on_session: Option<Arc<SessionCallback>>,
@@ -83,9 +103,44 @@ impl AppBuilder {
         self
     }
 
-    /// How many calls run at once (default 32). Calls beyond that wait,
-    /// up to as many again; past that they are answered at once with an
-    /// error saying the app is busy.
+    /// Adds a resource: a document at a fixed URI.
+    pub fn resource(mut self, resource: Resource) -> Self {
+        self.resources.push(resource);
+        self
+    }
+
+    /// Adds a resource template: documents addressed by a URI template.
+    /// A URI that no resource has exactly goes to the first template it
+    /// fits, in the order they were added.
+    pub fn resource_template(mut self, template: ResourceTemplate) -> Self {
+        self.resource_templates.push(template);
+        self
+    }
+
+    /// Adds a prompt.
+    pub fn prompt(mut self, prompt: Prompt) -> Self {
+        self.prompts.push(prompt);
+        self
+    }
+
+    /// Answers `completion/complete` (suggestions for a prompt's argument or
+    /// a template's variable) with `handler`. It is only asked about
+    /// declared prompts and templates and their own arguments. Without one,
+    /// every question gets no suggestions.
+    pub fn completion<R, F, Fut>(mut self, handler: F) -> Self
+    where
+        R: CompletionOutput,
+        F: Fn(CompletionRequest, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, McpError>> + Send + 'static,
+    {
+        self.completion = Some(completion::boxed(handler));
+        self
+    }
+
+    /// How many calls run at once (default 32), MCP requests such as
+    /// `resources/read` included. Calls beyond that wait, up to as many
+    /// again; past that they are answered at once with an error saying the
+    /// app is busy.
     pub fn max_concurrent_calls(mut self, limit: usize) -> Self {
         self.max_concurrent_calls = limit.max(1);
         self.max_queued_calls = self.max_concurrent_calls;
@@ -133,23 +188,20 @@ impl AppBuilder {
         self
     }
 
-    /// Checks the settings and tools; nothing is dialled yet.
+    /// Checks the settings and declarations; nothing is dialled yet.
     pub fn build(self) -> Result<App, AppError> {
-        let mut seen = HashMap::new();
-        for tool in &self.tools {
-            tool.check()?;
-            if seen.insert(tool.name.clone(), ()).is_some() {
-                return Err(AppError::InvalidTool {
-                    name: tool.name.clone(),
-                    reason: "declared twice; tool names must be unique within an app".to_owned(),
-                });
-            }
-        }
+        let declarations = Declarations::new(
+            self.tools,
+            self.resources,
+            self.resource_templates,
+            self.prompts,
+            self.completion,
+        )?;
         let proxy = Proxy::new(self.settings)?;
         Ok(App {
             proxy,
             metadata: self.metadata,
-            tools: self.tools,
+            declarations,
             max_concurrent_calls: self.max_concurrent_calls,
             max_queued_calls: self.max_queued_calls,
             on_session: self.on_session,
@@ -164,11 +216,12 @@ impl AppBuilder {
     }
 }
 
-/// An app ready to serve its tools through a proxy.
+/// An app ready to serve its tools (and resources and prompts) through a
+/// proxy.
 pub struct App {
     proxy: Proxy,
     metadata: SessionMetadata,
-    tools: Vec<Tool>,
+    declarations: Declarations,
     max_concurrent_calls: usize,
     max_queued_calls: usize,
     on_session: Option<Arc<SessionCallback>>,
@@ -179,7 +232,7 @@ pub struct App {
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("App")
-            .field("tools", &self.tools)
+            .field("tools", &self.declarations.tools())
             .finish_non_exhaustive()
     }
 }
@@ -202,6 +255,10 @@ impl App {
                 chat_id: String::new(),
             },
             tools: Vec::new(),
+            resources: Vec::new(),
+            resource_templates: Vec::new(),
+            prompts: Vec::new(),
+            completion: None,
             max_concurrent_calls: 32,
             max_queued_calls: 32,
             on_session: None,
@@ -214,26 +271,21 @@ impl App {
     /// Creates the session, attaches its bridge, and keeps serving in the
     /// background until [`Serving::shutdown`] (or until the handle is
     /// dropped). Returns once the tools are reachable; an error here means
-    /// the first attempt failed (wrong URL or token, proxy down, a tool the
-    /// proxy refused). After that, every failure is retried.
+    /// the first attempt failed (wrong URL or token, proxy down, a
+    /// declaration the proxy refused). After that, every failure is retried.
     pub async fn serve(self) -> Result<Serving, AppError> {
         let shared = Arc::new(Shared {
-            tools: self
-                .tools
-                .iter()
-                .map(|tool| (tool.name.clone(), tool.clone()))
-                .collect(),
+            declarations: RwLock::new(Arc::new(self.declarations)),
+            metadata: self.metadata,
+            changed: AtomicBool::new(false),
+            link: Mutex::new(Link::default()),
+            updating: tokio::sync::Mutex::new(()),
             admitted: Arc::new(Semaphore::new(
                 self.max_concurrent_calls + self.max_queued_calls,
             )),
             running: Arc::new(Semaphore::new(self.max_concurrent_calls)),
             max_concurrent_calls: self.max_concurrent_calls,
             in_flight: InFlight::default(),
-            request: CreateSessionRequest {
-                metadata: Some(self.metadata),
-                tools: self.tools.iter().map(Tool::definition).collect(),
-                ..CreateSessionRequest::default()
-            },
             on_session: self.on_session,
             backoff: self.backoff,
             idle_timeout: self.idle_timeout,
@@ -241,7 +293,7 @@ impl App {
         });
         let session = shared
             .proxy
-            .create_session(shared.request.clone())
+            .create_session(shared.create_request())
             .await
             .map_err(|status| AppError::rpc("creating the session", status))?;
         let bridge = match shared.proxy.attach(&session).await {
@@ -254,6 +306,8 @@ impl App {
             }
         };
         shared.announce(&session);
+        // Attached from now on, before the loop's task first runs.
+        shared.set_attached(Some(bridge.outbound.clone()));
         let (current, watcher) = watch::channel(session.clone());
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve_loop(
@@ -272,17 +326,26 @@ impl App {
     }
 }
 
-/// What the serve loop and every bridge share.
+/// What the serve loop, every bridge and the `Serving` handle share.
 struct Shared {
     proxy: Proxy,
-    tools: HashMap<String, Tool>,
+    metadata: SessionMetadata,
+    /// The current declarations; replaced whole by an update.
+    declarations: RwLock<Arc<Declarations>>,
+    /// Whether the app changed its declarations since it started: a bridge
+    /// attached again to the same session then sends them all.
+    changed: AtomicBool,
+    /// The bridge attached now, if any.
+    link: Mutex<Link>,
+    /// Updates go one at a time, so that an answer is never taken for
+    /// another update's.
+    updating: tokio::sync::Mutex<()>,
     /// Calls accepted: running or waiting to run.
     admitted: Arc<Semaphore>,
     /// Calls running.
     running: Arc<Semaphore>,
     max_concurrent_calls: usize,
     in_flight: InFlight,
-    request: CreateSessionRequest,
     on_session: Option<Arc<SessionCallback>>,
     backoff: ExponentialBuilder,
     idle_timeout: Duration,
@@ -312,7 +375,7 @@ impl Shared {
             send_now(bridge, app_message::Kind::Result(busy));
             return;
         };
-        let tool = self.tools.get(&invoke.tool_name).cloned();
+        let declarations = self.declarations();
         let running = self.running.clone();
         let outbound = bridge.outbound.clone();
         let in_flight = self.in_flight.clone();
@@ -323,25 +386,111 @@ impl Shared {
             let Ok(permit) = running.acquire_owned().await else {
                 return;
             };
-            call::run(tool, invoke, outbound, in_flight, scope, permit).await;
+            call::run(declarations, invoke, outbound, in_flight, scope, permit).await;
         });
+    }
+
+    /// Starts one MCP request (`resources/read`, ...) like a call: on its
+    /// own task, within the same limits.
+    fn start_mcp_request(&self, request: McpRequest, bridge: &Bridge, scope: &Scope) {
+        let Ok(admitted) = self.admitted.clone().try_acquire_owned() else {
+            let busy = McpError::internal(format!(
+                "The app is busy: it is already running {} calls and has as many waiting. Try again shortly.",
+                self.max_concurrent_calls
+            ));
+            let revision = request
+                .client
+                .as_ref()
+                .map(|client| client.protocol_version.as_str());
+            let answer = mcp::answer(request.request_id.clone(), Err(busy), revision);
+            send_now(bridge, app_message::Kind::McpResult(answer));
+            return;
+        };
+        let declarations = self.declarations();
+        let running = self.running.clone();
+        let outbound = bridge.outbound.clone();
+        let in_flight = self.in_flight.clone();
+        let scope = scope.clone();
+        tokio::spawn(async move {
+            let _admitted = admitted;
+            // The semaphore is never closed, so this cannot fail.
+            let Ok(permit) = running.acquire_owned().await else {
+                return;
+            };
+            mcp::run(declarations, request, outbound, in_flight, scope, permit).await;
+        });
+    }
+
+    fn declarations(&self) -> Arc<Declarations> {
+        self.declarations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn replace_declarations(&self, declarations: Arc<Declarations>) {
+        *self
+            .declarations
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = declarations;
+    }
+
+    /// The session's creation with the current declarations.
+    fn create_request(&self) -> CreateSessionRequest {
+        self.declarations().create_request(&self.metadata)
+    }
+
+    fn attached(&self) -> Option<mpsc::Sender<AppMessage>> {
+        lock(&self.link).outbound.clone()
+    }
+
+    /// Records the bridge attached now (or none); a bridge that ends takes
+    /// the wait for an update's answer with it.
+    fn set_attached(&self, outbound: Option<mpsc::Sender<AppMessage>>) {
+        *lock(&self.link) = Link {
+            outbound,
+            update_answer: None,
+        };
+    }
+
+    /// The attached bridge's queue and the answer to an update sent on it;
+    /// `None` when no bridge is attached.
+    fn await_update_answer(&self) -> Option<(mpsc::Sender<AppMessage>, UpdateAnswer)> {
+        let mut link = lock(&self.link);
+        let outbound = link.outbound.clone()?;
+        let (answer, answered) = oneshot::channel();
+        link.update_answer = Some(answer);
+        Some((outbound, answered))
+    }
+
+    /// Hands the proxy's answer to the update waiting for it; false when
+    /// none waits.
+    fn answer_update(&self, answer: Result<(), String>) -> bool {
+        match lock(&self.link).update_answer.take() {
+            Some(waiting) => {
+                let _ = waiting.send(answer);
+                true
+            }
+            None => false,
+        }
     }
 }
 
-impl Shared {
-    /// Answers an MCP request this app does not serve with the JSON-RPC
-    /// "method not found" error, so its caller is not left waiting.
-    fn refuse_mcp_request(&self, request: McpRequest, bridge: &Bridge) {
-        let refusal = McpResult {
-            request_id: request.request_id,
-            outcome: Some(mcp_result::Outcome::Error(McpError {
-                code: -32601,
-                message: format!("this app does not serve {}", request.method),
-                data_json: String::new(),
-            })),
-        };
-        send_now(bridge, app_message::Kind::McpResult(refusal));
-    }
+/// The bridge attached now, and the update waiting for the proxy's answer
+/// on it. One lock for both, so that an update never waits on a bridge
+/// that has already ended.
+#[derive(Default)]
+struct Link {
+    outbound: Option<mpsc::Sender<AppMessage>>,
+    update_answer: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+/// The proxy's answer to an update: taken, or refused with its reason. An
+/// error receiving it means the bridge ended first.
+type UpdateAnswer = oneshot::Receiver<Result<(), String>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Queues a message without waiting; a full queue means the connection is
@@ -412,17 +561,30 @@ async fn serve_bridge(
                 send_now(&bridge, app_message::Kind::Pong(Pong { nonce: ping.nonce }));
             }
             Some(proxy_message::Kind::Error(notice)) => {
-                // The request id is left out: it holds the full session id.
-                tracing::warn!(
-                    message = %notice.message,
-                    "the proxy could not use a message from the app"
-                );
+                // The contract answers an update with ToolsUpdated or with a
+                // notice naming the problem, which concerns no call.
+                let refusal = notice.request_id.is_empty()
+                    && shared.answer_update(Err(notice.message.clone()));
+                if !refusal {
+                    // The request id is left out: it holds the full session id.
+                    tracing::warn!(
+                        message = %notice.message,
+                        "the proxy could not use a message from the app"
+                    );
+                }
             }
             Some(proxy_message::Kind::ToolsUpdated(updated)) => {
-                tracing::debug!(tools = updated.tools, "the proxy took the new tool list");
+                shared.answer_update(Ok(()));
+                tracing::debug!(
+                    tools = updated.tools,
+                    resources = updated.resources,
+                    resource_templates = updated.resource_templates,
+                    prompts = updated.prompts,
+                    "the proxy took the new declarations"
+                );
             }
             Some(proxy_message::Kind::McpRequest(request)) => {
-                shared.refuse_mcp_request(request, &bridge);
+                shared.start_mcp_request(request, &bridge, scope);
             }
             Some(proxy_message::Kind::Attached(_)) | None => {}
         }
@@ -445,6 +607,9 @@ async fn serve_loop(
     // A re-created session is reported once its bridge is attached, so the
     // app hands out MCP URLs whose tools answer.
     let mut unreported = false;
+    // A bridge attached again to a session that may hold declarations older
+    // than the app's sends the app's.
+    let mut resync = false;
     loop {
         let end = match bridge.take() {
             Some(attached) => {
@@ -454,8 +619,14 @@ async fn serve_loop(
                     shared.announce(&session);
                 }
                 tracing::info!(session = %session.short_id(), "bridge attached");
+                if std::mem::take(&mut resync) {
+                    let update = shared.declarations().update_message(Lists::ALL);
+                    send_now(&attached, app_message::Kind::UpdateTools(update));
+                }
+                shared.set_attached(Some(attached.outbound.clone()));
                 let scope = Scope::default();
                 let end = serve_bridge(&shared, &session, attached, &scope, &stop).await;
+                shared.set_attached(None);
                 scope.end(match &end {
                     End::Stopped => CancelReason::Shutdown,
                     _ => CancelReason::BridgeLost,
@@ -469,6 +640,7 @@ async fn serve_loop(
                 };
                 match attaching {
                     Ok(attached) => {
+                        resync = !fresh && shared.changed.load(Ordering::SeqCst);
                         bridge = Some(attached);
                         continue;
                     }
@@ -501,7 +673,7 @@ async fn serve_loop(
                 session = loop {
                     let creating = tokio::select! {
                         () = stop.cancelled() => return Ok(()),
-                        creating = shared.proxy.create_session(shared.request.clone()) => creating,
+                        creating = shared.proxy.create_session(shared.create_request()) => creating,
                     };
                     match creating {
                         Ok(created) => break created,
@@ -555,6 +727,77 @@ impl Serving {
     /// The current session's id, MCP URL and MCP token.
     pub fn session(&self) -> SessionInfo {
         self.session.borrow().info.clone()
+    }
+
+    /// Changes the app's declarations while it serves: each list the update
+    /// gives replaces the app's list of that kind (tools, resources,
+    /// resource templates, prompts). New requests use the new handlers at
+    /// once; MCP clients see the new lists at their next `*/list`.
+    ///
+    /// Waits for the proxy's answer when a bridge is attached. When none is
+    /// (the app is reconnecting), or it is lost before the answer, the
+    /// change is sent when the bridge is back, and a re-created session
+    /// registers it; this returns `Ok` then. Fails, changing nothing, when
+    /// a declaration is wrong ([`AppError::InvalidTool`] and its siblings)
+    /// or the proxy refuses the change ([`AppError::UpdateRefused`]).
+    pub async fn update(&self, update: Update) -> Result<(), AppError> {
+        let shared = &self.shared;
+        let _one_at_a_time = shared.updating.lock().await;
+        let previous = shared.declarations();
+        let (next, lists) = previous.updated(update)?;
+        let next = Arc::new(next);
+        shared.replace_declarations(next.clone());
+        shared.changed.store(true, Ordering::SeqCst);
+        let Some((outbound, answered)) = shared.await_update_answer() else {
+            // The next bridge sends the change.
+            return Ok(());
+        };
+        let message = AppMessage {
+            kind: Some(app_message::Kind::UpdateTools(next.update_message(lists))),
+        };
+        if outbound.send(message).await.is_err() {
+            // The bridge ended meanwhile; the next one sends the change.
+            return Ok(());
+        }
+        match tokio::time::timeout(UPDATE_TIMEOUT, answered).await {
+            Ok(Ok(Ok(()))) | Ok(Err(_)) => Ok(()),
+            Ok(Ok(Err(refusal))) => {
+                // The session keeps what it had, and so does the app.
+                let mut current = shared
+                    .declarations
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if Arc::ptr_eq(&current, &next) {
+                    *current = previous;
+                }
+                Err(AppError::UpdateRefused(refusal))
+            }
+            Err(_) => {
+                lock(&shared.link).update_answer.take();
+                Err(AppError::rpc(
+                    "updating the declarations",
+                    Status::deadline_exceeded(format!(
+                        "the proxy did not answer the update within {UPDATE_TIMEOUT:?}"
+                    )),
+                ))
+            }
+        }
+    }
+
+    /// Tells the proxy that the resource at `uri` changed: MCP clients that
+    /// subscribed to it receive `notifications/resources/updated`. Fails
+    /// with [`AppError::NotAttached`] while the app is reconnecting.
+    pub async fn resource_updated(&self, uri: impl Into<String>) -> Result<(), AppError> {
+        let outbound = self.shared.attached().ok_or(AppError::NotAttached)?;
+        let message = AppMessage {
+            kind: Some(app_message::Kind::ResourceUpdated(ResourceUpdated {
+                uri: uri.into(),
+            })),
+        };
+        outbound
+            .send(message)
+            .await
+            .map_err(|_| AppError::NotAttached)
     }
 
     /// Waits until the app stops serving by itself, which it does only when

@@ -1,19 +1,26 @@
-//! One tool call while it runs: what the handler can do (report progress,
-//! notice cancellation), the registry of calls in flight that cancellation
-//! goes through, and the wrapper that turns whatever the handler does
-//! (returns, fails, panics) into exactly one `ToolResult`.
+//! One call while it runs (a tool call, or another MCP request such as
+//! `resources/read`): what the handler can do (report progress, write log
+//! records for the client, notice cancellation), the registry of calls in
+//! flight that cancellation goes through, and the wrapper that turns
+//! whatever a tool handler does (returns, fails, panics) into exactly one
+//! `ToolResult`. MCP requests share all but the last: their answer is made
+//! in `mcp`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
-use openclaw_proxy_proto::v1::{AppMessage, InvokeTool, ToolProgress, ToolResult, app_message};
+use openclaw_proxy_proto::v1::{
+    AppMessage, CallerInfo, InvokeTool, Log, ToolProgress, ToolResult, app_message,
+};
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::tool::Tool;
+use crate::declarations::Declarations;
 
 /// Why a call was cancelled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,13 +36,82 @@ pub enum CancelReason {
     Proxy(String),
 }
 
+/// The MCP client behind a call, as far as the proxy knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientInfo {
+    /// Its name (`clientInfo.name`); empty when unknown.
+    pub name: String,
+    /// Its version; empty when unknown.
+    pub version: String,
+    /// The MCP protocol revision of the request, such as `"2025-11-25"`;
+    /// empty when unknown.
+    pub protocol_version: String,
+}
+
+impl ClientInfo {
+    fn from_proto(client: Option<CallerInfo>) -> Option<Self> {
+        client
+            .filter(|client| {
+                !(client.name.is_empty()
+                    && client.version.is_empty()
+                    && client.protocol_version.is_empty())
+            })
+            .map(|client| Self {
+                name: client.name,
+                version: client.version,
+                protocol_version: client.protocol_version,
+            })
+    }
+}
+
+/// How severe a log record is: the eight RFC 5424 levels MCP uses, from
+/// least to most severe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    /// Detailed information for debugging.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Normal but significant.
+    Notice,
+    /// Something may be wrong.
+    Warning,
+    /// Something failed.
+    Error,
+    /// A component failed.
+    Critical,
+    /// Action must be taken at once.
+    Alert,
+    /// The system is unusable.
+    Emergency,
+}
+
+impl LogLevel {
+    /// The level as MCP names it (`"debug"`, `"info"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Notice => "notice",
+            Self::Warning => "warning",
+            Self::Error => "error",
+            Self::Critical => "critical",
+            Self::Alert => "alert",
+            Self::Emergency => "emergency",
+        }
+    }
+}
+
 /// What a handler gets besides its arguments: who called, a way to report
-/// progress, and the cancellation signal.
+/// progress and write log records, and the cancellation signal.
 #[derive(Clone, Debug)]
 pub struct CallContext {
     session_id: String,
     request_id: String,
+    method: Cow<'static, str>,
     tool_name: String,
+    client: Option<ClientInfo>,
     trace_parent: String,
     outbound: mpsc::Sender<AppMessage>,
     cancel: CancellationToken,
@@ -54,9 +130,30 @@ impl CallContext {
         &self.request_id
     }
 
-    /// The name of the tool being called.
+    /// The MCP method being served: `"tools/call"` for a tool, otherwise
+    /// the request's own (`"resources/read"`, `"prompts/get"`,
+    /// `"completion/complete"`).
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The name of the tool being called; empty when the call is not a
+    /// `tools/call`.
     pub fn tool_name(&self) -> &str {
         &self.tool_name
+    }
+
+    /// The MCP client behind the call, when the proxy knows anything of it.
+    pub fn client(&self) -> Option<&ClientInfo> {
+        self.client.as_ref()
+    }
+
+    /// The MCP protocol revision of the request, when known.
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.client
+            .as_ref()
+            .map(|client| client.protocol_version.as_str())
+            .filter(|version| !version.is_empty())
     }
 
     /// The call's W3C `traceparent`, when the proxy sent one: use it as the
@@ -82,6 +179,33 @@ impl CallContext {
         };
         // Nothing to do when it fails: the bridge is gone and this call has
         // been cancelled, which the handler sees through `cancelled`.
+        let _ = self.outbound.send(message).await;
+    }
+
+    /// Writes a log record for the MCP client that made this call. It
+    /// reaches the client as `notifications/message` (with `level`, `logger`
+    /// and `data`) when the client asked for records of that level, and is
+    /// dropped otherwise. `data` is any JSON value; a string is plain text;
+    /// an empty `logger` is left out. Best effort, like progress: a record
+    /// is dropped when the bridge has gone, or when `data` cannot be
+    /// serialised (which is logged here).
+    pub async fn log(&self, level: LogLevel, logger: impl Into<String>, data: impl Serialize) {
+        let data_json = match serde_json::to_string(&data) {
+            Ok(json) => json,
+            Err(error) => {
+                tracing::warn!(%error, "a log record's data is not JSON; dropped");
+                return;
+            }
+        };
+        let record = Log {
+            request_id: self.request_id.clone(),
+            level: level.as_str().to_owned(),
+            logger: logger.into(),
+            data_json,
+        };
+        let message = AppMessage {
+            kind: Some(app_message::Kind::Log(record)),
+        };
         let _ = self.outbound.send(message).await;
     }
 
@@ -170,7 +294,7 @@ impl InFlight {
         (cancel, reason)
     }
 
-    fn finish(&self, request_id: &str) {
+    pub(crate) fn finish(&self, request_id: &str) {
         self.lock().remove(request_id);
     }
 
@@ -191,54 +315,94 @@ impl InFlight {
     }
 }
 
+/// Where a call comes from: what its handler's context tells it.
+pub(crate) struct Origin {
+    pub(crate) session_id: String,
+    pub(crate) request_id: String,
+    pub(crate) method: Cow<'static, str>,
+    pub(crate) tool_name: String,
+    pub(crate) client: Option<CallerInfo>,
+    pub(crate) trace_parent: String,
+}
+
+/// Registers a call in flight and builds its handler's context; `None` when
+/// the bridge ended while the call waited for its turn (the proxy has
+/// failed it already, so nothing is answered).
+pub(crate) fn begin(
+    origin: Origin,
+    outbound: mpsc::Sender<AppMessage>,
+    in_flight: &InFlight,
+    scope: &Scope,
+) -> Option<CallContext> {
+    let (cancel, reason) = in_flight.register(&origin.request_id, scope);
+    if cancel.is_cancelled() {
+        in_flight.finish(&origin.request_id);
+        return None;
+    }
+    Some(CallContext {
+        session_id: origin.session_id,
+        request_id: origin.request_id,
+        method: origin.method,
+        tool_name: origin.tool_name,
+        client: ClientInfo::from_proto(origin.client),
+        trace_parent: origin.trace_parent,
+        outbound,
+        cancel,
+        reason,
+        scope: scope.reason.clone(),
+    })
+}
+
+/// What a panic said, for the error the caller receives.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
 /// Runs one call to completion and sends its result on `outbound`. Every
 /// way a handler can end (value, error, panic, unknown tool, bad arguments)
 /// yields one `ToolResult`; none of them stops the app.
 pub(crate) async fn run(
-    tool: Option<Tool>,
+    declarations: Arc<Declarations>,
     invoke: InvokeTool,
     outbound: mpsc::Sender<AppMessage>,
     in_flight: InFlight,
     scope: Scope,
     _permit: OwnedSemaphorePermit,
 ) {
-    let (cancel, reason) = in_flight.register(&invoke.request_id, &scope);
-    if cancel.is_cancelled() {
-        // The bridge ended while the call waited for its turn; the proxy has
-        // failed it already.
-        in_flight.finish(&invoke.request_id);
-        return;
-    }
-    let context = CallContext {
+    let origin = Origin {
         session_id: invoke.session_id,
         request_id: invoke.request_id.clone(),
+        method: Cow::Borrowed("tools/call"),
         tool_name: invoke.tool_name.clone(),
+        client: invoke.client,
         trace_parent: invoke.trace_parent,
-        outbound: outbound.clone(),
-        cancel,
-        reason,
-        scope: scope.reason,
     };
-    let outcome = match tool {
+    let Some(context) = begin(origin, outbound.clone(), &in_flight, &scope) else {
+        return;
+    };
+    let handler = declarations
+        .tool(&invoke.tool_name)
+        .map(|tool| tool.handler.clone());
+    let outcome = match handler {
         None => Err(format!(
             "This app has no tool named `{}`.",
             invoke.tool_name
         )),
-        Some(tool) => match arguments(&invoke.arguments_json) {
+        Some(handler) => match arguments(&invoke.arguments_json) {
             Err(error) => Err(error),
             Ok(arguments) => {
                 // The handler is called inside the guarded future so that a
                 // panic before its first await is caught too.
-                let handling = async move { (tool.handler)(arguments, context).await };
+                let handling = async move { handler(arguments, context).await };
                 match AssertUnwindSafe(handling).catch_unwind().await {
                     Ok(Ok(value)) => Ok(value),
                     Ok(Err(error)) => Err(error.message().to_owned()),
                     Err(panic) => {
-                        let detail = panic
-                            .downcast_ref::<&str>()
-                            .map(|text| (*text).to_owned())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "no message".to_owned());
+                        let detail = panic_message(panic.as_ref());
                         tracing::error!(tool = %invoke.tool_name, %detail, "tool handler panicked");
                         Err(format!(
                             "The tool `{}` failed unexpectedly inside the app (its handler panicked: {detail}).",

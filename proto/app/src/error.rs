@@ -1,6 +1,7 @@
 //! What can stop an app from serving, each with the step that failed and what
-//! to check. Transient trouble (network loss, proxy restart) never surfaces
-//! here: the serve loop retries it. These are the failures a retry cannot fix.
+//! to check, and what can make a change announced while serving fail.
+//! Transient trouble (network loss, proxy restart) never surfaces here: the
+//! serve loop retries it. These are the failures a retry cannot fix.
 
 use tonic::{Code, Status};
 
@@ -29,6 +30,40 @@ pub enum AppError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A resource was declared wrongly.
+    #[error("resource {uri:?}: {reason}")]
+    InvalidResource {
+        /// The resource's URI.
+        uri: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A resource template was declared wrongly.
+    #[error("resource template {uri_template:?}: {reason}")]
+    InvalidResourceTemplate {
+        /// The template.
+        uri_template: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A prompt was declared wrongly.
+    #[error("prompt {name:?}: {reason}")]
+    InvalidPrompt {
+        /// The prompt's name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Something had to go to the proxy while no bridge was attached (the
+    /// app is reconnecting).
+    #[error(
+        "the bridge to the proxy is not attached right now (the app is reconnecting); try again once it is"
+    )]
+    NotAttached,
+    /// The proxy refused an update of the declarations; the app keeps the
+    /// ones it had.
+    #[error("the proxy refused the update: {0}")]
+    UpdateRefused(String),
     /// An RPC failed in a way that retrying will not fix.
     #[error("{step} failed: {}", describe(.status))]
     Rpc {

@@ -216,6 +216,15 @@ impl Tool {
     }
 }
 
+/// Whether `name` follows MCP's tool name rules (1 to 128 characters from
+/// `A-Z a-z 0-9 _ - .`), which prompt names follow too.
+pub(crate) fn is_valid_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.'))
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;

@@ -1,8 +1,9 @@
-"""An openclaw-proxy app in Python: one tool, echo_text, served over the gRPC bridge.
+"""An openclaw-proxy app in Python: one tool, echo_text, one resource, echo://readme, and
+one prompt, echo_prompt, served over the gRPC bridge.
 
-Registers a session, attaches its bridge, answers calls (on a thread pool) and
-pings, and reconnects with backoff and jitter; when the proxy no longer knows the
-session (it restarted) it registers a new one. Prints each session id on its own
+Registers a session, attaches its bridge, answers calls and MCP requests (on a thread
+pool) and pings, and reconnects with backoff and jitter; when the proxy no longer knows
+the session (it restarted) it registers a new one. Prints each session id on its own
 stdout line. Run it with ./run.sh --proxy-url http://127.0.0.1:8000 [--app-token T].
 """
 
@@ -14,6 +15,14 @@ from grpc_tools import protoc
 
 PROTO_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto")
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+README = "This app echoes text back: call echo_text with {\"text\": ...}."
+
+
+class RequestError(Exception):
+    """An MCP request that fails with a JSON-RPC error (code, message, data)."""
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code, self.data = code, data
 
 
 def load_stubs():
@@ -35,6 +44,22 @@ def run_tool(name, arguments):
     raise LookupError(f"this app has no tool named {name!r}")
 
 
+def serve_mcp(method, params, revision):
+    """The MCP result of resources/read or prompts/get; a RequestError otherwise."""
+    if method == "resources/read":
+        if params.get("uri") != "echo://readme":  # 2026-07-28 names -32602 for it (SEP-2164)
+            code = -32602 if revision >= "2026-07-28" else -32002
+            raise RequestError(code, f"Resource not found: {params.get('uri')}", {"uri": params.get("uri")})
+        return {"contents": [{"uri": "echo://readme", "mimeType": "text/plain", "text": README}]}
+    if method == "prompts/get":
+        if params.get("name") != "echo_prompt":
+            raise RequestError(-32602, f"this app has no prompt named {params.get('name')!r}")
+        text = (params.get("arguments") or {}).get("text", "")
+        return {"messages": [{"role": "user", "content": {
+            "type": "text", "text": f"Use the echo_text tool to echo this text: {text}"}}]}
+    raise RequestError(-32601, f"this app does not serve {method}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--proxy-url", required=True)
@@ -52,6 +77,11 @@ def main():
     pool = ThreadPoolExecutor(max_workers=8)  # calls run concurrently, up to 8 at once
     tools = [pb.ToolDefinition(name="echo_text", description="Echo the text back.",
                                input_schema_json=json.dumps(SCHEMA))]
+    resources = [pb.ResourceDefinition(uri="echo://readme", name="readme", mime_type="text/plain",
+                                       description="What this app does.")]
+    prompts = [pb.PromptDefinition(name="echo_prompt", description="Ask the agent to echo a text.",
+                                   arguments=[pb.PromptArgument(name="text", required=True,
+                                                                description="The text to echo.")])]
 
     def answer(outbox, call):
         try:
@@ -61,12 +91,24 @@ def main():
             result = pb.ToolResult(request_id=call.request_id, ok=False, error=f"{type(error).__name__}: {error}")
         outbox.put(pb.AppMessage(result=result))
 
+    def answer_mcp(outbox, request):
+        try:
+            params = json.loads(request.params_json or "{}")
+            result = serve_mcp(request.method, params, request.client.protocol_version)
+            answer = pb.McpResult(request_id=request.request_id, result_json=json.dumps(result))
+        except Exception as error:  # a JSON-RPC error for the client, never a crash
+            code, data = getattr(error, "code", -32603), getattr(error, "data", None)
+            answer = pb.McpResult(request_id=request.request_id, error=pb.McpError(
+                code=code, message=str(error), data_json="" if data is None else json.dumps(data)))
+        outbox.put(pb.AppMessage(mcp_result=answer))
+
     session_id, session_token, delay = None, "", 0.25
     while True:
         try:
             if session_id is None:
                 request = pb.CreateSessionRequest(
-                    metadata=pb.SessionMetadata(device_id="python-example", app_version="1.0.0"), tools=tools)
+                    metadata=pb.SessionMetadata(device_id="python-example", app_version="1.0.0"),
+                    tools=tools, resources=resources, prompts=prompts)
                 created = sessions.CreateSession(request, metadata=bearer(args.app_token), timeout=30)
                 session_id, session_token = created.session_id, created.session_token
                 print(session_id, flush=True)
@@ -83,6 +125,8 @@ def main():
                         outbox.put(pb.AppMessage(pong=pb.Pong(nonce=message.ping.nonce)))
                     elif kind == "invoke":
                         pool.submit(answer, outbox, message.invoke)
+                    elif kind == "mcp_request":
+                        pool.submit(answer_mcp, outbox, message.mcp_request)
                     elif kind == "error":
                         print(f"proxy notice: {message.error.message}", file=sys.stderr)
             finally:

@@ -1,6 +1,7 @@
-// An openclaw-proxy app in TypeScript: one tool, echo_text, served over the gRPC bridge.
+// An openclaw-proxy app in TypeScript: one tool, echo_text, one resource, echo://readme, and
+// one prompt, echo_prompt, served over the gRPC bridge.
 //
-// Registers a session, attaches its bridge, answers calls and pings, and
+// Registers a session, attaches its bridge, answers calls, MCP requests and pings, and
 // reconnects with backoff and jitter; when the proxy no longer knows the session
 // (it restarted) it registers a new one. Prints each session id on its own
 // stdout line. Node 22.18+ runs it as is: node echo_app.ts --proxy-url URL [--app-token T]
@@ -33,6 +34,10 @@ function bearer(token: string | undefined): grpc.Metadata {
 
 const schema = { type: "object", properties: { text: { type: "string" } }, required: ["text"] };
 const tools = [{ name: "echo_text", description: "Echo the text back.", input_schema_json: JSON.stringify(schema) }];
+const resources = [{ uri: "echo://readme", name: "readme", description: "What this app does.", mime_type: "text/plain" }];
+const prompts = [{ name: "echo_prompt", description: "Ask the agent to echo a text.",
+  arguments: [{ name: "text", description: "The text to echo.", required: true }] }];
+const README = 'This app echoes text back: call echo_text with {"text": ...}.';
 const fatal = [grpc.status.UNAUTHENTICATED, grpc.status.INVALID_ARGUMENT, grpc.status.ABORTED];
 
 async function runTool(name: string, args: any): Promise<unknown> {
@@ -40,9 +45,28 @@ async function runTool(name: string, args: any): Promise<unknown> {
   throw new Error(`this app has no tool named ${name}`);
 }
 
+// An MCP request that fails with a JSON-RPC error.
+const failure = (code: number, message: string, data?: unknown) => Object.assign(new Error(message), { code, data });
+
+// The MCP result of resources/read or prompts/get; throws a JSON-RPC error otherwise.
+async function serveMcp(method: string, paramsJson: string, revision: string): Promise<unknown> {
+  const params = JSON.parse(paramsJson || "{}");
+  if (method === "resources/read") {
+    if (params.uri !== "echo://readme") // 2026-07-28 names -32602 for it (SEP-2164)
+      throw failure(revision >= "2026-07-28" ? -32602 : -32002, `Resource not found: ${params.uri}`, { uri: params.uri });
+    return { contents: [{ uri: "echo://readme", mimeType: "text/plain", text: README }] };
+  }
+  if (method === "prompts/get") {
+    if (params.name !== "echo_prompt") throw failure(-32602, `this app has no prompt named ${params.name}`);
+    const text = `Use the echo_text tool to echo this text: ${params.arguments?.text ?? ""}`;
+    return { messages: [{ role: "user", content: { type: "text", text } }] };
+  }
+  throw failure(-32601, `this app does not serve ${method}`);
+}
+
 // Resolves with the session id and the session's own token, which opens its bridge.
 function createSession(): Promise<{ session_id: string; session_token: string }> {
-  const request = { metadata: { device_id: "typescript-example", app_version: "1.0.0" }, tools };
+  const request = { metadata: { device_id: "typescript-example", app_version: "1.0.0" }, tools, resources, prompts };
   return new Promise((resolve, reject) =>
     sessions.CreateSession(request, bearer(values["app-token"]), { deadline: Date.now() + 30_000 },
       (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response))));
@@ -64,6 +88,12 @@ function serveBridge(sessionId: string, token: string, onAttached: () => void): 
         runTool(call.tool_name, JSON.parse(call.arguments_json || "{}")).then(
           (content) => stream.write({ result: { request_id: call.request_id, ok: true, content_json: JSON.stringify(content) } }),
           (error) => stream.write({ result: { request_id: call.request_id, ok: false, error: String(error?.message ?? error) } }));
+      } else if (message.kind === "mcp_request") {
+        const request = message.mcp_request; // answered like a call: on its own, a failure as a JSON-RPC error
+        serveMcp(request.method, request.params_json, request.client?.protocol_version ?? "").then(
+          (result) => stream.write({ mcp_result: { request_id: request.request_id, result_json: JSON.stringify(result) } }),
+          (error) => stream.write({ mcp_result: { request_id: request.request_id, error: { code: error?.code ?? -32603,
+            message: String(error?.message ?? error), data_json: error?.data === undefined ? "" : JSON.stringify(error.data) } } }));
       }
     });
     stream.write({ hello: { session_id: sessionId } });
