@@ -1,16 +1,11 @@
 //! The app side of openclaw-proxy: make a native app's tools reachable by an
-//! AI agent, in a few lines, with the hard parts of the bridge done once.
-//!
-//! An app declares its [`Tool`]s, each an async handler with typed arguments
-//! and result, and calls [`App::serve`]. The crate creates the session over
-//! gRPC, attaches the bridge (`BridgeService.Attach`), answers pings, runs
-//! calls concurrently up to a bound, carries progress reports, and keeps the
-//! bridge up: after a network loss it reconnects with exponential backoff and
-//! jitter and takes its session back; when the proxy no longer knows the
-//! session (it restarted, or the session expired) it creates a new one and
-//! tells the app through [`AppBuilder::on_session`]. A handler that fails or
-//! panics becomes an `isError` result; the app keeps serving.
-//! [`Serving::shutdown`] deletes the session.
+//! AI agent. An app declares its [`Tool`]s (async handlers with typed
+//! arguments and results) and calls [`App::serve`]; the crate creates the
+//! session, keeps its bridge attached through network loss and proxy
+//! restarts (a new session is reported through [`AppBuilder::on_session`]),
+//! runs calls concurrently with progress and cancellation, and
+//! [`Serving::shutdown`] deletes the session. In full, with the example app
+//! to run against a live proxy: `docs/writing-an-app.md`.
 //!
 //! ```
 //! use openclaw_proxy_app::{App, CallContext, Tool, ToolError};
@@ -57,17 +52,6 @@
 //! # }
 //! ```
 //!
-//! `cargo run -p openclaw-proxy-app --example echo_app -- --proxy-url URL`
-//! runs the same app against a live proxy. A handler that can take long
-//! should report progress with [`CallContext::progress`] and stop when
-//! [`CallContext::cancelled`] completes: today that happens when the bridge
-//! that delivered the call is lost (the proxy has then already failed the
-//! call) or at shutdown.
-//!
-//! Layout: `tool` declares tools, `call` runs one call (progress,
-//! cancellation, panics), `proxy` holds the channel and the three RPCs,
-//! `app` is the builder and the serve loop, `error` the failures that
-//! retrying cannot fix.
 
 mod app;
 mod call;

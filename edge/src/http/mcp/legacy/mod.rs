@@ -3,8 +3,8 @@
 //!
 //! `GET` opens a stream whose first event, `endpoint`, names the URL the
 //! client POSTs its messages to; each POST is answered `202` and runs through
-//! [`super::handle_message`], the code of the streamable endpoint, after the
-//! same admission ([`super::admit`]); each JSON-RPC message of the answer is
+//! `handle_message`, the code of the streamable endpoint, after the same
+//! admission (`admit`); each JSON-RPC message of the answer is
 //! pushed onto the stream as a `message` event. Only this transport offers
 //! `tools.listChanged` and sends `notifications/tools/list_changed`.
 //! A stream is bounded ([`MAX_STREAMS_PER_SESSION`], [`MAX_STREAMS`],
