@@ -3,7 +3,7 @@
 //!
 //! An app token ships inside every copy of an app, so it must not be enough to
 //! take over someone else's session. Each session therefore gets its own two
-//! tokens at creation (DESIGN.md, "Security model"): `session_token`
+//! tokens at creation (`docs/security.md`): `session_token`
 //! (`ocps_…`, the app side: bridge, delete, get) and `mcp_token` (`ocpm_…`,
 //! the MCP side). Each is 256 random bits in base64url; the prefix lets secret
 //! scanners recognise a leaked one. Only their SHA-256 digests are kept, in

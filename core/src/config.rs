@@ -15,7 +15,7 @@ pub struct CoreConfig {
     pub openclaw_token: BearerToken,
     /// When true, the global tokens open no session: the app token only
     /// creates sessions, and every per-session operation needs that
-    /// session's own token (DESIGN.md, "Security model").
+    /// session's own token (`docs/security.md`, "Two modes").
     pub require_session_tokens: bool,
     /// A session with no bridge and no call in flight is removed after this
     /// long without activity.

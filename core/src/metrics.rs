@@ -8,8 +8,8 @@
 //! allocation. Label values are small enums, never strings from outside.
 //!
 //! How a call's end becomes an outcome label is decided in one place,
-//! [`CallOutcome::of`]; the names and meanings are listed in the README
-//! ("Metrics").
+//! [`CallOutcome::of`]; the names and meanings are listed in
+//! `docs/observability.md` ("Metrics").
 
 use std::fmt::Write as _;
 use std::time::Duration;

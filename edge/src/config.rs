@@ -189,6 +189,8 @@ pub struct ServerConfig {
     pub trusted_proxies: Vec<AddressRange>,
 
     /// Public base URL (scheme://host[:port][/prefix]) for bridge_url and mcp_url behind a reverse proxy.
+    // The help text is the doc comment, brackets and all.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, env = "OPENCLAW_PROXY_PUBLIC_URL")]
     pub public_url: Option<String>,
 

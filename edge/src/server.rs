@@ -18,6 +18,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use openclaw_proxy_core::grpc::GrpcService;
 use openclaw_proxy_core::{ClientAddr, Hub};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tower_service::Service;
 
 use crate::config::{ConnectionLimits, EdgeConfig};
@@ -89,10 +90,13 @@ pub async fn serve(
     let limits = edge.connections.clone();
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
-    let builder = connection_builder(streams, &limits);
-    let graceful = GracefulShutdown::new();
+    let connections = Connections {
+        builder: connection_builder(streams, &limits),
+        graceful: GracefulShutdown::new(),
+        tls,
+        header_read_timeout: limits.header_read_timeout,
+    };
     let admission = Admission::new(limits.max_connections);
-    let header_read_timeout = limits.header_read_timeout;
     tokio::pin!(shutdown);
     // After the signal, with a delay configured: serving on, not ready.
     let mut draining_until: Option<tokio::time::Instant> = None;
@@ -108,26 +112,7 @@ pub async fn serve(
                 continue;
             }
             () = sleep_until_some(draining_until) => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Per-connection failures (the peer reset before accept,
-                    // too many open files) must not stop the server.
-                    tracing::warn!(%error, "accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        // Small JSON frames and responses: send each at once rather than
-        // waiting for Nagle's algorithm to coalesce them.
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
-        let info = ConnectionInfo {
-            local: stream.local_addr().unwrap_or(remote),
-            remote,
-            tls: tls.is_some(),
+            accepted = accept(&listener) => accepted,
         };
         let Some(permit) = admission.admit() else {
             // Over the limit even for a refusal: no answer at all.
@@ -137,7 +122,11 @@ pub async fn serve(
         let service = match permit {
             Permit::Serve(permit) => ConnectionService::Serve {
                 router: router.clone(),
-                info,
+                info: ConnectionInfo {
+                    local: stream.local_addr().unwrap_or(remote),
+                    remote,
+                    tls: connections.tls.is_some(),
+                },
                 _permit: Arc::new(permit),
             },
             Permit::Refuse(permit) => ConnectionService::Refuse {
@@ -145,13 +134,50 @@ pub async fn serve(
                 _permit: Arc::new(permit),
             },
         };
-        let Some(tls) = &tls else {
-            let (builder, watcher) = (builder.clone(), graceful.watcher());
+        connections.spawn(stream, remote, service);
+    }
+    if let Some(reloader) = reloader {
+        reloader.abort();
+    }
+    drop(listener);
+    tracing::info!("shutting down: ending bridges and draining connections");
+    hub.shutdown();
+    if tokio::time::timeout(DRAIN_LIMIT, connections.graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open {DRAIN_LIMIT:?} after shutdown; closing them");
+    }
+    sweeper.abort();
+    Ok(())
+}
+
+/// What every accepted connection is served with.
+struct Connections {
+    builder: auto::Builder<TokioExecutor>,
+    graceful: GracefulShutdown,
+    tls: Option<Arc<Tls>>,
+    header_read_timeout: Duration,
+}
+
+impl Connections {
+    /// Serves one accepted connection in a task of its own, after its TLS
+    /// handshake when TLS is configured: the handshake runs there, not in
+    /// the accept loop, and has the same limit as reading a request header.
+    fn spawn(&self, stream: TcpStream, remote: SocketAddr, service: ConnectionService) {
+        // Small JSON frames and responses: send each at once rather than
+        // waiting for Nagle's algorithm to coalesce them.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+        let (builder, watcher) = (self.builder.clone(), self.graceful.watcher());
+        let limit = self.header_read_timeout;
+        let Some(tls) = &self.tls else {
             tokio::spawn(async move {
                 // A client that sends nothing never reaches hyper's
                 // header-read timer (protocol detection waits first).
                 let mut first = [0_u8; 1];
-                match tokio::time::timeout(header_read_timeout, stream.peek(&mut first)).await {
+                match tokio::time::timeout(limit, stream.peek(&mut first)).await {
                     Ok(Ok(1..)) => {}
                     Ok(_) => return,
                     Err(_) => {
@@ -166,25 +192,21 @@ pub async fn serve(
                     tracing::debug!(%error, "connection ended with an error");
                 }
             });
-            continue;
+            return;
         };
-        let (acceptor, builder, watcher) =
-            (tls.acceptor.clone(), builder.clone(), graceful.watcher());
-        // The handshake runs in the connection's task, not in the accept
-        // loop, and has the same limit as reading a request header.
+        let acceptor = tls.acceptor.clone();
         tokio::spawn(async move {
-            let stream =
-                match tokio::time::timeout(header_read_timeout, acceptor.accept(stream)).await {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(error)) => {
-                        tracing::debug!(%error, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!("TLS handshake not finished in time");
-                        return;
-                    }
-                };
+            let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake not finished in time");
+                    return;
+                }
+            };
             let connection = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                 .into_owned();
@@ -193,20 +215,6 @@ pub async fn serve(
             }
         });
     }
-    if let Some(reloader) = reloader {
-        reloader.abort();
-    }
-    drop(listener);
-    tracing::info!("shutting down: ending bridges and draining connections");
-    hub.shutdown();
-    if tokio::time::timeout(DRAIN_LIMIT, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("connections still open {DRAIN_LIMIT:?} after shutdown; closing them");
-    }
-    sweeper.abort();
-    Ok(())
 }
 
 /// Serves `GET /metrics` without a token on its own listener
@@ -231,6 +239,20 @@ pub async fn serve_metrics(
         .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())
+}
+
+/// The next connection. Per-connection failures (the peer reset before
+/// accept, too many open files) must not stop the server.
+async fn accept(listener: &TcpListener) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 /// Sleeps until `deadline`, or forever without one.

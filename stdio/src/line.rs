@@ -264,6 +264,19 @@ pub fn error_line(id: Option<&RawValue>, code: i64, message: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{message}}}}}"#)
 }
 
+/// The error line refusing a request whose id (`id_text`) an unanswered
+/// request already uses; the first one goes on.
+pub fn already_in_flight(id: Option<&RawValue>, id_text: &str) -> String {
+    let quoted: String = id_text.chars().take(80).collect();
+    error_line(
+        id,
+        INVALID_REQUEST,
+        &format!(
+            "request id {quoted} is already in flight: each request needs an id that no unanswered request uses; this one was refused, the first one goes on"
+        ),
+    )
+}
+
 /// The error line answering a bad line.
 pub fn error_reply(error: &LineError) -> String {
     error_line(error.id(), error.code(), &error.to_string())

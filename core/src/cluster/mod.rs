@@ -1,34 +1,13 @@
 //! Cluster mode: many nodes behind one load balancer, on NATS.
 //!
 //! Every node can serve every request. What is known about a session lives
-//! in a JetStream KV bucket (`{prefix}_sessions`, one key per session), which
-//! every node watches and caches ([`NatsDirectory`]); a call for a session
-//! whose bridge is on another node travels as a NATS request to
-//! `{prefix}.call.{session_id}`, the subject the holding node subscribes to
-//! while it holds the bridge ([`NatsDelivery`]). Why NATS, and the
-//! invariants kept, are in DESIGN.md ("Cluster mode"):
-//!
-//! - **Routing by interest.** No lookup on the hot path: NATS delivers the
-//!   call to the node subscribed for the session, and answers "no
-//!   responders" at once when none is, which is `Bridge is not connected.`
-//! - **One bridge in the cluster.** Attaching a bridge claims the session in
-//!   KV (compare-and-set on the key's revision); the node that held it sees
-//!   the new holder in its watch and ends its bridge as replaced (4409 /
-//!   `ABORTED`). Subscriptions are a queue group, so even during a takeover
-//!   a call reaches one node only: at most one answer.
-//! - **Idle TTL, cluster-wide.** The bucket's `max_age` is the session TTL;
-//!   every write refreshes a key. Nodes holding a bridge or calls refresh
-//!   their sessions (throttled to a write per quarter TTL), and a key that
-//!   ages out leaves a delete marker (nats-server 2.11+) that every watching
-//!   node sees, so an expired session is gone everywhere.
-//! - **Dead nodes.** A node that holds a call sends `alive` on its reply
-//!   subject every second; the calling node gives up after three silent
-//!   seconds, so a call waiting on a node that died fails within 5 s.
-//!   Sessions outlive nodes: they are in KV, and an app that reconnects to
-//!   another node claims its session there.
-//! - **NATS unreachable.** The client reconnects by itself. Meanwhile the
-//!   node reports not ready, requests that need the cluster fail with
-//!   `UNAVAILABLE` / 503, and calls between bridges on this node go on.
+//! in a JetStream KV bucket that every node watches and caches
+//! ([`NatsDirectory`]); a call for a session whose bridge is on another node
+//! travels as a NATS request to the node that holds the bridge
+//! ([`NatsDelivery`]). How it works and how it fails (routing by interest,
+//! one bridge in the cluster, the idle TTL, dead nodes, NATS out of reach):
+//! `docs/cluster.md`; why NATS, and the invariants kept:
+//! `ARCHITECTURE.md#cluster-mode-on-nats`.
 
 mod delivery;
 mod directory;

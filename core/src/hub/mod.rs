@@ -7,7 +7,7 @@
 //! map. A call for a session whose bridge is elsewhere goes to the
 //! [`RemoteDelivery`].
 //!
-//! Rules (`ARCHITECTURE.md`, "Behaviour the original left open"):
+//! Rules (`ARCHITECTURE.md#behaviour-the-original-left-open`):
 //! - A session expires after `session_ttl` without activity (creation, bridge
 //!   attach, tool call, bridge traffic). A session with a bridge attached or a
 //!   call in flight never expires. The sweep runs every `sweep_interval`.

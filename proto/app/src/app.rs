@@ -670,27 +670,40 @@ async fn serve_loop(
                 if fresh && !pause(&mut delays, &stop).await {
                     return Ok(());
                 }
-                session = loop {
-                    let creating = tokio::select! {
-                        () = stop.cancelled() => return Ok(()),
-                        creating = shared.proxy.create_session(shared.create_request()) => creating,
-                    };
-                    match creating {
-                        Ok(created) => break created,
-                        Err(status) if is_permanent(&status) => {
-                            return Err(AppError::rpc("re-creating the session", status));
-                        }
-                        Err(status) => {
-                            tracing::warn!(code = ?status.code(), message = %status.message(), "could not re-create the session; retrying");
-                            if !pause(&mut delays, &stop).await {
-                                return Ok(());
-                            }
-                        }
-                    }
+                let Some(created) = recreate(&shared, &mut delays, &stop).await? else {
+                    return Ok(());
                 };
+                session = created;
                 fresh = true;
                 unreported = true;
                 current.send_replace(session.clone());
+            }
+        }
+    }
+}
+
+/// A new session for the app, retried with backoff while the failure may
+/// pass; `None` when stopped meanwhile.
+async fn recreate(
+    shared: &Shared,
+    delays: &mut impl Iterator<Item = Duration>,
+    stop: &CancellationToken,
+) -> Result<Option<Session>, AppError> {
+    loop {
+        let creating = tokio::select! {
+            () = stop.cancelled() => return Ok(None),
+            creating = shared.proxy.create_session(shared.create_request()) => creating,
+        };
+        match creating {
+            Ok(created) => return Ok(Some(created)),
+            Err(status) if is_permanent(&status) => {
+                return Err(AppError::rpc("re-creating the session", status));
+            }
+            Err(status) => {
+                tracing::warn!(code = ?status.code(), message = %status.message(), "could not re-create the session; retrying");
+                if !pause(delays, stop).await {
+                    return Ok(None);
+                }
             }
         }
     }

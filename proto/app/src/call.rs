@@ -414,32 +414,37 @@ pub(crate) async fn run(
         },
     };
     in_flight.finish(&invoke.request_id);
-    let result = match outcome {
-        Ok(Value::Null) => ToolResult {
-            request_id: invoke.request_id,
-            ok: true,
-            content_json: String::new(),
-            error: String::new(),
-        },
-        Ok(value) => ToolResult {
-            request_id: invoke.request_id,
-            ok: true,
-            content_json: value.to_string(),
-            error: String::new(),
-        },
-        Err(error) => ToolResult {
-            request_id: invoke.request_id,
-            ok: false,
-            content_json: String::new(),
-            error,
-        },
-    };
+    let result = tool_result(invoke.request_id, outcome);
     // The bridge may be gone; the proxy has then failed the call already.
     let _ = outbound
         .send(AppMessage {
             kind: Some(app_message::Kind::Result(result)),
         })
         .await;
+}
+
+/// The result message of a call that ended with `outcome`.
+fn tool_result(request_id: String, outcome: Result<Value, String>) -> ToolResult {
+    match outcome {
+        Ok(Value::Null) => ToolResult {
+            request_id,
+            ok: true,
+            content_json: String::new(),
+            error: String::new(),
+        },
+        Ok(value) => ToolResult {
+            request_id,
+            ok: true,
+            content_json: value.to_string(),
+            error: String::new(),
+        },
+        Err(error) => ToolResult {
+            request_id,
+            ok: false,
+            content_json: String::new(),
+            error,
+        },
+    }
 }
 
 fn arguments(json: &str) -> Result<Value, String> {

@@ -1,16 +1,15 @@
 //! The app side of openclaw-proxy: make a native app's tools reachable by an
-//! AI agent, in a few lines, with the hard parts of the bridge done once.
-//!
-//! An app declares its [`Tool`]s, each an async handler with typed arguments
-//! and result, and calls [`App::serve`]. The crate creates the session over
-//! gRPC, attaches the bridge (`BridgeService.Attach`), answers pings, runs
-//! calls concurrently up to a bound, carries progress reports, and keeps the
-//! bridge up: after a network loss it reconnects with exponential backoff and
-//! jitter and takes its session back; when the proxy no longer knows the
-//! session (it restarted, or the session expired) it creates a new one and
-//! tells the app through [`AppBuilder::on_session`]. A handler that fails or
-//! panics becomes an `isError` result; the app keeps serving.
-//! [`Serving::shutdown`] deletes the session.
+//! AI agent. An app declares its [`Tool`]s (async handlers with typed
+//! arguments and results) and calls [`App::serve`]; the crate creates the
+//! session, keeps its bridge attached through network loss and proxy
+//! restarts (a new session is reported through [`AppBuilder::on_session`]),
+//! runs calls concurrently with progress and cancellation, and
+//! [`Serving::shutdown`] deletes the session. Beside tools it may serve
+//! resources, resource templates, prompts and completions
+//! ([`AppBuilder::resource`], [`AppBuilder::resource_template`],
+//! [`AppBuilder::prompt`], [`AppBuilder::completion`]), and its handlers may
+//! log to the caller ([`CallContext::log`]). In full, with the example app
+//! to run against a live proxy: `docs/writing-an-app.md`.
 //!
 //! ```
 //! use openclaw_proxy_app::{App, CallContext, Tool, ToolError};
@@ -57,93 +56,6 @@
 //! # }
 //! ```
 //!
-//! `cargo run -p openclaw-proxy-app --example echo_app -- --proxy-url URL`
-//! runs the same app against a live proxy. A handler that can take long
-//! should report progress with [`CallContext::progress`] and stop when
-//! [`CallContext::cancelled`] completes: that happens when the proxy cancels
-//! the call (its client gave up or its time ran out), when the bridge that
-//! delivered the call is lost (the proxy has then already failed the call),
-//! or at shutdown. [`CallContext::log`] writes a log record the MCP client
-//! sees beside the call, when it asked for that level.
-//!
-//! ## Beyond tools: resources, prompts, completions
-//!
-//! An app is more than a bag of functions: a notes app has documents an
-//! agent should read, a support app has ready-made prompts. Declare them
-//! beside the tools ([`AppBuilder::resource`], [`AppBuilder::resource_template`],
-//! [`AppBuilder::prompt`], [`AppBuilder::completion`]), each with a typed
-//! async handler. The proxy lists them to MCP clients from the declaration,
-//! without asking the app; `resources/read`, `prompts/get` and
-//! `completion/complete` travel over the bridge as one generic request that
-//! this crate routes to the right handler, so an app never parses a params
-//! object nor writes a JSON-RPC error by hand. They run like tool calls:
-//! concurrently, within the same limits, cancellable.
-//!
-//! ```
-//! use openclaw_proxy_app::{
-//!     App, CallContext, GetPromptResult, McpError, Prompt, PromptMessage, ReadRequest,
-//!     Resource, ResourceContents, ResourceTemplate,
-//! };
-//! use schemars::JsonSchema;
-//! use serde::Deserialize;
-//!
-//! #[derive(Deserialize, JsonSchema)]
-//! struct SummariseArgs {
-//!     /// The note to summarise.
-//!     note: String,
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), openclaw_proxy_app::AppError> {
-//! let builder = App::builder("http://127.0.0.1:8000")
-//!     .resource(
-//!         Resource::new("notes:///index", "index", |read: ReadRequest, _call: CallContext| async move {
-//!             Ok::<_, McpError>(ResourceContents::text(read.uri(), "welcome, plans").mime_type("text/plain"))
-//!         })
-//!         .description("The list of notes."),
-//!     )
-//!     .resource_template(ResourceTemplate::new(
-//!         "notes:///{name}",
-//!         "note",
-//!         |read: ReadRequest, _call: CallContext| async move {
-//!             match read.variable("name") {
-//!                 Some("welcome") => Ok(ResourceContents::text(read.uri(), "Hello!")),
-//!                 _ => Err(McpError::resource_not_found(read.uri())),
-//!             }
-//!         },
-//!     ))
-//!     .prompt(Prompt::new(
-//!         "summarise_note",
-//!         "Summarise one note.",
-//!         |args: SummariseArgs, _call: CallContext| async move {
-//!             Ok::<_, McpError>(GetPromptResult::new([PromptMessage::user(format!(
-//!                 "Summarise the note {} in three lines.",
-//!                 args.note
-//!             ))]))
-//!         },
-//!     ));
-//! let app = builder.build()?; // checks every declaration; serve() as above
-//! # drop(app);
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! Handlers return typed results ([`ResourceContents`], [`GetPromptResult`]
-//! with every MCP content type in [`Content`], [`Completion`]) or, for
-//! anything those do not cover, the raw result object as a
-//! `serde_json::Value`. A URI that no resource or template serves is
-//! answered with the resource-not-found error the specification names,
-//! carrying the URI; an unknown prompt or a missing argument with "invalid
-//! params"; any other method with "method not found". While serving, the
-//! app may replace its declarations ([`Serving::update`]) and announce that
-//! a resource changed ([`Serving::resource_updated`]).
-//!
-//! Layout: `tool`, `resource` (with `uri_template`), `prompt` and
-//! `completion` declare what an app offers, `content` the typed pieces of
-//! results, `declarations` checks and indexes them as one set; `call` runs
-//! one call (progress, logs, cancellation, panics) and `mcp` one MCP
-//! request; `proxy` holds the channel and the three RPCs, `app` is the
-//! builder and the serve loop, `error` the failures that retrying cannot fix.
 
 mod app;
 mod call;

@@ -59,35 +59,47 @@ impl GatewayClient {
         args: Map<String, Value>,
         session_key: Option<String>,
     ) -> (CallToolResult, bool) {
+        match self.post(tool, args, session_key).await {
+            Ok(answer) => answer.into_result(tool),
+            Err(sentence) => (failure(sentence), false),
+        }
+    }
+
+    /// Posts the call and reads the answer; the error is the sentence of a
+    /// call that got no usable answer.
+    async fn post(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+        session_key: Option<String>,
+    ) -> Result<Answer, String> {
         let mut body = json!({"tool": tool, "args": args});
         if let Some(session_key) = session_key {
             body["sessionKey"] = json!(session_key);
         }
         let endpoint = format!("{}/tools/invoke", self.url);
-        let response = match self
+        let sent = self
             .http
             .post(&endpoint)
             .bearer_auth(&self.token)
             .json(&body)
             .send()
-            .await
-        {
+            .await;
+        let response = match sent {
             Ok(response) => response,
             Err(error) if error.is_timeout() && !error.is_connect() => {
-                let text = format!(
+                return Err(format!(
                     "The OpenClaw Gateway at {} did not answer: {}.",
                     self.url,
                     crate::http::send_failure(&error, &self.limits)
-                );
-                return (failure(text), false);
+                ));
             }
             Err(error) => {
-                let text = format!(
+                return Err(format!(
                     "Cannot reach the OpenClaw Gateway at {}: {}. Check OPENCLAW_GATEWAY_URL and that the Gateway runs.",
                     self.url,
                     crate::http::send_failure(&error, &self.limits)
-                );
-                return (failure(text), false);
+                ));
             }
         };
         let status = response.status();
@@ -99,16 +111,40 @@ impl GatewayClient {
         let text = match crate::http::read_body(response, self.limits).await {
             Ok(body) => String::from_utf8_lossy(&body).into_owned(),
             Err(error @ (BodyError::TooLarge { .. } | BodyError::Timeout { .. })) => {
-                let text =
-                    format!("The OpenClaw Gateway's answer to {tool:?} was not used: {error}.");
-                return (failure(text), false);
+                return Err(format!(
+                    "The OpenClaw Gateway's answer to {tool:?} was not used: {error}."
+                ));
             }
             Err(error) => {
-                let text =
-                    format!("The OpenClaw Gateway's answer to {tool:?} was cut off: {error}.");
-                return (failure(text), false);
+                return Err(format!(
+                    "The OpenClaw Gateway's answer to {tool:?} was cut off: {error}."
+                ));
             }
         };
+        Ok(Answer {
+            status,
+            retry_after,
+            text,
+        })
+    }
+}
+
+/// What the Gateway answered to a call.
+struct Answer {
+    status: StatusCode,
+    retry_after: Option<String>,
+    text: String,
+}
+
+impl Answer {
+    /// The call's result, and whether the Gateway said the tool does not
+    /// exist.
+    fn into_result(self, tool: &str) -> (CallToolResult, bool) {
+        let Self {
+            status,
+            retry_after,
+            text,
+        } = self;
         let parsed: Option<Envelope> = serde_json::from_str(&text).ok();
         if status.is_success() && text.trim().is_empty() {
             let text = format!(

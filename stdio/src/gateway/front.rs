@@ -23,7 +23,7 @@ use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::line::{self, INVALID_REQUEST, Kind};
+use crate::line::{self, INVALID_REQUEST, Kind, Message};
 use crate::wire::{LineReader, Output, WriteFailed};
 
 /// Checked messages waiting for rmcp.
@@ -95,78 +95,67 @@ async fn read<R: AsyncRead + Unpin>(
                 return;
             }
         };
-        let message = match line.and_then(line::parse) {
-            Ok(Some(message)) => message,
+        let passed = match line.and_then(line::parse) {
+            Ok(Some(message)) => admit(&message, &in_flight),
             Ok(None) => continue,
             Err(error) => {
                 tracing::debug!(%error, "bad line on stdin");
-                if !output.send(line::error_reply(&error)).await {
-                    return;
-                }
-                continue;
+                Err(Some(line::error_reply(&error)))
             }
         };
-        let id = message.id_text().map(str::to_owned);
-        if message.kind == Kind::Request
-            && let Some(id) = &id
-            && in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(id)
-        {
-            let quoted: String = id.chars().take(80).collect();
-            let refusal = line::error_line(
-                message.id,
-                INVALID_REQUEST,
-                &format!(
-                    "request id {quoted} is already in flight: each request needs an id that no unanswered request uses; this one was refused, the first one goes on"
-                ),
-            );
-            if !output.send(refusal).await {
-                return;
-            }
-            continue;
-        }
-        if message.method.as_deref() == Some("notifications/cancelled")
-            && let Some(params) = message.params
-            && let Ok(cancelled) = serde_json::from_str::<Cancelled>(params.get())
-        {
-            in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(cancelled.request_id.get());
-        }
-        let parsed = match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(message.text) {
-            Ok(parsed) => parsed,
-            Err(error) if message.kind == Kind::Request => {
-                let refusal = line::error_line(
-                    message.id,
-                    INVALID_REQUEST,
-                    &format!("not a valid MCP request: {error}"),
-                );
-                if !output.send(refusal).await {
-                    return;
-                }
-                continue;
-            }
-            Err(error) => {
-                // Notifications and responses get no answer.
-                tracing::debug!(%error, "ignoring a message rmcp cannot read");
-                continue;
-            }
+        let delivered = match passed {
+            Ok(parsed) => to_rmcp.send(parsed).await.is_ok(),
+            Err(Some(refusal)) => output.send(refusal).await,
+            Err(None) => true,
         };
-        if message.kind == Kind::Request
-            && let Some(id) = id
-        {
-            in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(id);
-        }
-        if to_rmcp.send(parsed).await.is_err() {
+        if !delivered {
             return;
         }
     }
+}
+
+/// A checked message as rmcp reads it, counted in flight when it is a
+/// request; else the error line that refuses it, or `None` when it gets no
+/// answer (a notification or response rmcp cannot read).
+fn admit(
+    message: &Message<'_>,
+    in_flight: &InFlight,
+) -> Result<RxJsonRpcMessage<RoleServer>, Option<String>> {
+    let id = message.id_text().map(str::to_owned);
+    let in_flight_ids = || in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+    if message.kind == Kind::Request
+        && let Some(id) = &id
+        && in_flight_ids().contains(id)
+    {
+        return Err(Some(line::already_in_flight(message.id, id)));
+    }
+    if message.method.as_deref() == Some("notifications/cancelled")
+        && let Some(params) = message.params
+        && let Ok(cancelled) = serde_json::from_str::<Cancelled>(params.get())
+    {
+        in_flight_ids().remove(cancelled.request_id.get());
+    }
+    let parsed = match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(message.text) {
+        Ok(parsed) => parsed,
+        Err(error) if message.kind == Kind::Request => {
+            return Err(Some(line::error_line(
+                message.id,
+                INVALID_REQUEST,
+                &format!("not a valid MCP request: {error}"),
+            )));
+        }
+        Err(error) => {
+            // Notifications and responses get no answer.
+            tracing::debug!(%error, "ignoring a message rmcp cannot read");
+            return Err(None);
+        }
+    };
+    if message.kind == Kind::Request
+        && let Some(id) = id
+    {
+        in_flight_ids().insert(id);
+    }
+    Ok(parsed)
 }
 
 /// The id of an answer (`result` or `error`), as JSON text.

@@ -26,7 +26,8 @@
 //!
 //! `cluster` does the whole cluster round by itself: it starts a
 //! `nats-server` and two nodes on loopback, and alternates same-node and
-//! cross-node runs at each concurrency (the README's cluster table):
+//! cross-node runs at each concurrency (the cluster table of
+//! `docs/performance.md`):
 //!
 //! ```sh
 //! target/release/loadgen cluster --spawn target/release/openclaw-proxy \

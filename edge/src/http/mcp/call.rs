@@ -1,6 +1,6 @@
 //! One MCP `tools/call`, for every path that serves one.
 //!
-//! The rmcp handler ([`super::mcp::SessionTools`]) and the direct path
+//! The rmcp handler ([`super::service::SessionTools`]) and the direct path
 //! ([`super::direct`]) both come here, so whatever a call does (its context
 //! for the app, progress, cancellation, the mapping of its outcome to an MCP
 //! answer) is written once and no path can miss it.

@@ -13,7 +13,7 @@
 //! that a session id was given (400), and that the session exists (404) and
 //! accepts the token: its own `mcp_token`, or the OpenClaw token unless
 //! session tokens are required (401), as the hub decides. The session id then rides in the request's
-//! extensions to [`SessionTools`], the one transport-agnostic handler.
+//! extensions to [`service::SessionTools`], the one transport-agnostic handler.
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -3,17 +3,22 @@
 //!
 //! `GET` opens a stream whose first event, `endpoint`, names the URL the
 //! client POSTs its messages to; each POST is answered `202` and runs through
-//! [`super::handle_message`], the code of the streamable endpoint, after the
-//! same admission ([`super::admit`]); each JSON-RPC message of the answer is
+//! `handle_message`, the code of the streamable endpoint, after the same
+//! admission (`admit`); each JSON-RPC message of the answer is
 //! pushed onto the stream as a `message` event. Only this transport offers
 //! `tools.listChanged` and sends `notifications/tools/list_changed`.
 //! A stream is bounded ([`MAX_STREAMS_PER_SESSION`], [`MAX_STREAMS`],
 //! [`MAX_PENDING`], [`QUEUE`]) and ends with its client, its session, the
 //! server, or a client that stops reading. Routing and lifetime in full:
 //! `docs/mcp.md` ("Legacy HTTP+SSE transport").
+//!
+//! This file holds the routes (open a stream, post a message) and the
+//! handling of one message; the registry of open streams and the events a
+//! client reads are `streams.rs`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+mod streams;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -26,14 +31,16 @@ use openclaw_proxy_core::metrics::McpMethod;
 use openclaw_proxy_core::{ClientAddr, HubError, Tool};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::jsonrpc::Refusal;
 use super::{McpState, SESSION_HEADER, admit, handle_message};
 use crate::http::error::ApiError;
 use crate::http::request::{SessionIdPath, read_body};
 use crate::http::sse;
+use streams::{LegacyStream, outgoing};
+
+pub use streams::LegacyStreams;
 
 /// Open legacy streams per session: a client needs one; a few allow for
 /// reconnects that overlap the old stream's end.
@@ -53,127 +60,6 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 pub const PROTOCOL_VERSION: &str = "2024-11-05";
 /// The query parameter of the endpoint that names the stream.
 const STREAM_PARAM: &str = "legacy";
-
-/// The open legacy streams of this process, by stream id.
-#[derive(Debug, Default)]
-pub struct LegacyStreams {
-    streams: Mutex<HashMap<Arc<str>, Arc<LegacyStream>>>,
-}
-
-/// One open stream.
-#[derive(Debug)]
-struct LegacyStream {
-    id: Arc<str>,
-    session_id: Arc<str>,
-    /// Encoded SSE events for the client.
-    outbound: mpsc::Sender<Bytes>,
-    /// Cancelled when the stream ends, whatever ends it.
-    closed: CancellationToken,
-    /// Messages in progress.
-    pending: Arc<Semaphore>,
-    /// The revision the stream's `initialize` negotiated, if any.
-    protocol_version: Mutex<Option<String>>,
-}
-
-impl LegacyStreams {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<LegacyStream>>> {
-        // Plain data, never left half-updated by a panic: poison is harmless.
-        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Registers a new stream of `session_id`, within the limits.
-    fn open(
-        &self,
-        session_id: Arc<str>,
-    ) -> Result<(Arc<LegacyStream>, mpsc::Receiver<Bytes>), Refusal> {
-        let mut streams = self.lock();
-        if streams.len() >= MAX_STREAMS {
-            return Err(Refusal::ServerStreams { limit: MAX_STREAMS });
-        }
-        let of_session = streams
-            .values()
-            .filter(|stream| stream.session_id == session_id)
-            .count();
-        if of_session >= MAX_STREAMS_PER_SESSION {
-            return Err(Refusal::SessionStreams {
-                session_id,
-                limit: MAX_STREAMS_PER_SESSION,
-            });
-        }
-        let (outbound, receiver) = mpsc::channel(QUEUE);
-        let id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
-        let stream = Arc::new(LegacyStream {
-            id: id.clone(),
-            session_id,
-            outbound,
-            closed: CancellationToken::new(),
-            pending: Arc::new(Semaphore::new(MAX_PENDING)),
-            protocol_version: Mutex::new(None),
-        });
-        streams.insert(id, stream.clone());
-        Ok((stream, receiver))
-    }
-
-    /// The open stream `id` of `session_id`.
-    fn get(&self, id: &str, session_id: &str) -> Option<Arc<LegacyStream>> {
-        self.lock()
-            .get(id)
-            .filter(|stream| &*stream.session_id == session_id)
-            .cloned()
-    }
-
-    /// Ends stream `id`: it leaves the registry and everything it runs stops.
-    fn close(&self, id: &str) {
-        if let Some(stream) = self.lock().remove(id) {
-            stream.closed.cancel();
-        }
-    }
-
-    /// How many streams are open.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no stream is open.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl LegacyStream {
-    /// Queues one JSON-RPC message (JSON text) as a `message` event. A client
-    /// that has not made room within `write_timeout` has stopped reading:
-    /// the stream ends.
-    async fn deliver(&self, streams: &LegacyStreams, message: &str, write_timeout: Duration) {
-        let event = sse::named_event("message", message);
-        match self.outbound.send_timeout(event, write_timeout).await {
-            Ok(()) => {}
-            Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
-                tracing::info!(
-                    session = %openclaw_proxy_core::audit::short_session(&self.session_id),
-                    "legacy SSE client does not read its stream within {write_timeout:?}; the stream ends"
-                );
-                streams.close(&self.id);
-            }
-            // The stream already ended.
-            Err(mpsc::error::SendTimeoutError::Closed(_)) => {}
-        }
-    }
-
-    fn protocol_version(&self) -> Option<String> {
-        self.protocol_version
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set_protocol_version(&self, version: String) {
-        *self
-            .protocol_version
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(version);
-    }
-}
 
 /// Whether a `GET` asks for a legacy stream: it accepts `text/event-stream`
 /// and names no protocol revision (a streamable HTTP client always does).
@@ -246,51 +132,6 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
     sse::response(Body::from_stream(futures_util::StreamExt::chain(
         first, events,
     )))
-}
-
-/// Ends its stream when the response body is dropped: the client closed
-/// the connection, or the server ended the stream.
-struct CloseOnDrop {
-    streams: Arc<LegacyStreams>,
-    id: Arc<str>,
-}
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        self.streams.close(&self.id);
-        tracing::debug!("legacy SSE stream closed");
-    }
-}
-
-/// The stream's events after `endpoint`: queued messages, and a keep-alive
-/// comment every [`sse::KEEP_ALIVE`]; it ends when the stream is closed.
-fn outgoing(
-    streams: Arc<LegacyStreams>,
-    stream: Arc<LegacyStream>,
-    receiver: mpsc::Receiver<Bytes>,
-) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
-    let mut keep_alive = tokio::time::interval_at(
-        tokio::time::Instant::now() + sse::KEEP_ALIVE,
-        sse::KEEP_ALIVE,
-    );
-    keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let guard = CloseOnDrop {
-        streams,
-        id: stream.id.clone(),
-    };
-    let state = (stream.closed.clone(), receiver, keep_alive, guard);
-    futures_util::stream::unfold(
-        state,
-        |(closed, mut receiver, mut keep_alive, guard)| async move {
-            let event = tokio::select! {
-                biased;
-                () = closed.cancelled() => None,
-                event = receiver.recv() => event,
-                _ = keep_alive.tick() => Some(sse::KEEP_ALIVE_COMMENT),
-            };
-            event.map(|event| (Ok(event), (closed, receiver, keep_alive, guard)))
-        },
-    )
 }
 
 /// Watches the stream's session: `notifications/tools/list_changed` when
