@@ -1,4 +1,5 @@
-//! The real server on an ephemeral loopback port, and bounded waiting.
+//! The real server on an ephemeral loopback port, started one way (a
+//! [`ServerBuilder`]), and bounded waiting.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use openclaw_proxy_core::proto::{GetSessionRequest, GetSessionResponse};
 use openclaw_proxy_core::{BearerToken, CoreConfig, Hub, InvokeError, ToolOutcome};
 use openclaw_proxy_edge::EdgeConfig;
+use openclaw_proxy_edge::tls::TlsFiles;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -16,20 +18,84 @@ pub const APP_TOKEN: &str = "app-secret";
 /// The OpenClaw token test servers are configured with.
 pub const OPENCLAW_TOKEN: &str = "openclaw-secret";
 
-/// A core configuration with the test tokens and the production timings.
-pub fn core_config() -> CoreConfig {
-    CoreConfig {
-        app_token: BearerToken::new(APP_TOKEN),
-        openclaw_token: BearerToken::new(OPENCLAW_TOKEN),
-        ..CoreConfig::default()
+/// How a test server is set up, and the one way to start it: the test
+/// tokens and production timings unless told otherwise.
+#[derive(Clone, Debug)]
+pub struct ServerBuilder {
+    core: CoreConfig,
+    edge: EdgeConfig,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        Self {
+            core: CoreConfig::default(),
+            edge: EdgeConfig {
+                max_body_bytes: 1024 * 1024,
+                ..EdgeConfig::default()
+            },
+        }
+        .tokens(APP_TOKEN, OPENCLAW_TOKEN)
     }
 }
 
-/// An edge configuration for tests.
-pub fn edge_config() -> EdgeConfig {
-    EdgeConfig {
-        max_body_bytes: 1024 * 1024,
-        ..EdgeConfig::default()
+impl ServerBuilder {
+    /// The global app and OpenClaw tokens; `""` leaves that side open.
+    pub fn tokens(self, app: &str, openclaw: &str) -> Self {
+        self.core(|core| {
+            core.app_token = BearerToken::new(app);
+            core.openclaw_token = BearerToken::new(openclaw);
+        })
+    }
+
+    /// Whether every route wants the session's own token, the global tokens
+    /// only creating sessions.
+    pub fn require_session_tokens(self, required: bool) -> Self {
+        self.core(|core| core.require_session_tokens = required)
+    }
+
+    /// How long a call waits for the app.
+    pub fn tool_timeout(self, timeout: Duration) -> Self {
+        self.core(|core| core.tool_timeout = timeout)
+    }
+
+    /// Serves TLS on the port with these files.
+    pub fn tls(self, files: TlsFiles) -> Self {
+        self.edge(|edge| edge.tls = Some(files))
+    }
+
+    /// Any other core setting (limits, timings).
+    pub fn core(mut self, change: impl FnOnce(&mut CoreConfig)) -> Self {
+        change(&mut self.core);
+        self
+    }
+
+    /// Any other edge setting (URLs, hosts, connection limits).
+    pub fn edge(mut self, change: impl FnOnce(&mut EdgeConfig)) -> Self {
+        change(&mut self.edge);
+        self
+    }
+
+    /// Starts the server on `127.0.0.1:0`.
+    pub async fn start(self) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let hub = Hub::new(self.core);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(openclaw_proxy_edge::serve(
+            listener,
+            hub.clone(),
+            self.edge,
+            stop.clone().cancelled_owned(),
+        ));
+        TestServer {
+            addr,
+            hub,
+            stop,
+            task: Some(task),
+        }
     }
 }
 
@@ -44,31 +110,15 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Starts a server with the test tokens and production timings.
-    pub async fn start() -> Self {
-        Self::start_with(core_config(), edge_config()).await
+    /// The settings of a server: the test tokens and production timings
+    /// until changed.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
     }
 
-    /// Starts a server with the given settings.
-    pub async fn start_with(core: CoreConfig, edge: EdgeConfig) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind loopback");
-        let addr = listener.local_addr().expect("local addr");
-        let hub = Hub::new(core);
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(openclaw_proxy_edge::serve(
-            listener,
-            hub.clone(),
-            edge,
-            stop.clone().cancelled_owned(),
-        ));
-        Self {
-            addr,
-            hub,
-            stop,
-            task: Some(task),
-        }
+    /// Starts a server with the test tokens and production timings.
+    pub async fn start() -> Self {
+        Self::builder().start().await
     }
 
     /// `http://127.0.0.1:PORT`.

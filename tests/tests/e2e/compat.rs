@@ -486,14 +486,10 @@ async fn mcp_refusals_are_json_rpc_errors() {
 #[tokio::test]
 async fn answer_urls_come_from_a_valid_host_or_the_listening_address() {
     // Any Host passes the guard here: this test is about the answer's URLs.
-    let server = TestServer::start_with(
-        core_config(),
-        openclaw_proxy_edge::EdgeConfig {
-            allowed_hosts: vec!["*".into()],
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.allowed_hosts = vec!["*".into()])
+        .start()
+        .await;
     let body = legacy_session_body().to_string();
     let with_host = |host: &'static str| {
         reqwest::Client::new()

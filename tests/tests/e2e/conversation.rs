@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_core::proto::{self, proxy_message};
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
@@ -200,14 +199,10 @@ async fn the_request_context_reaches_both_bridges() {
 
 #[tokio::test]
 async fn a_tool_can_have_its_own_timeout_capped_by_the_server() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            max_tool_timeout: Duration::from_secs(2),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .core(|core| core.max_tool_timeout = Duration::from_secs(2))
+        .start()
+        .await;
     let body = json!({"deviceId": "d", "appVersion": "1", "tools": [
         {"name": "quick", "timeoutSeconds": 1},
         {"name": "greedy", "timeout_seconds": 86400}

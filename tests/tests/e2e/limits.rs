@@ -3,20 +3,15 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_core::proto::{self, bridge_service_client::BridgeServiceClient};
 use openclaw_proxy_tests::*;
 
 #[tokio::test]
 async fn a_grpc_bridge_that_never_says_hello_is_ended() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            hello_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .core(|core| core.hello_timeout = Duration::from_millis(300))
+        .start()
+        .await;
     let mut bridges = BridgeServiceClient::new(server.channel().await);
     let silent = futures_util::stream::pending::<proto::AppMessage>();
     let status = no_hang(bridges.attach(with_token(silent, APP_TOKEN)))
@@ -96,9 +91,10 @@ fn tools_json(count: usize) -> serde_json::Value {
 
 #[tokio::test]
 async fn sessions_past_the_limit_are_refused_on_both_surfaces_until_one_is_deleted() {
-    let mut core = core_config();
-    core.limits.max_sessions = 2;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_sessions = 2)
+        .start()
+        .await;
     let first = TestSession::legacy(&server).await;
     TestSession::legacy(&server).await;
     let refused = post_session(&server, &legacy_session_body(), &[]).await;
@@ -125,10 +121,13 @@ async fn sessions_past_the_limit_are_refused_on_both_surfaces_until_one_is_delet
 
 #[tokio::test]
 async fn tools_past_their_count_or_size_are_refused_at_creation_and_update() {
-    let mut core = core_config();
-    core.limits.max_tools_per_session = 3;
-    core.limits.max_tool_definition_bytes = 2000;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| {
+            core.limits.max_tools_per_session = 3;
+            core.limits.max_tool_definition_bytes = 2000;
+        })
+        .start()
+        .await;
     let mut body = legacy_session_body();
     body["tools"] = tools_json(4);
     let refused = post_session(&server, &body, &[]).await;
@@ -171,9 +170,9 @@ async fn tools_past_their_count_or_size_are_refused_at_creation_and_update() {
 
 #[tokio::test]
 async fn session_creation_is_rate_limited_per_client_address() {
-    let mut core = core_config();
-    core.limits.session_create_rate = Some("1/2".parse().expect("rate"));
-    let server = TestServer::start_with(core.clone(), edge_config()).await;
+    let limited = TestServer::builder()
+        .core(|core| core.limits.session_create_rate = Some("1/2".parse().expect("rate")));
+    let server = limited.clone().start().await;
     for _ in 0..2 {
         TestSession::legacy(&server).await;
     }
@@ -198,8 +197,10 @@ async fn session_creation_is_rate_limited_per_client_address() {
     assert_eq!(status.code(), tonic::Code::ResourceExhausted);
 
     // Behind a trusted proxy, each forwarded client has its own bucket.
-    core.limits.trusted_proxies = vec!["127.0.0.0/8".parse().expect("range")];
-    let proxied = TestServer::start_with(core, edge_config()).await;
+    let proxied = limited
+        .core(|core| core.limits.trusted_proxies = vec!["127.0.0.0/8".parse().expect("range")])
+        .start()
+        .await;
     for _ in 0..2 {
         let created = post_session(
             &proxied,
@@ -227,9 +228,10 @@ async fn session_creation_is_rate_limited_per_client_address() {
 
 #[tokio::test]
 async fn calls_past_the_session_limit_get_an_mcp_error_naming_the_setting() {
-    let mut core = core_config();
-    core.limits.max_calls_per_session = 1;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_calls_per_session = 1)
+        .start()
+        .await;
     let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
@@ -301,9 +303,10 @@ async fn until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
 
 #[tokio::test]
 async fn connections_past_the_limit_are_answered_429_and_closed() {
-    let mut edge = edge_config();
-    edge.connections.max_connections = 2;
-    let server = TestServer::start_with(core_config(), edge).await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.connections.max_connections = 2)
+        .start()
+        .await;
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut stream = tokio::net::TcpStream::connect(server.addr)
@@ -355,9 +358,10 @@ async fn connections_past_the_limit_are_answered_429_and_closed() {
 #[tokio::test]
 async fn stalled_and_idle_clients_are_disconnected() {
     use tokio::io::AsyncWriteExt;
-    let mut edge = edge_config();
-    edge.connections.header_read_timeout = Duration::from_millis(500);
-    let server = TestServer::start_with(core_config(), edge).await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.connections.header_read_timeout = Duration::from_millis(500))
+        .start()
+        .await;
     // Slowloris: half a request header, then nothing.
     let mut half = tokio::net::TcpStream::connect(server.addr)
         .await
@@ -392,13 +396,11 @@ async fn stalled_and_idle_clients_are_disconnected() {
 #[tokio::test]
 async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
     for bridge in BridgeKind::BOTH {
-        let core = CoreConfig {
-            bridge_write_timeout: Duration::from_millis(500),
-            ..core_config()
-        };
-        let mut edge = edge_config();
-        edge.connections.write_timeout = Duration::from_millis(500);
-        let server = TestServer::start_with(core, edge).await;
+        let server = TestServer::builder()
+            .core(|core| core.bridge_write_timeout = Duration::from_millis(500))
+            .edge(|edge| edge.connections.write_timeout = Duration::from_millis(500))
+            .start()
+            .await;
         // The app attaches and then reads nothing more.
         let (session, _app): (TestSession, Box<dyn std::any::Any + Send>) = match bridge {
             BridgeKind::Ws => {
@@ -452,9 +454,10 @@ async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
 #[tokio::test]
 async fn an_http2_peer_that_stops_answering_pings_is_disconnected() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut edge = edge_config();
-    edge.connections.http2_keepalive = Duration::from_millis(300);
-    let server = TestServer::start_with(core_config(), edge).await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.connections.http2_keepalive = Duration::from_millis(300))
+        .start()
+        .await;
     let mut stream = tokio::net::TcpStream::connect(server.addr)
         .await
         .expect("connect");

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::CoreConfig;
-use openclaw_proxy_edge::EdgeConfig;
 use openclaw_proxy_tests::*;
 use rmcp::ServiceError;
 use rmcp::model::{ContentBlock, ProtocolVersion};
@@ -154,14 +152,10 @@ async fn unknown_tool_is_invalid_params() {
 
 #[tokio::test]
 async fn proxy_side_failures_are_error_results() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let session = TestSession::legacy(&server).await;
     let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
 
@@ -556,16 +550,14 @@ async fn host_and_origin_checks() {
     );
 
     // Configured hosts and origins, and the public URL's host, are allowed.
-    let server = TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            allowed_hosts: vec!["proxy.internal".into()],
-            allowed_origins: vec!["https://app.example".into()],
-            public_url: Some("https://mcp.example.com".into()),
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| {
+            edge.allowed_hosts = vec!["proxy.internal".into()];
+            edge.allowed_origins = vec!["https://app.example".into()];
+            edge.public_url = Some("https://mcp.example.com".into());
+        })
+        .start()
+        .await;
     let id = TestSession::legacy(&server).await.id;
     let url = format!("{}/v1/mcp/{id}", server.http_url());
     for (host, origin, expected) in [
@@ -588,14 +580,7 @@ async fn host_and_origin_checks() {
 
 #[tokio::test]
 async fn open_mcp_endpoint_needs_no_token() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            openclaw_token: Default::default(),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder().tokens(APP_TOKEN, "").start().await;
     let session = TestSession::legacy(&server).await;
     let response = mcp_post(&session.mcp_url, &initialize_body(1, "2025-11-25"))
         .send()
@@ -788,14 +773,10 @@ async fn the_tool_timeout_holds_while_the_client_leaves_its_progress_unread() {
     // The client asks for progress and never reads its answer; the app
     // floods progress and never answers. The call still times out (and the
     // app is told), so neither the call nor its session is held forever.
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_secs(1),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_secs(1))
+        .start()
+        .await;
     let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
@@ -857,14 +838,10 @@ async fn the_tool_timeout_holds_while_the_client_leaves_its_progress_unread() {
 async fn direct_and_sdk_paths_answer_tools_call_identically() {
     // A plain tools/call takes the edge's direct path; the same call with a
     // `_meta` goes through rmcp's transport. Their answers must not differ.
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let tools = json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
     let app = TestApp::start(&server, BridgeKind::Ws, tools, mapping_app).await;
     let url = &app.session.mcp_url;
@@ -1035,14 +1012,10 @@ async fn direct_and_sdk_paths_answer_progress_and_2026_calls_byte_for_byte() {
     // unknown params field goes through rmcp. Status, content type and body
     // must be the same bytes: JSON when the result comes first, SSE with the
     // progress events in order when the app reports.
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let mut body = legacy_session_body();
     body["tools"] =
         json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));

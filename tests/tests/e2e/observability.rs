@@ -32,14 +32,10 @@ async fn call(client: &McpClient, tool: &str) -> rmcp::model::CallToolResult {
 
 #[tokio::test]
 async fn metrics_count_every_outcome_of_known_traffic_exactly() {
-    let server = TestServer::start_with(
-        openclaw_proxy_core::CoreConfig {
-            tool_timeout: Duration::from_secs(1),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_secs(1))
+        .start()
+        .await;
     let app = TestApp::start(
         &server,
         BridgeKind::Ws,
@@ -187,14 +183,10 @@ async fn scrape_status(url: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn readiness_flips_to_503_on_shutdown_while_the_server_still_answers() {
-    let server = TestServer::start_with(
-        core_config(),
-        openclaw_proxy_edge::EdgeConfig {
-            shutdown_delay: Duration::from_secs(30),
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.shutdown_delay = Duration::from_secs(30))
+        .start()
+        .await;
     let app = TestApp::start(&server, BridgeKind::Ws, json!([{"name": "echo"}]), echo).await;
     let http = reqwest::Client::new();
     let ready = |http: reqwest::Client, base: String| async move {
@@ -296,9 +288,10 @@ async fn the_app_receives_the_callers_traceparent_on_either_bridge() {
 
 #[tokio::test]
 async fn lost_cancelled_and_rejected_calls_are_counted_exactly() {
-    let mut core = core_config();
-    core.limits.max_calls_per_session = 1;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_calls_per_session = 1)
+        .start()
+        .await;
     let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
     let outcomes = || {
         let scrape = Scrape::parse(&server.hub.render_metrics()).expect("Prometheus text");

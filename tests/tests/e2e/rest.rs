@@ -1,6 +1,5 @@
 //! Session REST as documented, with reqwest as the app.
 
-use openclaw_proxy_edge::EdgeConfig;
 use openclaw_proxy_tests::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -88,14 +87,10 @@ async fn create_accepts_the_original_camel_case_body() {
 
 #[tokio::test]
 async fn urls_follow_public_url_and_forwarded_proto() {
-    let server = TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            public_url: Some("https://proxy.example.com/base".into()),
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.public_url = Some("https://proxy.example.com/base".into()))
+        .start()
+        .await;
     let session = TestSession::legacy(&server).await;
     let id = &session.id;
     assert_eq!(
@@ -108,14 +103,10 @@ async fn urls_follow_public_url_and_forwarded_proto() {
     );
 
     // The Host guard lets this host in only when it is allowed.
-    let server = TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            allowed_hosts: vec!["proxy.internal".into()],
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.allowed_hosts = vec!["proxy.internal".into()])
+        .start()
+        .await;
     let response = reqwest::Client::new()
         .post(format!("{}/v1/chat/sessions", server.http_url()))
         .bearer_auth(APP_TOKEN)

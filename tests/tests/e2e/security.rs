@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
 use openclaw_proxy_tests::*;
 use reqwest::StatusCode;
@@ -287,13 +286,9 @@ async fn mcp_status(
 }
 
 fn start_server(require_session_tokens: bool) -> impl std::future::Future<Output = TestServer> {
-    TestServer::start_with(
-        CoreConfig {
-            require_session_tokens,
-            ..core_config()
-        },
-        edge_config(),
-    )
+    TestServer::builder()
+        .require_session_tokens(require_session_tokens)
+        .start()
 }
 
 #[tokio::test]
@@ -575,15 +570,11 @@ async fn logs_show_no_token_at_any_level_and_no_full_session_id_at_info_or_above
     let logs = CapturedLogs::default();
     let _guard = logs.install();
 
-    let server = TestServer::start_with(
-        CoreConfig {
-            // A call the app never answers ends quickly (and is logged).
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        // A call the app never answers ends quickly (and is logged).
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let created = create(&reqwest::Client::new(), &server.http_url()).await;
     let id = created.id.clone();
     let mut request = created

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use openclaw_proxy_edge::EdgeConfig;
 use openclaw_proxy_edge::tls::TlsFiles;
 use openclaw_proxy_tests::*;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -94,14 +93,7 @@ impl Drop for Scratch {
 }
 
 async fn tls_server(files: TlsFiles) -> TestServer {
-    TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            tls: Some(files),
-            ..edge_config()
-        },
-    )
-    .await
+    TestServer::builder().tls(files).start().await
 }
 
 fn client_config(authority: CertificateDer<'static>, alpn: &[&[u8]]) -> Arc<ClientConfig> {
