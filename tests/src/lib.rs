@@ -3,8 +3,8 @@
 //! polling.
 //!
 //! Nothing here imitates our own components: the server is the real one
-//! (`openclaw_proxy_edge::serve`), and every client talks to it through a
-//! real loopback socket.
+//! (`openclaw_proxy_edge::serve`, or the `openclaw-proxy` binary), and every
+//! client talks to it through a real loopback socket.
 
 pub mod app;
 pub mod bench;
@@ -14,6 +14,7 @@ pub mod mcp_client;
 pub mod processes;
 pub mod prometheus;
 pub mod server;
+pub mod server_process;
 pub mod session;
 pub mod ws_app;
 
@@ -21,5 +22,6 @@ pub use app::{Answer, BridgeKind, Call, TestApp, echo, serve_app};
 pub use grpc_app::*;
 pub use mcp_client::*;
 pub use server::*;
+pub use server_process::ServerProcess;
 pub use session::TestSession;
 pub use ws_app::*;

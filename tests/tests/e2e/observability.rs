@@ -1,7 +1,7 @@
 //! Observability: `/metrics` after known traffic (exact counts, read with a
 //! Prometheus text parser), the metrics listener, readiness during
 //! shutdown, and the `traceparent` an app receives on either bridge. The
-//! OTLP export itself is tested against the binary (`edge/tests/telemetry.rs`),
+//! OTLP export itself is tested against the binary (`telemetry.rs`),
 //! because the exporter is installed once per process.
 
 use std::sync::{Arc, Mutex};

@@ -3,35 +3,51 @@
 //! serves any request" and of the fault rules is driven here through real
 //! clients: reqwest, a WebSocket app, a gRPC app, and rmcp's MCP client.
 
-mod nats;
-mod node;
-
 use std::collections::HashSet;
+use std::path::Path;
 use std::time::Duration;
 
-use nats::Nats;
-use node::{Node, NodeSettings};
-use openclaw_proxy_tests::processes::{ClusterRound, NatsServer, TempDir};
+use openclaw_proxy_tests::processes::{
+    ClusterRound, NatsServer, TempDir, free_port, nats_server_binary,
+};
+use openclaw_proxy_tests::server_process::proxy_binary;
 use openclaw_proxy_tests::{
-    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, WsApp, legacy_session_body, mcp_connect,
-    sse_messages, texts,
+    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, ServerBuilder, ServerProcess, TestServer, WsApp,
+    legacy_session_body, mcp_connect, sse_messages, texts,
 };
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+/// A cluster node.
+type Node = ServerProcess;
+
+/// The pinned `nats-server` (installed on first use), with JetStream on a
+/// free loopback port and these extra arguments.
+async fn start_nats(extra: Vec<String>) -> NatsServer {
+    let binary = nats_server_binary(Path::new(env!("CARGO_TARGET_TMPDIR"))).await;
+    NatsServer::start(&binary, extra, 0)
+        .await
+        .expect("start nats-server")
+}
+
+/// The settings of a node on `nats`: a fresh prefix, this idle TTL, and a
+/// minute per call.
+fn node_on(nats: &NatsServer, ttl: u64) -> ServerBuilder {
+    let prefix = format!("test_{}", free_port().expect("free port"));
+    TestServer::builder()
+        .nats(&nats.url(), &prefix)
+        .session_ttl(Duration::from_secs(ttl))
+        .tool_timeout(Duration::from_secs(60))
+}
+
 /// A cluster: one NATS, `count` nodes sharing a fresh prefix.
-async fn cluster(count: usize, ttl: u64) -> (NatsServer, Vec<Node>, NodeSettings) {
-    let nats = Nats::start().await;
-    let settings = NodeSettings {
-        nats_url: nats.url(),
-        prefix: format!("test_{}", nats::free_port()),
-        session_ttl_seconds: ttl,
-        tool_timeout_seconds: 60,
-    };
+async fn cluster(count: usize, ttl: u64) -> (NatsServer, Vec<Node>, ServerBuilder) {
+    let nats = start_nats(Vec::new()).await;
+    let settings = node_on(&nats, ttl);
     let mut nodes = Vec::new();
     for _ in 0..count {
-        nodes.push(Node::start(&settings).await);
+        nodes.push(settings.clone().spawn().await);
     }
     for node in &nodes {
         node.wait_ready(200).await;
@@ -478,36 +494,34 @@ async fn nodes_ride_out_a_nats_restart() {
 
 #[tokio::test]
 async fn bad_cluster_settings_stop_the_node_and_an_absent_nats_is_not_ready() {
-    let settings = NodeSettings {
-        nats_url: "nats://127.0.0.1:1:2".into(),
-        prefix: "bad".into(),
-        session_ttl_seconds: 300,
-        tool_timeout_seconds: 60,
-    };
-    let stderr = Node::start_with(&settings, &[])
+    let settings = TestServer::builder()
+        .nats("nats://127.0.0.1:1:2", "bad")
+        .session_ttl(Duration::from_secs(300))
+        .tool_timeout(Duration::from_secs(60));
+    let stderr = settings
+        .clone()
+        .try_spawn()
         .await
         .err()
         .expect("a malformed URL stops the node");
     assert!(stderr.contains("OPENCLAW_PROXY_NATS_URL"), "{stderr}");
 
-    let settings = NodeSettings {
-        nats_url: format!("nats://127.0.0.1:{}", nats::free_port()),
-        ..settings
-    };
-    let stderr = Node::start_with(
-        &settings,
-        &[("OPENCLAW_PROXY_NATS_CREDS_FILE", "/nonexistent/node.creds")],
-    )
-    .await
-    .err()
-    .expect("unreadable credentials stop the node");
+    let port = free_port().expect("free port");
+    let settings = settings.nats(&format!("nats://127.0.0.1:{port}"), "bad");
+    let stderr = settings
+        .clone()
+        .env("OPENCLAW_PROXY_NATS_CREDS_FILE", "/nonexistent/node.creds")
+        .try_spawn()
+        .await
+        .err()
+        .expect("unreadable credentials stop the node");
     assert!(
         stderr.contains("OPENCLAW_PROXY_NATS_CREDS_FILE"),
         "{stderr}"
     );
 
     // Nobody listens there: the node runs, alive but not ready.
-    let node = Node::start(&settings).await;
+    let node = settings.spawn().await;
     assert_eq!(node.status_of("/health").await, 200);
     node.wait_ready(503).await;
 }
@@ -547,19 +561,11 @@ async fn list_with(node: &Node, session_id: &str, token: &str) -> u16 {
 
 #[tokio::test]
 async fn per_session_tokens_work_on_every_node() {
-    let nats = Nats::start().await;
-    let settings = NodeSettings {
-        nats_url: nats.url(),
-        prefix: format!("test_{}", nats::free_port()),
-        session_ttl_seconds: 300,
-        tool_timeout_seconds: 60,
-    };
-    let strict = [("OPENCLAW_PROXY_REQUIRE_SESSION_TOKENS", "true")];
+    let nats = start_nats(Vec::new()).await;
+    let strict = node_on(&nats, 300).require_session_tokens(true);
     let mut nodes = Vec::new();
     for _ in 0..3 {
-        let node = Node::start_with(&settings, &strict)
-            .await
-            .expect("node starts");
+        let node = strict.clone().spawn().await;
         node.wait_ready(200).await;
         nodes.push(node);
     }
@@ -766,7 +772,7 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
     std::fs::write(&cert, certificate.pem()).expect("write certificate");
     std::fs::write(&server_key, key.serialize_pem()).expect("write key");
     let path = |file: &std::path::Path| file.display().to_string();
-    let nats = Nats::start_with(vec![
+    let nats = start_nats(vec![
         "--tls".into(),
         "--tlscert".into(),
         path(&cert),
@@ -774,19 +780,13 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
         path(&server_key),
     ])
     .await;
-    let settings = NodeSettings {
-        nats_url: nats.url(),
-        prefix: format!("test_{}", nats::free_port()),
-        session_ttl_seconds: 300,
-        tool_timeout_seconds: 60,
-    };
+    let settings = node_on(&nats, 300);
     // With the CA the node joins: ready, and sessions work.
-    let trusting = Node::start_with(
-        &settings,
-        &[("OPENCLAW_PROXY_NATS_TLS_CA_FILE", &path(&ca))],
-    )
-    .await
-    .expect("node starts");
+    let trusting = settings
+        .clone()
+        .env("OPENCLAW_PROXY_NATS_TLS_CA_FILE", &path(&ca))
+        .spawn()
+        .await;
     trusting.wait_ready(200).await;
     let id = create(&trusting).await;
     let stored = reqwest::Client::new()
@@ -801,7 +801,7 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
         "the session is in the directory over TLS"
     );
     // Without it the server's certificate is not trusted: alive, not ready.
-    let untrusting = Node::start(&settings).await;
+    let untrusting = settings.spawn().await;
     assert_eq!(untrusting.status_of("/health").await, 200);
     untrusting.wait_ready(503).await;
 }
@@ -812,8 +812,11 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
 #[tokio::test]
 async fn the_cluster_benchmark_runs_same_node_and_cross_node_calls() {
     let round = ClusterRound {
-        binary: env!("CARGO_BIN_EXE_openclaw-proxy").into(),
-        nats_server: nats::binary().await.display().to_string(),
+        binary: proxy_binary().await.display().to_string(),
+        nats_server: nats_server_binary(Path::new(env!("CARGO_TARGET_TMPDIR")))
+            .await
+            .display()
+            .to_string(),
         rounds: 1,
         duration: Duration::from_millis(400),
         concurrency: vec![1, 4],
