@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use crate::bench::{self, BridgeKind, GrpcApp, LoadConfig, Protocol, Target};
+use crate::rest::Rest;
 
 /// A proxy started by this process, killed when dropped.
 pub struct Node {
@@ -381,12 +382,14 @@ fn cpu_of(pids: &[u32]) -> anyhow::Result<Vec<f64>> {
 
 /// Waits until a node answers `/ready` (NATS reached, session bucket open).
 async fn wait_ready(url: &str) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
+    let http = Rest::new(url);
     for _ in 0..1000 {
-        let ready = http.get(format!("{url}/ready")).send().await;
-        if ready.is_ok_and(|response| response.status().is_success()) {
+        let ready = http
+            .get("/ready")
+            .timeout(Duration::from_secs(2))
+            .try_send()
+            .await;
+        if ready.is_ok_and(|reply| reply.status().is_success()) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -22,6 +22,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{OnceCell, mpsc};
 
+use crate::rest::Rest;
+
 /// A running `openclaw-proxy` binary, killed when dropped; its log (stderr)
 /// is read line by line as it comes, so it never blocks on a full pipe.
 pub struct ServerProcess {
@@ -137,10 +139,15 @@ impl ServerProcess {
         self.seen
     }
 
+    /// A client of this server that sends no token.
+    pub fn rest(&self) -> Rest {
+        Rest::new(self.url())
+    }
+
     /// The status of `GET path` (0 when nothing answers).
     pub async fn status_of(&self, path: &str) -> u16 {
-        match reqwest::get(format!("{}{path}", self.url())).await {
-            Ok(response) => response.status().as_u16(),
+        match self.rest().get(path).try_send().await {
+            Ok(reply) => reply.status().as_u16(),
             Err(_) => 0,
         }
     }

@@ -1,7 +1,8 @@
 //! Cluster mode end to end: a real `nats-server` and three real proxy nodes
 //! (the binary, as child processes) on loopback. Every point of "any node
 //! serves any request" and of the fault rules is driven here through real
-//! clients: reqwest, a WebSocket app, a gRPC app, and rmcp's MCP client.
+//! clients: the tests' REST client, a WebSocket app, a gRPC app, and rmcp's
+//! MCP client.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -161,17 +162,14 @@ fn hold(node: &Node, session_id: &str) -> JoinHandle<rmcp::model::CallToolResult
 async fn call_with_progress(node: &Node, session_id: &str) -> Vec<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
         "name": "echo_text", "arguments": {"text": "far"}, "_meta": {"progressToken": "p1"}}});
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/mcp/{session_id}", node.url()))
-        .bearer_auth(OPENCLAW_TOKEN)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
+    let response = node
+        .rest()
+        .token(OPENCLAW_TOKEN)
+        .mcp(&format!("/v1/mcp/{session_id}"), &body)
         .header("mcp-protocol-version", "2025-11-25")
-        .body(body.to_string())
         .send()
-        .await
-        .expect("POST");
-    sse_messages(&response.text().await.expect("body"))
+        .await;
+    sse_messages(&response.text())
 }
 
 #[tokio::test]
@@ -257,12 +255,7 @@ async fn any_node_serves_any_request() {
     // DELETE on A ends the bridge on C (4404) and fails its call in flight.
     let held = hold(b, &id);
     seen_c.recv().await.expect("C sees the held call");
-    let deleted = reqwest::Client::new()
-        .delete(format!("{}/v1/chat/sessions/{id}", a.url()))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("DELETE");
+    let deleted = a.rest().token(APP_TOKEN).delete_session(&id).await;
     assert_eq!(deleted.status(), 200);
     let (code, _) = on_c.await.expect("C's app");
     assert_eq!(code, 4404);
@@ -461,15 +454,13 @@ async fn nodes_ride_out_a_nats_restart() {
         node.wait_ready(503).await;
         assert_eq!(node.status_of("/health").await, 200, "liveness stays");
     }
-    let refused = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", a.url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&legacy_session_body())
-        .send()
-        .await
-        .expect("POST");
+    let refused = a
+        .rest()
+        .token(APP_TOKEN)
+        .create_session(&legacy_session_body())
+        .await;
     assert_eq!(refused.status(), 503);
-    let body: Value = refused.json().await.expect("JSON");
+    let body = refused.json();
     assert!(
         body["error"]["message"]
             .as_str()
@@ -528,15 +519,13 @@ async fn bad_cluster_settings_stop_the_node_and_an_absent_nats_is_not_ready() {
 
 /// Registers on `node` and returns `(id, session_token, mcp_token)`.
 async fn create_with_tokens(node: &Node) -> (String, String, String) {
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", node.url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&legacy_session_body())
-        .send()
-        .await
-        .expect("POST /v1/chat/sessions");
+    let response = node
+        .rest()
+        .token(APP_TOKEN)
+        .create_session(&legacy_session_body())
+        .await;
     assert_eq!(response.status(), 200, "create on {}", node.addr);
-    let reply: Value = response.json().await.expect("JSON");
+    let reply = response.json();
     let field = |name: &str| reply[name].as_str().expect(name).to_owned();
     (
         field("mcpSessionId"),
@@ -547,14 +536,14 @@ async fn create_with_tokens(node: &Node) -> (String, String, String) {
 
 /// `tools/list` on `node` with `token`: the HTTP status.
 async fn list_with(node: &Node, session_id: &str, token: &str) -> u16 {
-    reqwest::Client::new()
-        .post(format!("{}/v1/mcp/{session_id}", node.url()))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    node.rest()
+        .token(token)
+        .mcp(
+            &format!("/v1/mcp/{session_id}"),
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
         .send()
         .await
-        .expect("POST")
         .status()
         .as_u16()
 }
@@ -593,17 +582,13 @@ async fn per_session_tokens_work_on_every_node() {
                       "params": {"name": "echo_text", "arguments": {"text": "t"}}});
     let mut answered = Value::Null;
     for _ in 0..500 {
-        answered = reqwest::Client::new()
-            .post(format!("{}/v1/mcp/{id}", nodes[2].url()))
-            .bearer_auth(&mcp_token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body)
+        answered = nodes[2]
+            .rest()
+            .token(&mcp_token)
+            .mcp(&format!("/v1/mcp/{id}"), &body)
             .send()
             .await
-            .expect("POST")
-            .json()
-            .await
-            .expect("JSON");
+            .json();
         if answered["result"]["isError"] != json!(true) {
             break;
         }
@@ -624,13 +609,11 @@ async fn a_tool_update_on_one_node_is_seen_on_every_node() {
         let client = mcp_connect(&node.url(), &id, Route::Path).await;
         assert_eq!(client.list_all_tools().await.expect("tools/list").len(), 1);
     }
-    let response = reqwest::Client::new()
-        .put(format!("{}/v1/chat/sessions/{id}/tools", nodes[1].url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&json!({"tools": [{"name": "a"}, {"name": "b"}]}))
-        .send()
-        .await
-        .expect("PUT");
+    let response = nodes[1]
+        .rest()
+        .token(APP_TOKEN)
+        .put_tools(&id, &json!({"tools": [{"name": "a"}, {"name": "b"}]}))
+        .await;
     assert_eq!(response.status(), 200);
     for node in &nodes {
         let mut names = Vec::new();
@@ -663,8 +646,10 @@ async fn the_callers_traceparent_crosses_nats_and_metrics_count_on_the_calling_n
         .expect("gRPC bridge on B");
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
-    let request = openclaw_proxy_tests::mcp_post(&format!("{}/v1/mcp/{id}", a.url()), &body)
-        .bearer_auth(OPENCLAW_TOKEN)
+    let request = a
+        .rest()
+        .token(OPENCLAW_TOKEN)
+        .mcp(&format!("/v1/mcp/{id}"), &body)
         .header("traceparent", CALLER)
         .send();
     let app = async {
@@ -675,22 +660,14 @@ async fn the_callers_traceparent_crosses_nats_and_metrics_count_on_the_calling_n
         invoke
     };
     let (response, invoke) = tokio::join!(request, app);
-    assert_eq!(response.expect("tools/call").status(), 200);
+    assert_eq!(response.status(), 200);
     // Nodes export no traces here, so the caller's own value arrives.
     assert_eq!(invoke.trace_parent, CALLER);
 
     let scrape = |node: &Node| {
-        let url = format!("{}/metrics", node.url());
+        let rest = node.rest().token(APP_TOKEN);
         async move {
-            let text = reqwest::Client::new()
-                .get(url)
-                .bearer_auth(APP_TOKEN)
-                .send()
-                .await
-                .expect("GET /metrics")
-                .text()
-                .await
-                .expect("body");
+            let text = rest.metrics().await.text();
             openclaw_proxy_tests::prometheus::Scrape::parse(&text).expect("Prometheus text")
         }
     };
@@ -789,12 +766,7 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
         .await;
     trusting.wait_ready(200).await;
     let id = create(&trusting).await;
-    let stored = reqwest::Client::new()
-        .get(format!("{}/v1/chat/sessions/{id}", trusting.url()))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("GET");
+    let stored = trusting.rest().token(APP_TOKEN).get_session(&id).await;
     assert_eq!(
         stored.status(),
         200,

@@ -60,23 +60,18 @@ async fn post_session(
     server: &TestServer,
     body: &serde_json::Value,
     headers: &[(&str, &str)],
-) -> reqwest::Response {
-    let mut request = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth(APP_TOKEN)
-        .json(body);
+) -> Reply {
+    let mut request = server.rest().post("/v1/chat/sessions").json(body);
     for (name, value) in headers {
-        request = request.header(*name, *value);
+        request = request.header(name, value);
     }
-    no_hang(request.send())
-        .await
-        .expect("POST /v1/chat/sessions")
+    no_hang(request.send()).await
 }
 
 /// Asserts a 429 whose JSON error names `setting`.
-async fn assert_limited(response: reqwest::Response, setting: &str) {
+fn assert_limited(response: Reply, setting: &str) {
     assert_eq!(response.status(), 429);
-    let body: serde_json::Value = response.json().await.expect("JSON error");
+    let body = response.json();
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains(setting), "{body}");
 }
@@ -98,7 +93,7 @@ async fn sessions_past_the_limit_are_refused_on_both_surfaces_until_one_is_delet
     let first = TestSession::legacy(&server).await;
     TestSession::legacy(&server).await;
     let refused = post_session(&server, &legacy_session_body(), &[]).await;
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_SESSIONS").await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_SESSIONS");
     let status = server
         .sessions()
         .await
@@ -131,22 +126,15 @@ async fn tools_past_their_count_or_size_are_refused_at_creation_and_update() {
     let mut body = legacy_session_body();
     body["tools"] = tools_json(4);
     let refused = post_session(&server, &body, &[]).await;
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION").await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION");
     body["tools"] = serde_json::json!([{"name": "big", "description": "x".repeat(3000)}]);
     let refused = post_session(&server, &body, &[]).await;
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES").await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES");
 
     let session = TestSession::legacy(&server).await;
-    let update = reqwest::Client::new()
-        .put(format!(
-            "{}/v1/chat/sessions/{}/tools",
-            server.http_url(),
-            session.id
-        ))
-        .bearer_auth(APP_TOKEN)
-        .json(&serde_json::json!({"tools": tools_json(5)}));
-    let refused = no_hang(update.send()).await.expect("PUT tools");
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION").await;
+    let update = serde_json::json!({"tools": tools_json(5)});
+    let refused = no_hang(server.rest().put_tools(&session.id, &update)).await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION");
     let mut sessions = server.sessions().await;
     let grpc = sessions
         .create((0..4).map(|n| tool(&format!("t{n}"), "")).collect())
@@ -154,18 +142,9 @@ async fn tools_past_their_count_or_size_are_refused_at_creation_and_update() {
         .expect_err("gRPC creation");
     assert_eq!(grpc.code(), tonic::Code::ResourceExhausted);
     // Within the limits, the session still works and updates.
-    let update = reqwest::Client::new()
-        .put(format!(
-            "{}/v1/chat/sessions/{}/tools",
-            server.http_url(),
-            session.id
-        ))
-        .bearer_auth(APP_TOKEN)
-        .json(&serde_json::json!({"tools": tools_json(3)}));
-    assert_eq!(
-        no_hang(update.send()).await.expect("PUT tools").status(),
-        200
-    );
+    let update = serde_json::json!({"tools": tools_json(3)});
+    let updated = no_hang(server.rest().put_tools(&session.id, &update)).await;
+    assert_eq!(updated.status(), 200);
 }
 
 #[tokio::test]
@@ -178,7 +157,7 @@ async fn session_creation_is_rate_limited_per_client_address() {
     }
     let refused = post_session(&server, &legacy_session_body(), &[]).await;
     assert!(refused.headers().contains_key("retry-after"), "{refused:?}");
-    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE").await;
+    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE");
     // A client cannot escape by claiming another address...
     let spoofed = post_session(
         &server,
@@ -186,7 +165,7 @@ async fn session_creation_is_rate_limited_per_client_address() {
         &[("x-forwarded-for", "198.51.100.1")],
     )
     .await;
-    assert_limited(spoofed, "OPENCLAW_PROXY_SESSION_CREATE_RATE").await;
+    assert_limited(spoofed, "OPENCLAW_PROXY_SESSION_CREATE_RATE");
     // ...and gRPC counts against the same bucket.
     let status = server
         .sessions()
@@ -216,7 +195,7 @@ async fn session_creation_is_rate_limited_per_client_address() {
         &[("x-forwarded-for", "198.51.100.1")],
     )
     .await;
-    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE").await;
+    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE");
     let other = post_session(
         &proxied,
         &legacy_session_body(),

@@ -13,13 +13,8 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 async fn scrape(url: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = reqwest::Client::new().get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.expect("GET /metrics");
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
+    let response = Rest::default().token_opt(token).get(url).send().await;
+    (response.status().as_u16(), response.text())
 }
 
 async fn call(client: &McpClient, tool: &str) -> rmcp::model::CallToolResult {
@@ -75,8 +70,7 @@ async fn metrics_count_every_outcome_of_known_traffic_exactly() {
     )
     .bearer_auth("wrong")
     .send()
-    .await
-    .expect("POST");
+    .await;
     assert_eq!(refused.status(), 401);
 
     let url = format!("{base}/metrics");
@@ -188,30 +182,19 @@ async fn readiness_flips_to_503_on_shutdown_while_the_server_still_answers() {
         .start()
         .await;
     let app = TestApp::start(&server, BridgeKind::Ws, json!([{"name": "echo"}]), echo).await;
-    let http = reqwest::Client::new();
-    let ready = |http: reqwest::Client, base: String| async move {
-        let response = http
-            .get(format!("{base}/ready"))
-            .send()
-            .await
-            .expect("GET /ready");
-        response.status().as_u16()
-    };
     let base = server.http_url();
-    assert_eq!(ready(http.clone(), base.clone()).await, 200);
+    let http = Rest::new(base.clone());
+    let ready = |http: Rest| async move { http.ready().await.status().as_u16() };
+    assert_eq!(ready(http.clone()).await, 200);
 
     // Shutdown begins; the server keeps answering for the delay.
     let stopping = tokio::spawn(server.shutdown());
     eventually("/ready turning 503", Duration::from_secs(10), || {
-        let (http, base) = (http.clone(), base.clone());
-        async move { ready(http, base).await == 503 }
+        let http = http.clone();
+        async move { ready(http).await == 503 }
     })
     .await;
-    let health = http
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .expect("GET /health");
+    let health = http.health().await;
     assert_eq!(health.status(), 200, "still alive while not ready");
     let client = mcp_connect(&base, &app.session.id, Route::Path).await;
     let result = call(&client, "echo").await;
@@ -265,7 +248,7 @@ async fn the_app_receives_the_callers_traceparent_on_either_bridge() {
             post(call_body(None)),
             post(call_body(None)).header("traceparent", "not-a-traceparent"),
         ] {
-            let response = no_hang(request.send()).await.expect("POST");
+            let response = no_hang(request.send()).await;
             assert_eq!(response.status(), 200, "{}", bridge.name());
         }
         let seen = seen

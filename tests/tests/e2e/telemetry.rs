@@ -13,7 +13,7 @@ use std::time::Duration;
 use openclaw_proxy_app::{App, CallContext, Tool};
 use openclaw_proxy_tests::{
     Call, ServerProcess, TestServer, TestSession, WsApp, echo, eventually, legacy_session_body,
-    mcp_post, no_hang, serve_app,
+    no_hang, serve_app,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -38,34 +38,20 @@ async fn proxy(env: &[(&str, &str)]) -> ServerProcess {
         .await
 }
 
-/// Registers the documented session with the binary at `base`.
-async fn create_session(http: &reqwest::Client, base: &str) -> TestSession {
-    let reply: Value = http
-        .post(format!("{base}/v1/chat/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&legacy_session_body())
-        .send()
+/// Registers the documented session with `proxy`.
+async fn create_session(proxy: &ServerProcess) -> TestSession {
+    proxy
+        .rest()
+        .token(TOKEN)
+        .register(&legacy_session_body())
         .await
-        .expect("create")
-        .json()
-        .await
-        .expect("JSON reply");
-    TestSession::from_rest_reply(&reply).expect("session")
 }
 
 #[tokio::test]
 async fn json_log_lines_parse_and_carry_audit_events() {
     let proxy = proxy(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]).await;
-    let address = proxy.addr;
-    let base = format!("http://{address}");
-    let http = reqwest::Client::new();
-    let session = create_session(&http, &base).await;
-    let deleted = http
-        .delete(format!("{base}/v1/chat/sessions/{}", session.id))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .expect("delete");
+    let session = create_session(&proxy).await;
+    let deleted = proxy.rest().token(TOKEN).delete_session(&session.id).await;
     assert_eq!(deleted.status(), 200);
 
     let lines = proxy.stop().await;
@@ -190,13 +176,12 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ])
     .await;
-    let address = proxy.addr;
-    let base = format!("http://{address}");
-    let http = reqwest::Client::new();
+    let base = proxy.url();
+    let rest = proxy.rest().token(TOKEN);
 
     // A legacy app on the WebSocket bridge.
     let ws_seen: Seen = Arc::default();
-    let ws_session = create_session(&http, &base).await;
+    let ws_session = create_session(&proxy).await;
     let app = WsApp::connect(&ws_session.bridge_url, Some(TOKEN))
         .await
         .expect("bridge");
@@ -206,17 +191,9 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         echo(call)
     });
     let bridged = |id: String| {
-        let (http, base) = (http.clone(), base.clone());
+        let rest = rest.clone();
         async move {
-            let session: Value = http
-                .get(format!("{base}/v1/chat/sessions/{id}"))
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .expect("GET session")
-                .json()
-                .await
-                .expect("JSON");
+            let session = rest.get_session(&id).await.json();
             session["bridge_connected"] == true
         }
     };
@@ -270,13 +247,11 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
         let response = no_hang(
-            mcp_post(&format!("{base}/v1/mcp/{session_id}"), &body)
-                .bearer_auth(TOKEN)
+            rest.mcp(&format!("/v1/mcp/{session_id}"), &body)
                 .header("traceparent", *caller)
                 .send(),
         )
-        .await
-        .expect("tools/call");
+        .await;
         assert_eq!(response.status(), 200);
     }
     drop(serving);
@@ -351,8 +326,7 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
 async fn a_flood_of_malformed_frames_is_answered_in_full_and_logged_a_few_times() {
     const FRAMES: usize = 200;
     let proxy = proxy(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]).await;
-    let address = proxy.addr;
-    let session = create_session(&reqwest::Client::new(), &format!("http://{address}")).await;
+    let session = create_session(&proxy).await;
     let mut app = WsApp::connect(&session.bridge_url, Some(TOKEN))
         .await
         .expect("bridge");

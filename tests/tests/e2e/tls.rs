@@ -310,10 +310,7 @@ async fn one_tls_port_serves_https_wss_grpc_and_mcp() {
     assert_eq!(health_over_http1(&server, authority.der()).await, "ok");
 
     // Cleartext on the TLS port gets no HTTP answer.
-    let plain = reqwest::Client::new()
-        .get(format!("http://{}/health", server.addr))
-        .send()
-        .await;
+    let plain = Rest::new(server.http_url()).get("/health").try_send().await;
     assert!(plain.is_err(), "{plain:?}");
 
     // A WSS bridge serves the session's MCP calls.

@@ -138,12 +138,7 @@ async fn close_codes_for_token_session_and_replacement() {
     assert_eq!(outcome.content_value(), json!({"text": "second"}));
 
     // Deleting the session closes its bridge with 4404.
-    let response = reqwest::Client::new()
-        .delete(format!("{}/v1/chat/sessions/{id}", server.http_url()))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("DELETE");
+    let response = server.rest().delete_session(&id).await;
     assert_eq!(response.status(), 200);
     let (code, reason) = no_hang(echo).await.expect("join");
     assert_eq!(code, 4404);
