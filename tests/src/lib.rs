@@ -1,10 +1,10 @@
-//! Shared helpers of the end-to-end tests: the real server on `127.0.0.1:0`,
-//! apps on either bridge, an MCP client from the official SDK, and bounded
-//! polling.
+//! Shared helpers of the end-to-end tests: the real server on `127.0.0.1:0`
+//! (one builder), one client for its HTTP surface, apps on either bridge, an
+//! MCP client from the official SDK, and bounded polling.
 //!
 //! Nothing here imitates our own components: the server is the real one
-//! (`openclaw_proxy_edge::serve`), and every client talks to it through a
-//! real loopback socket.
+//! (`openclaw_proxy_edge::serve`, or the `openclaw-proxy` binary), and every
+//! client talks to it through a real loopback socket.
 
 pub mod app;
 pub mod bench;
@@ -13,13 +13,17 @@ pub mod grpc_app;
 pub mod mcp_client;
 pub mod processes;
 pub mod prometheus;
+pub mod rest;
 pub mod server;
+pub mod server_process;
 pub mod session;
 pub mod ws_app;
 
 pub use app::{Answer, BridgeKind, Call, TestApp, echo, serve_app};
 pub use grpc_app::*;
 pub use mcp_client::*;
+pub use rest::{Method, RawRequest, Reply, Rest, StatusCode, mcp_post};
 pub use server::*;
+pub use server_process::ServerProcess;
 pub use session::TestSession;
 pub use ws_app::*;

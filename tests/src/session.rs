@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::grpc_app::Sessions;
 use crate::server::TestServer;
-use crate::ws_app::{create_session_rest, legacy_session_body};
+use crate::ws_app::legacy_session_body;
 
 /// A session as the app that registered it knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,8 +31,7 @@ impl TestSession {
     /// Registers a session over REST with `body`; the registration must
     /// succeed.
     pub async fn register(server: &TestServer, body: &Value) -> Self {
-        let reply = create_session_rest(server, body).await;
-        Self::from_rest_reply(&reply).expect("the documented registration reply")
+        server.rest().register(body).await
     }
 
     /// Registers the documented body with one `echo_text` tool over REST.

@@ -1,5 +1,5 @@
-//! A legacy app: session REST with reqwest and the JSON-over-WebSocket bridge
-//! with tokio-tungstenite, speaking the original proxy's protocol.
+//! A legacy app: the documented registration body and the JSON-over-WebSocket
+//! bridge with tokio-tungstenite, speaking the original proxy's protocol.
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::server::{APP_TOKEN, TestServer};
+use crate::server::TestServer;
 
 /// The documented registration body with one `echo_text` tool.
 pub fn legacy_session_body() -> Value {
@@ -26,19 +26,6 @@ pub fn legacy_session_body() -> Value {
             "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
         }]
     })
-}
-
-/// Registers a session over REST with the app token; returns the reply body.
-pub async fn create_session_rest(server: &TestServer, body: &Value) -> Value {
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth(APP_TOKEN)
-        .json(body)
-        .send()
-        .await
-        .expect("POST /v1/chat/sessions");
-    assert_eq!(response.status(), 200, "create session");
-    response.json().await.expect("JSON reply")
 }
 
 /// What a legacy app sees next on its socket.

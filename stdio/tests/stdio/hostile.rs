@@ -737,14 +737,7 @@ async fn https_targets_are_reached_with_the_platform_roots() {
     std::fs::write(&files.key, key.serialize_pem()).expect("write key");
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, authority.pem()).expect("write CA");
-    let server = TestServer::start_with(
-        core_config(),
-        openclaw_proxy_edge::EdgeConfig {
-            tls: Some(files),
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder().tls(files).start().await;
     let url = format!("https://localhost:{}", server.addr.port());
     let ca = ca.display().to_string();
 

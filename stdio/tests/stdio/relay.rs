@@ -30,9 +30,9 @@ fn request(id: u64, method: &str, params: Value) -> Value {
 
 /// A session with a WebSocket app whose calls the test answers by hand.
 async fn manual_session(server: &TestServer) -> (String, WsApp) {
-    let reply = create_session_rest(server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+    let session = server.rest().register(&legacy_session_body()).await;
+    let id = session.id;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
     wait_for_bridge(server, &id).await;
@@ -99,9 +99,9 @@ async fn binds_by_initialize_field_and_relays_everything() {
 #[tokio::test]
 async fn binds_by_session_id_for_the_sdk_client_old_and_stateless() {
     let server = TestServer::start().await;
-    let reply = create_session_rest(&server, &legacy_session_body()).await;
-    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
-    let app = WsApp::connect(reply["bridge_url"].as_str().expect("url"), Some(APP_TOKEN))
+    let session = server.rest().register(&legacy_session_body()).await;
+    let id = session.id;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
     let _echo = app.serve_echo();

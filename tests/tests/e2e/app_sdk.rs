@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use openclaw_proxy_app::schemars::JsonSchema;
 use openclaw_proxy_app::{App, CallContext, SessionInfo, Tool, ToolError};
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_tests::*;
 use rmcp::model::CallToolResult;
 use serde::{Deserialize, Serialize};
@@ -237,14 +236,10 @@ async fn an_app_serves_a_call_reports_its_session_and_shutdown_deletes_it() {
 async fn an_app_works_where_the_proxy_requires_session_tokens() {
     // The app token only creates sessions here: attaching, reconnecting and
     // deleting go on the session's own token.
-    let server = TestServer::start_with(
-        CoreConfig {
-            require_session_tokens: true,
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .require_session_tokens(true)
+        .start()
+        .await;
     let relay = Relay::start(server.addr).await;
     let serving = app(&relay.url(), vec![echo_tool()], &Reported::default())
         .build()
@@ -663,9 +658,8 @@ async fn progress_reported_by_a_handler_reaches_the_mcp_client_before_the_result
             .bearer_auth(OPENCLAW_TOKEN)
             .send(),
     )
-    .await
-    .expect("response");
-    let messages = sse_messages(&response.text().await.expect("body"));
+    .await;
+    let messages = sse_messages(&response.text());
     assert_eq!(messages.len(), 4, "{messages:?}");
     for (index, message) in messages[..3].iter().enumerate() {
         assert_eq!(message["method"], "notifications/progress", "{message}");
@@ -937,15 +931,13 @@ impl ExampleApp {
 /// A server that pings every 100 ms and drops a bridge silent for 300 ms,
 /// so an example that does not answer pings loses its bridge.
 async fn pinging_server() -> TestServer {
-    TestServer::start_with(
-        CoreConfig {
-            ping_interval: Duration::from_millis(100),
-            missed_pings_allowed: 3,
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await
+    TestServer::builder()
+        .core(|core| {
+            core.ping_interval = Duration::from_millis(100);
+            core.missed_pings_allowed = 3;
+        })
+        .start()
+        .await
 }
 
 /// Waits for the session's bridge, then calls `echo_text` through MCP.

@@ -1,9 +1,11 @@
 //! Smoke runs of the load generator, so the benchmark cannot rot. They assert
 //! correctness (every answer checked, counts exact), never speed.
 
+use std::path::Path;
 use std::time::Duration;
 
 use openclaw_proxy_tests::bench::{self, GrpcApp, LoadConfig, Protocol, Target};
+use openclaw_proxy_tests::processes;
 use openclaw_proxy_tests::*;
 
 fn target(server: &TestServer) -> Target {
@@ -178,11 +180,14 @@ fn a_process_cpu_time_is_read_from_proc_and_grows_with_work() {
 async fn nats_round_trip_smoke_run_through_a_real_nats_server() {
     // Two processes (this test and the loadgen child that echoes) and a real
     // nats-server: every round trip is checked (the payload comes back).
-    let nats = crate::nats::Nats::start().await;
+    let binary = processes::nats_server_binary(Path::new(env!("CARGO_TARGET_TMPDIR"))).await;
+    let nats = processes::NatsServer::start(&binary, Vec::new(), 0)
+        .await
+        .expect("start nats-server");
     let line = bench::nats_round_trips(
         &nats.url(),
         Duration::from_millis(500),
-        std::path::Path::new(env!("CARGO_BIN_EXE_loadgen")),
+        Path::new(env!("CARGO_BIN_EXE_loadgen")),
     )
     .await
     .expect("round trips");

@@ -13,21 +13,9 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-fn sessions_url(server: &TestServer) -> String {
-    format!("{}/v1/chat/sessions", server.http_url())
-}
-
 async fn post_json(server: &TestServer, body: &str) -> (u16, Value) {
-    let response = reqwest::Client::new()
-        .post(sessions_url(server))
-        .bearer_auth(APP_TOKEN)
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("JSON body"))
+    let response = server.rest().create_session_raw(body.to_owned()).await;
+    (response.status().as_u16(), response.json())
 }
 
 fn error_message(body: &Value) -> &str {
@@ -360,45 +348,30 @@ async fn grpc_create_session_requires_only_device_id_and_app_version() {
 #[tokio::test]
 async fn unknown_routes_are_json_404_and_wrong_methods_405() {
     let server = TestServer::start().await;
-    let client = reqwest::Client::new();
-    let base = server.http_url();
+    let client = Rest::new(server.http_url());
     for (method, path, status, code) in [
+        (Method::PUT, "/v1/chat/sessions/x/nothing", 404, "not_found"),
+        (Method::GET, "/nothing/here", 404, "not_found"),
+        (Method::GET, "/v1/chat/sessions", 405, "method_not_allowed"),
         (
-            reqwest::Method::PUT,
-            "/v1/chat/sessions/x/nothing",
-            404,
-            "not_found",
-        ),
-        (reqwest::Method::GET, "/nothing/here", 404, "not_found"),
-        (
-            reqwest::Method::GET,
-            "/v1/chat/sessions",
-            405,
-            "method_not_allowed",
-        ),
-        (
-            reqwest::Method::PUT,
+            Method::PUT,
             "/v1/chat/sessions/x",
             405,
             "method_not_allowed",
         ),
-        (reqwest::Method::POST, "/health", 405, "method_not_allowed"),
+        (Method::POST, "/health", 405, "method_not_allowed"),
         (
-            reqwest::Method::DELETE,
+            Method::DELETE,
             "/v1/chat/sessions/%FF%FE",
             400,
             "invalid_path",
         ),
-        (reqwest::Method::POST, "/v1/mcp/%C3%28", 400, "invalid_path"),
+        (Method::POST, "/v1/mcp/%C3%28", 400, "invalid_path"),
     ] {
-        let response = client
-            .request(method.clone(), format!("{base}{path}"))
-            .send()
-            .await
-            .expect("request");
+        let response = client.request(method.clone(), path).send().await;
         assert_eq!(response.status().as_u16(), status, "{method} {path}");
         assert!(response.headers().get("grpc-status").is_none());
-        let body: Value = response.json().await.expect("JSON error body");
+        let body = response.json();
         assert_eq!(body["error"]["code"], code, "{method} {path}: {body}");
     }
 
@@ -423,14 +396,15 @@ async fn mcp_refusals_are_json_rpc_errors() {
     let server = TestServer::start().await;
     let url = TestSession::legacy(&server).await.mcp_url;
     let send = |body: String, content_type: &'static str, accept: &'static str| {
-        let request = reqwest::Client::new()
+        let request = server
+            .rest()
+            .token(OPENCLAW_TOKEN)
             .post(&url)
-            .bearer_auth(OPENCLAW_TOKEN)
             .header("content-type", content_type)
             .header("accept", accept)
             .body(body);
         async move {
-            let response = request.send().await.expect("POST");
+            let response = request.send().await;
             let status = response.status().as_u16();
             let content_type = response
                 .headers()
@@ -438,7 +412,7 @@ async fn mcp_refusals_are_json_rpc_errors() {
                 .and_then(|value| value.to_str().ok())
                 .unwrap_or_default()
                 .to_owned();
-            let body: Value = response.json().await.expect("JSON-RPC body");
+            let body = response.json();
             assert!(content_type.starts_with("application/json"), "{body}");
             (status, body)
         }
@@ -487,30 +461,20 @@ async fn mcp_refusals_are_json_rpc_errors() {
 #[tokio::test]
 async fn answer_urls_come_from_a_valid_host_or_the_listening_address() {
     // Any Host passes the guard here: this test is about the answer's URLs.
-    let server = TestServer::start_with(
-        core_config(),
-        openclaw_proxy_edge::EdgeConfig {
-            allowed_hosts: vec!["*".into()],
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.allowed_hosts = vec!["*".into()])
+        .start()
+        .await;
     let body = legacy_session_body().to_string();
     let with_host = |host: &'static str| {
-        reqwest::Client::new()
-            .post(sessions_url(&server))
-            .bearer_auth(APP_TOKEN)
+        server
+            .rest()
+            .post("/v1/chat/sessions")
             .header("content-type", "application/json")
             .header("host", host)
             .body(body.clone())
     };
-    let reply: Value = with_host("proxy.example.com:9443")
-        .send()
-        .await
-        .expect("POST")
-        .json()
-        .await
-        .expect("JSON");
+    let reply = with_host("proxy.example.com:9443").send().await.json();
     assert!(
         reply["mcp_url"]
             .as_str()
@@ -518,13 +482,7 @@ async fn answer_urls_come_from_a_valid_host_or_the_listening_address() {
             .starts_with("http://proxy.example.com:9443/v1/mcp/"),
         "{reply}"
     );
-    let reply: Value = with_host("evil.com\"><script>")
-        .send()
-        .await
-        .expect("POST")
-        .json()
-        .await
-        .expect("JSON");
+    let reply = with_host("evil.com\"><script>").send().await.json();
     let expected = format!("http://{}/v1/mcp/", server.addr);
     assert!(
         reply["mcp_url"]
@@ -635,17 +593,16 @@ async fn the_bridge_answers_close_frames_and_refuses_other_versions() {
         .wait_for_session(&session_id, "bridge detached", |s| !s.bridge_connected)
         .await;
 
-    let response = reqwest::Client::new()
-        .get(url.replacen("ws://", "http://", 1))
-        .bearer_auth(APP_TOKEN)
+    let response = server
+        .rest()
+        .get(&url.replacen("ws://", "http://", 1))
         .header("connection", "upgrade")
         .header("upgrade", "websocket")
         .header("sec-websocket-version", "8")
         .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
         .timeout(Duration::from_secs(30))
         .send()
-        .await
-        .expect("handshake");
+        .await;
     assert_eq!(response.status().as_u16(), 426);
     assert_eq!(
         response
@@ -654,6 +611,6 @@ async fn the_bridge_answers_close_frames_and_refuses_other_versions() {
             .and_then(|value| value.to_str().ok()),
         Some("13")
     );
-    let body: Value = response.json().await.expect("JSON");
+    let body = response.json();
     assert_eq!(body["error"]["code"], "unsupported_websocket_version");
 }

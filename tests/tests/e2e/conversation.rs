@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_core::proto::{self, proxy_message};
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
@@ -24,11 +23,12 @@ async fn post(session: &TestSession, body: &Value) -> (u16, Value) {
         .bearer_auth(OPENCLAW_TOKEN)
         .header("mcp-protocol-version", "2025-11-25")
         .send()
-        .await
-        .expect("POST");
+        .await;
     let status = response.status().as_u16();
-    let text = response.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(response.bytes()).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test]
@@ -200,14 +200,10 @@ async fn the_request_context_reaches_both_bridges() {
 
 #[tokio::test]
 async fn a_tool_can_have_its_own_timeout_capped_by_the_server() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            max_tool_timeout: Duration::from_secs(2),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .core(|core| core.max_tool_timeout = Duration::from_secs(2))
+        .start()
+        .await;
     let body = json!({"deviceId": "d", "appVersion": "1", "tools": [
         {"name": "quick", "timeoutSeconds": 1},
         {"name": "greedy", "timeout_seconds": 86400}
@@ -235,13 +231,7 @@ async fn a_tool_can_have_its_own_timeout_capped_by_the_server() {
     }
     let conflicting = json!({"deviceId": "d", "appVersion": "1",
         "tools": [{"name": "t", "timeout_seconds": 1, "timeoutSeconds": 2}]});
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&conflicting)
-        .send()
-        .await
-        .expect("POST");
+    let response = server.rest().create_session(&conflicting).await;
     assert_eq!(response.status(), 400);
 
     // gRPC carries the same field.
@@ -270,16 +260,10 @@ async fn an_app_replaces_its_tools_on_every_channel() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
     assert_eq!(listed(&server, &session).await, vec!["echo_text"]);
+    let rest = server.rest();
     let put = |body: Value| {
-        reqwest::Client::new()
-            .put(format!(
-                "{}/v1/chat/sessions/{}/tools",
-                server.http_url(),
-                session.id
-            ))
-            .bearer_auth(APP_TOKEN)
-            .json(&body)
-            .send()
+        let (rest, id) = (rest.clone(), session.id.clone());
+        async move { rest.put_tools(&id, &body).await }
     };
 
     // REST, both spellings of the schema.
@@ -287,19 +271,18 @@ async fn an_app_replaces_its_tools_on_every_channel() {
         {"name": "read_chat", "inputSchema": {"type": "object"}},
         {"name": "post_message", "input_schema": {"type": "object"}}
     ]}))
-    .await
-    .expect("PUT");
+    .await;
     assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("JSON");
+    let body = response.json();
     assert_eq!(body, json!({"ok": true, "tools": 2}));
     assert_eq!(
         listed(&server, &session).await,
         vec!["read_chat", "post_message"]
     );
     // Validated as at creation, naming the field; the old list stays.
-    let response = put(json!({"tools": [{"name": "a b"}]})).await.expect("PUT");
+    let response = put(json!({"tools": [{"name": "a b"}]})).await;
     assert_eq!(response.status(), 400);
-    let body: Value = response.json().await.expect("JSON");
+    let body = response.json();
     assert!(
         body["error"]["message"]
             .as_str()

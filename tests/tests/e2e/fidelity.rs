@@ -116,18 +116,13 @@ fn call_body(arguments: &str) -> String {
 }
 
 /// Posts a raw `tools/call`; the raw response body.
-async fn post_call(mcp_url: &str, body: String) -> (reqwest::StatusCode, String) {
-    let response = reqwest::Client::new()
-        .post(mcp_url)
-        .bearer_auth(OPENCLAW_TOKEN)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(body)
+async fn post_call(mcp_url: &str, body: String) -> (StatusCode, String) {
+    let response = Rest::default()
+        .token(OPENCLAW_TOKEN)
+        .mcp_raw(mcp_url, body)
         .send()
-        .await
-        .expect("POST tools/call");
-    let status = response.status();
-    (status, response.text().await.expect("body"))
+        .await;
+    (response.status(), response.text())
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::{BridgeEnd, CoreConfig, InvokeError, proto};
+use openclaw_proxy_core::{BridgeEnd, InvokeError, proto};
 use openclaw_proxy_tests::*;
 use serde_json::{Map, Value, json};
 use tonic::Code;
@@ -22,20 +22,15 @@ fn echo_tools() -> Vec<proto::ToolDefinition> {
     )]
 }
 
-async fn server_with(config: CoreConfig) -> TestServer {
-    TestServer::start_with(config, edge_config()).await
-}
-
 type PendingCall = tokio::task::JoinHandle<Result<openclaw_proxy_core::ToolOutcome, InvokeError>>;
 
 /// A server whose calls never time out, a session with a gRPC app, and one
 /// call that the app received and holds unanswered.
 async fn held_call() -> (TestServer, TestSession, GrpcBridge, PendingCall) {
-    let server = server_with(CoreConfig {
-        tool_timeout: Duration::from_secs(600),
-        ..core_config()
-    })
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_secs(600))
+        .start()
+        .await;
     let session = TestSession::register_grpc(&server, echo_tools()).await;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
@@ -173,8 +168,7 @@ async fn wrong_or_missing_app_token_is_unauthenticated() {
 
 #[tokio::test]
 async fn open_server_accepts_requests_without_token() {
-    let config = CoreConfig::default();
-    let server = server_with(config).await;
+    let server = TestServer::builder().tokens("", "").start().await;
     let mut client =
         proto::session_service_client::SessionServiceClient::new(server.channel().await);
     let created = client
@@ -303,12 +297,13 @@ async fn unknown_tool_and_missing_bridge_are_reported() {
 
 #[tokio::test]
 async fn idle_session_expires_after_ttl() {
-    let server = server_with(CoreConfig {
-        session_ttl: Duration::from_millis(200),
-        sweep_interval: Duration::from_millis(20),
-        ..core_config()
-    })
-    .await;
+    let server = TestServer::builder()
+        .core(|core| {
+            core.session_ttl = Duration::from_millis(200);
+            core.sweep_interval = Duration::from_millis(20);
+        })
+        .start()
+        .await;
     let mut sessions = server.sessions().await;
     let session_id = sessions.create(echo_tools()).await.expect("create").id;
     assert!(sessions.get(&session_id).await.is_ok());
@@ -328,13 +323,14 @@ async fn idle_session_expires_after_ttl() {
 
 #[tokio::test]
 async fn connected_bridge_and_call_in_flight_keep_the_session() {
-    let server = server_with(CoreConfig {
-        session_ttl: Duration::from_millis(200),
-        sweep_interval: Duration::from_millis(20),
-        tool_timeout: Duration::from_secs(60),
-        ..core_config()
-    })
-    .await;
+    let server = TestServer::builder()
+        .core(|core| {
+            core.session_ttl = Duration::from_millis(200);
+            core.sweep_interval = Duration::from_millis(20);
+        })
+        .tool_timeout(Duration::from_secs(60))
+        .start()
+        .await;
     let mut sessions = server.sessions().await;
     let bridged = sessions.create(echo_tools()).await.expect("create").id;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &bridged)
@@ -419,11 +415,10 @@ async fn lost_bridge_fails_calls_at_once() {
 
 #[tokio::test]
 async fn timeout_then_late_and_unknown_results_are_ignored() {
-    let server = server_with(CoreConfig {
-        tool_timeout: Duration::from_millis(300),
-        ..core_config()
-    })
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let session_id = TestSession::register_grpc(&server, echo_tools()).await.id;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session_id)
         .await
@@ -506,12 +501,13 @@ async fn delete_ends_the_bridge_fails_calls_and_is_idempotent() {
 
 #[tokio::test]
 async fn pings_are_sent_and_a_silent_bridge_is_dropped() {
-    let server = server_with(CoreConfig {
-        ping_interval: Duration::from_millis(50),
-        missed_pings_allowed: 3,
-        ..core_config()
-    })
-    .await;
+    let server = TestServer::builder()
+        .core(|core| {
+            core.ping_interval = Duration::from_millis(50);
+            core.missed_pings_allowed = 3;
+        })
+        .start()
+        .await;
     let mut sessions = server.sessions().await;
     let lively_id = sessions.create(echo_tools()).await.expect("create").id;
     let silent_id = sessions.create(echo_tools()).await.expect("create").id;

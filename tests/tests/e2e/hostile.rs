@@ -3,13 +3,12 @@
 //! in a short message without raw control characters, and afterwards the
 //! server still serves a normal tool call end to end.
 //!
-//! The server is the real one on `127.0.0.1:0`; the clients are reqwest,
-//! tokio-tungstenite, rmcp, tonic, and a raw hyper HTTP/2 client for gRPC
-//! bodies no tonic client would send.
+//! The server is the real one on `127.0.0.1:0`; the clients are reqwest
+//! (through the tests' REST client), tokio-tungstenite, rmcp, tonic, and a
+//! raw hyper HTTP/2 client for gRPC bodies no tonic client would send.
 
 use openclaw_proxy_core::proto::{self, app_message};
 use openclaw_proxy_tests::*;
-use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tonic::Code;
@@ -61,7 +60,7 @@ async fn assert_echoes(server: &TestServer, session_id: &str) {
 
 /// One bad REST request and the refusal it must get.
 struct RestCase {
-    method: reqwest::Method,
+    method: Method,
     path: String,
     content_type: Option<&'static [u8]>,
     body: Vec<u8>,
@@ -205,7 +204,7 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
         }
     }
 
-    let client = reqwest::Client::new();
+    let client = server.rest();
     for case in cases {
         let what = format!(
             "{} {}… {:?}",
@@ -217,19 +216,14 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
                 .collect::<String>()
         );
         let mut request = client
-            .request(
-                case.method.clone(),
-                format!("{}{}", server.http_url(), case.path),
-            )
-            .bearer_auth(APP_TOKEN)
+            .request(case.method.clone(), &case.path)
             .body(case.body);
         if let Some(content_type) = case.content_type {
-            let value = HeaderValue::from_bytes(content_type).expect("header value");
-            request = request.header("content-type", value);
+            request = request.header("content-type", content_type);
         }
-        let response = no_hang(request.send()).await.expect("an answer");
+        let response = no_hang(request.send()).await;
         assert_eq!(response.status().as_u16(), case.status, "{what}");
-        let text = no_hang(response.text()).await.expect("body");
+        let text = response.text();
         if case.code.is_empty() {
             continue;
         }
@@ -457,29 +451,20 @@ async fn mcp_refuses_every_bad_request_in_json_rpc_terms_and_goes_on_serving() {
         // Oversized: the test server's limit is 1 MiB.
         mcp(vec![b' '; 2 * 1024 * 1024], 413, 0, "body_too_large"),
     ];
-    let client = reqwest::Client::new();
+    let client = server.rest().token(OPENCLAW_TOKEN);
     for case in cases {
         let what = format!(
             "{:.100} {:?}",
             String::from_utf8_lossy(&case.body),
             case.headers
         );
-        let mut headers = reqwest::header::HeaderMap::new();
-        let defaults = [
-            ("accept", "application/json, text/event-stream"),
-            ("content-type", "application/json"),
-        ];
-        for (name, value) in defaults.iter().chain(&case.headers) {
-            headers.insert(*name, HeaderValue::from_static(value));
+        let mut request = client.mcp_raw(&url, case.body);
+        for (name, value) in &case.headers {
+            request = request.header(name, value);
         }
-        let request = client
-            .post(&url)
-            .bearer_auth(OPENCLAW_TOKEN)
-            .headers(headers)
-            .body(case.body);
-        let response = no_hang(request.send()).await.expect("an answer");
+        let response = no_hang(request.send()).await;
         let status = response.status().as_u16();
-        let text = no_hang(response.text()).await.expect("body");
+        let text = response.text();
         assert_eq!(status, case.status, "{what}: {text:.300}");
         if case.code == 0 {
             if !case.word.is_empty() {
@@ -502,32 +487,24 @@ async fn mcp_refuses_every_bad_request_in_json_rpc_terms_and_goes_on_serving() {
         ("/v1/mcp/a%0D%0Ab", None, 404, "unknown_session"),
         ("/v1/mcp/%FF", None, 400, "invalid_path"),
     ] {
-        let mut request = mcp_post(&format!("{}{path}", server.http_url()), &json!({}))
-            .bearer_auth(OPENCLAW_TOKEN);
+        let mut request = client.mcp(path, &json!({}));
         if let Some(id) = header {
             request = request.header("mcp-session-id", id);
         }
-        let response = no_hang(request.send()).await.expect("an answer");
+        let response = no_hang(request.send()).await;
         assert_eq!(response.status().as_u16(), status, "{path}");
-        let reply: Value = no_hang(response.json()).await.expect("JSON");
+        let reply = response.json();
         assert_eq!(reply["error"]["code"], code, "{path}: {reply}");
         let message = reply["error"]["message"].as_str().unwrap_or_default();
         assert_names(message, "", path);
     }
-    let get = no_hang(client.get(&url).bearer_auth(OPENCLAW_TOKEN).send())
-        .await
-        .expect("GET");
+    let get = no_hang(client.get(&url).send()).await;
     assert_eq!(get.status(), 405);
 
     // A huge string id is a valid JSON-RPC id: answered, and echoed.
     let huge_id = "i".repeat(100_000);
     let body = json!({"jsonrpc": "2.0", "id": huge_id, "method": "tools/list"});
-    let reply: Value = no_hang(mcp_post(&url, &body).bearer_auth(OPENCLAW_TOKEN).send())
-        .await
-        .expect("POST")
-        .json()
-        .await
-        .expect("JSON");
+    let reply = no_hang(client.mcp(&url, &body).send()).await.json();
     assert_eq!(reply["id"], json!(huge_id));
     assert!(reply["result"]["tools"].is_array(), "{reply:.300}");
 

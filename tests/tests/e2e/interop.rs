@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_tests::conformance::{ensure_node_tools, node_dir, start_fixture};
 use openclaw_proxy_tests::*;
 
@@ -22,7 +21,7 @@ async fn run_conformance(spec_version: &str, suite: &str) -> (std::process::Exit
     let node = node().await;
     // The suite sends no Authorization header: the MCP token is off here
     // (authentication has its own tests).
-    let server = TestServer::start_with(CoreConfig::default(), edge_config()).await;
+    let server = TestServer::builder().tokens("", "").start().await;
     let fixture = start_fixture(&server.http_url(), "")
         .await
         .expect("fixture app");

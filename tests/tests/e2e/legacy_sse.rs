@@ -34,16 +34,12 @@ enum Open {
 }
 
 /// The `GET` that opens a legacy stream, with `token`.
-fn open_request(server: &TestServer, session_id: &str, open: Open) -> reqwest::RequestBuilder {
-    let client = reqwest::Client::new();
+fn open_request(server: &TestServer, session_id: &str, open: Open) -> RawRequest {
+    let client = Rest::new(server.http_url());
     let request = match open {
-        Open::Path => client.get(format!("{}/v1/mcp/{session_id}", server.http_url())),
-        Open::Header => client
-            .get(format!("{}/v1/mcp", server.http_url()))
-            .header("mcp-session-id", session_id),
-        Open::HeaderSlash => client
-            .get(format!("{}/v1/mcp/", server.http_url()))
-            .header("mcp-session-id", session_id),
+        Open::Path => client.get(&format!("/v1/mcp/{session_id}")),
+        Open::Header => client.get("/v1/mcp").header("mcp-session-id", session_id),
+        Open::HeaderSlash => client.get("/v1/mcp/").header("mcp-session-id", session_id),
     };
     request.header("accept", "text/event-stream")
 }
@@ -53,9 +49,8 @@ impl LegacyClient {
     async fn open(server: &TestServer, session_id: &str, open: Open) -> Self {
         let response = open_request(server, session_id, open)
             .bearer_auth(OPENCLAW_TOKEN)
-            .send()
-            .await
-            .expect("GET");
+            .send_streaming()
+            .await;
         assert_eq!(response.status(), 200, "{open:?}");
         let content_type = response.headers()["content-type"].to_str().expect("text");
         assert!(
@@ -130,16 +125,13 @@ impl LegacyClient {
 }
 
 async fn post_to(url: &str, token: &str, body: &Value) -> (u16, String) {
-    let response = reqwest::Client::new()
+    let response = Rest::default()
+        .token(token)
         .post(url)
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .body(body.to_string())
+        .json(body)
         .send()
-        .await
-        .expect("POST");
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
+        .await;
+    (response.status().as_u16(), response.text())
 }
 
 fn echo_tools() -> Value {
@@ -213,34 +205,30 @@ async fn streamable_gets_keep_their_405_and_bad_requests_are_refused() {
             .bearer_auth(OPENCLAW_TOKEN)
             .header("mcp-protocol-version", "2025-11-25")
             .send()
-            .await
-            .expect("GET");
+            .await;
         assert_eq!(response.status(), 405, "{open:?}");
     }
     // So is a GET that does not ask for an event stream.
-    let response = reqwest::Client::new()
+    let response = Rest::default()
+        .token(OPENCLAW_TOKEN)
         .get(&app.session.mcp_url)
-        .bearer_auth(OPENCLAW_TOKEN)
         .header("accept", "application/json")
         .send()
-        .await
-        .expect("GET");
+        .await;
     assert_eq!(response.status(), 405);
 
     // A bad token: 401 with the Bearer challenge.
     let response = open_request(&server, id, Open::Path)
         .bearer_auth("wrong")
         .send()
-        .await
-        .expect("GET");
+        .await;
     assert_eq!(response.status(), 401);
     assert_eq!(response.headers()["www-authenticate"], "Bearer");
     // An unknown session: 404.
     let response = open_request(&server, "no-such-session", Open::Header)
         .bearer_auth(OPENCLAW_TOKEN)
         .send()
-        .await
-        .expect("GET");
+        .await;
     assert_eq!(response.status(), 404);
 
     let mut client = LegacyClient::open(&server, id, Open::Path).await;
@@ -249,16 +237,15 @@ async fn streamable_gets_keep_their_405_and_bad_requests_are_refused() {
     let (status, _) = post_to(&client.endpoint, "wrong", &ping).await;
     assert_eq!(status, 401);
     // A body that is not JSON has no id to answer on the stream.
-    let response = reqwest::Client::new()
+    let response = Rest::default()
+        .token(OPENCLAW_TOKEN)
         .post(&client.endpoint)
-        .bearer_auth(OPENCLAW_TOKEN)
         .header("content-type", "application/json")
         .body("{not json")
         .send()
-        .await
-        .expect("POST");
+        .await;
     assert_eq!(response.status(), 400);
-    let body: Value = response.json().await.expect("JSON-RPC error");
+    let body = response.json();
     assert_eq!(body["error"]["code"], -32700, "{body}");
     // An unknown stream id: 404 in JSON-RPC's shape.
     let unknown = format!("{}/v1/mcp/{id}/messages?legacy=nope", server.http_url());
@@ -395,17 +382,13 @@ async fn tool_updates_reach_the_stream_and_deleting_the_session_ends_it() {
     let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
     client.request(&initialize_body(1, "2024-11-05")).await;
 
-    let response = reqwest::Client::new()
-        .put(format!(
-            "{}/v1/chat/sessions/{}/tools",
-            server.http_url(),
-            session.id
-        ))
-        .bearer_auth(APP_TOKEN)
-        .json(&json!({"tools": [{"name": "read_chat"}, {"name": "post_message"}]}))
-        .send()
-        .await
-        .expect("PUT");
+    let response = server
+        .rest()
+        .put_tools(
+            &session.id,
+            &json!({"tools": [{"name": "read_chat"}, {"name": "post_message"}]}),
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let changed = client.next_message().await;
     assert_eq!(
@@ -423,16 +406,7 @@ async fn tool_updates_reach_the_stream_and_deleting_the_session_ends_it() {
         .collect();
     assert_eq!(names, ["read_chat", "post_message"]);
 
-    let response = reqwest::Client::new()
-        .delete(format!(
-            "{}/v1/chat/sessions/{}",
-            server.http_url(),
-            session.id
-        ))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("DELETE");
+    let response = server.rest().delete_session(&session.id).await;
     assert!(response.status().is_success());
     // The stream ends: nothing but keep-alives until then.
     assert_eq!(no_hang(client.next_event()).await, None);

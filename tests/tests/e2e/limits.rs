@@ -3,20 +3,15 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_core::proto::{self, bridge_service_client::BridgeServiceClient};
 use openclaw_proxy_tests::*;
 
 #[tokio::test]
 async fn a_grpc_bridge_that_never_says_hello_is_ended() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            hello_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .core(|core| core.hello_timeout = Duration::from_millis(300))
+        .start()
+        .await;
     let mut bridges = BridgeServiceClient::new(server.channel().await);
     let silent = futures_util::stream::pending::<proto::AppMessage>();
     let status = no_hang(bridges.attach(with_token(silent, APP_TOKEN)))
@@ -65,23 +60,18 @@ async fn post_session(
     server: &TestServer,
     body: &serde_json::Value,
     headers: &[(&str, &str)],
-) -> reqwest::Response {
-    let mut request = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth(APP_TOKEN)
-        .json(body);
+) -> Reply {
+    let mut request = server.rest().post("/v1/chat/sessions").json(body);
     for (name, value) in headers {
-        request = request.header(*name, *value);
+        request = request.header(name, value);
     }
-    no_hang(request.send())
-        .await
-        .expect("POST /v1/chat/sessions")
+    no_hang(request.send()).await
 }
 
 /// Asserts a 429 whose JSON error names `setting`.
-async fn assert_limited(response: reqwest::Response, setting: &str) {
+fn assert_limited(response: Reply, setting: &str) {
     assert_eq!(response.status(), 429);
-    let body: serde_json::Value = response.json().await.expect("JSON error");
+    let body = response.json();
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains(setting), "{body}");
 }
@@ -96,13 +86,14 @@ fn tools_json(count: usize) -> serde_json::Value {
 
 #[tokio::test]
 async fn sessions_past_the_limit_are_refused_on_both_surfaces_until_one_is_deleted() {
-    let mut core = core_config();
-    core.limits.max_sessions = 2;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_sessions = 2)
+        .start()
+        .await;
     let first = TestSession::legacy(&server).await;
     TestSession::legacy(&server).await;
     let refused = post_session(&server, &legacy_session_body(), &[]).await;
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_SESSIONS").await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_SESSIONS");
     let status = server
         .sessions()
         .await
@@ -125,29 +116,25 @@ async fn sessions_past_the_limit_are_refused_on_both_surfaces_until_one_is_delet
 
 #[tokio::test]
 async fn tools_past_their_count_or_size_are_refused_at_creation_and_update() {
-    let mut core = core_config();
-    core.limits.max_tools_per_session = 3;
-    core.limits.max_tool_definition_bytes = 2000;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| {
+            core.limits.max_tools_per_session = 3;
+            core.limits.max_tool_definition_bytes = 2000;
+        })
+        .start()
+        .await;
     let mut body = legacy_session_body();
     body["tools"] = tools_json(4);
     let refused = post_session(&server, &body, &[]).await;
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION").await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION");
     body["tools"] = serde_json::json!([{"name": "big", "description": "x".repeat(3000)}]);
     let refused = post_session(&server, &body, &[]).await;
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES").await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES");
 
     let session = TestSession::legacy(&server).await;
-    let update = reqwest::Client::new()
-        .put(format!(
-            "{}/v1/chat/sessions/{}/tools",
-            server.http_url(),
-            session.id
-        ))
-        .bearer_auth(APP_TOKEN)
-        .json(&serde_json::json!({"tools": tools_json(5)}));
-    let refused = no_hang(update.send()).await.expect("PUT tools");
-    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION").await;
+    let update = serde_json::json!({"tools": tools_json(5)});
+    let refused = no_hang(server.rest().put_tools(&session.id, &update)).await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION");
     let mut sessions = server.sessions().await;
     let grpc = sessions
         .create((0..4).map(|n| tool(&format!("t{n}"), "")).collect())
@@ -155,31 +142,22 @@ async fn tools_past_their_count_or_size_are_refused_at_creation_and_update() {
         .expect_err("gRPC creation");
     assert_eq!(grpc.code(), tonic::Code::ResourceExhausted);
     // Within the limits, the session still works and updates.
-    let update = reqwest::Client::new()
-        .put(format!(
-            "{}/v1/chat/sessions/{}/tools",
-            server.http_url(),
-            session.id
-        ))
-        .bearer_auth(APP_TOKEN)
-        .json(&serde_json::json!({"tools": tools_json(3)}));
-    assert_eq!(
-        no_hang(update.send()).await.expect("PUT tools").status(),
-        200
-    );
+    let update = serde_json::json!({"tools": tools_json(3)});
+    let updated = no_hang(server.rest().put_tools(&session.id, &update)).await;
+    assert_eq!(updated.status(), 200);
 }
 
 #[tokio::test]
 async fn session_creation_is_rate_limited_per_client_address() {
-    let mut core = core_config();
-    core.limits.session_create_rate = Some("1/2".parse().expect("rate"));
-    let server = TestServer::start_with(core.clone(), edge_config()).await;
+    let limited = TestServer::builder()
+        .core(|core| core.limits.session_create_rate = Some("1/2".parse().expect("rate")));
+    let server = limited.clone().start().await;
     for _ in 0..2 {
         TestSession::legacy(&server).await;
     }
     let refused = post_session(&server, &legacy_session_body(), &[]).await;
     assert!(refused.headers().contains_key("retry-after"), "{refused:?}");
-    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE").await;
+    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE");
     // A client cannot escape by claiming another address...
     let spoofed = post_session(
         &server,
@@ -187,7 +165,7 @@ async fn session_creation_is_rate_limited_per_client_address() {
         &[("x-forwarded-for", "198.51.100.1")],
     )
     .await;
-    assert_limited(spoofed, "OPENCLAW_PROXY_SESSION_CREATE_RATE").await;
+    assert_limited(spoofed, "OPENCLAW_PROXY_SESSION_CREATE_RATE");
     // ...and gRPC counts against the same bucket.
     let status = server
         .sessions()
@@ -198,8 +176,10 @@ async fn session_creation_is_rate_limited_per_client_address() {
     assert_eq!(status.code(), tonic::Code::ResourceExhausted);
 
     // Behind a trusted proxy, each forwarded client has its own bucket.
-    core.limits.trusted_proxies = vec!["127.0.0.0/8".parse().expect("range")];
-    let proxied = TestServer::start_with(core, edge_config()).await;
+    let proxied = limited
+        .core(|core| core.limits.trusted_proxies = vec!["127.0.0.0/8".parse().expect("range")])
+        .start()
+        .await;
     for _ in 0..2 {
         let created = post_session(
             &proxied,
@@ -215,7 +195,7 @@ async fn session_creation_is_rate_limited_per_client_address() {
         &[("x-forwarded-for", "198.51.100.1")],
     )
     .await;
-    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE").await;
+    assert_limited(refused, "OPENCLAW_PROXY_SESSION_CREATE_RATE");
     let other = post_session(
         &proxied,
         &legacy_session_body(),
@@ -227,9 +207,10 @@ async fn session_creation_is_rate_limited_per_client_address() {
 
 #[tokio::test]
 async fn calls_past_the_session_limit_get_an_mcp_error_naming_the_setting() {
-    let mut core = core_config();
-    core.limits.max_calls_per_session = 1;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_calls_per_session = 1)
+        .start()
+        .await;
     let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
@@ -301,9 +282,10 @@ async fn until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
 
 #[tokio::test]
 async fn connections_past_the_limit_are_answered_429_and_closed() {
-    let mut edge = edge_config();
-    edge.connections.max_connections = 2;
-    let server = TestServer::start_with(core_config(), edge).await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.connections.max_connections = 2)
+        .start()
+        .await;
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut stream = tokio::net::TcpStream::connect(server.addr)
@@ -355,9 +337,10 @@ async fn connections_past_the_limit_are_answered_429_and_closed() {
 #[tokio::test]
 async fn stalled_and_idle_clients_are_disconnected() {
     use tokio::io::AsyncWriteExt;
-    let mut edge = edge_config();
-    edge.connections.header_read_timeout = Duration::from_millis(500);
-    let server = TestServer::start_with(core_config(), edge).await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.connections.header_read_timeout = Duration::from_millis(500))
+        .start()
+        .await;
     // Slowloris: half a request header, then nothing.
     let mut half = tokio::net::TcpStream::connect(server.addr)
         .await
@@ -392,13 +375,11 @@ async fn stalled_and_idle_clients_are_disconnected() {
 #[tokio::test]
 async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
     for bridge in BridgeKind::BOTH {
-        let core = CoreConfig {
-            bridge_write_timeout: Duration::from_millis(500),
-            ..core_config()
-        };
-        let mut edge = edge_config();
-        edge.connections.write_timeout = Duration::from_millis(500);
-        let server = TestServer::start_with(core, edge).await;
+        let server = TestServer::builder()
+            .core(|core| core.bridge_write_timeout = Duration::from_millis(500))
+            .edge(|edge| edge.connections.write_timeout = Duration::from_millis(500))
+            .start()
+            .await;
         // The app attaches and then reads nothing more.
         let (session, _app): (TestSession, Box<dyn std::any::Any + Send>) = match bridge {
             BridgeKind::Ws => {
@@ -452,9 +433,10 @@ async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
 #[tokio::test]
 async fn an_http2_peer_that_stops_answering_pings_is_disconnected() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut edge = edge_config();
-    edge.connections.http2_keepalive = Duration::from_millis(300);
-    let server = TestServer::start_with(core_config(), edge).await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.connections.http2_keepalive = Duration::from_millis(300))
+        .start()
+        .await;
     let mut stream = tokio::net::TcpStream::connect(server.addr)
         .await
         .expect("connect");

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::CoreConfig;
-use openclaw_proxy_edge::EdgeConfig;
 use openclaw_proxy_tests::*;
 use rmcp::ServiceError;
 use rmcp::model::{ContentBlock, ProtocolVersion};
@@ -154,14 +152,10 @@ async fn unknown_tool_is_invalid_params() {
 
 #[tokio::test]
 async fn proxy_side_failures_are_error_results() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let session = TestSession::legacy(&server).await;
     let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
 
@@ -290,8 +284,7 @@ async fn every_protocol_version_is_negotiated() {
             .bearer_auth(OPENCLAW_TOKEN)
             .header("mcp-protocol-version", version)
             .send()
-            .await
-            .expect("POST");
+            .await;
         assert_eq!(response.status(), 200, "{version}");
         assert!(
             response.headers().get("mcp-session-id").is_none(),
@@ -304,7 +297,7 @@ async fn every_protocol_version_is_negotiated() {
                 .and_then(|v| v.to_str().ok()),
             Some("application/json")
         );
-        let body: Value = response.json().await.expect("JSON");
+        let body: Value = response.json();
         assert_eq!(body["result"]["protocolVersion"], version, "{body}");
         assert!(body["result"]["capabilities"]["tools"].is_object());
     }
@@ -335,10 +328,9 @@ async fn http_errors_missing_session_bad_token_unknown_session_get() {
         let response = mcp_post(&bare, &init)
             .bearer_auth(OPENCLAW_TOKEN)
             .send()
-            .await
-            .expect("POST");
+            .await;
         assert_eq!(response.status(), 400);
-        let body: Value = response.json().await.expect("JSON");
+        let body: Value = response.json();
         assert_eq!(body["error"]["code"], "missing_session_id");
         assert!(
             body["error"]["message"]
@@ -353,7 +345,7 @@ async fn http_errors_missing_session_bad_token_unknown_session_get() {
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
-        let response = request.send().await.expect("POST");
+        let response = request.send().await;
         assert_eq!(response.status(), 401);
         assert_eq!(
             response
@@ -372,10 +364,9 @@ async fn http_errors_missing_session_bad_token_unknown_session_get() {
     let response = mcp_post(&format!("{base}/v1/mcp/no-such-session"), &init)
         .bearer_auth(OPENCLAW_TOKEN)
         .send()
-        .await
-        .expect("POST");
+        .await;
     assert_eq!(response.status(), 404);
-    let body: Value = response.json().await.expect("JSON");
+    let body: Value = response.json();
     assert!(
         body["error"]["message"]
             .as_str()
@@ -386,21 +377,19 @@ async fn http_errors_missing_session_bad_token_unknown_session_get() {
         .bearer_auth(OPENCLAW_TOKEN)
         .header("mcp-session-id", "no-such-session")
         .send()
-        .await
-        .expect("POST");
+        .await;
     assert_eq!(response.status(), 404);
 
     // A streamable HTTP client's GET (it names its revision) finds no
     // server stream; without the header it would open a legacy SSE stream
     // (tests/e2e/legacy_sse.rs).
-    let response = reqwest::Client::new()
+    let response = Rest::default()
+        .token(OPENCLAW_TOKEN)
         .get(&url)
-        .bearer_auth(OPENCLAW_TOKEN)
         .header("accept", "text/event-stream")
         .header("mcp-protocol-version", "2025-11-25")
         .send()
-        .await
-        .expect("GET");
+        .await;
     assert_eq!(response.status(), 405);
 }
 
@@ -420,7 +409,7 @@ async fn replays_what_openclaws_client_sends() {
     .await;
     let id = &app.session.id;
     let url = format!("{}/v1/mcp", server.http_url());
-    let client = reqwest::Client::new();
+    let client = Rest::default();
     let post = |body: Value, version: Option<&str>| {
         let mut request = client
             .post(&url)
@@ -435,12 +424,9 @@ async fn replays_what_openclaws_client_sends() {
         request
     };
 
-    let response = post(initialize_body(0, "2025-11-25"), None)
-        .send()
-        .await
-        .expect("initialize");
+    let response = post(initialize_body(0, "2025-11-25"), None).send().await;
     assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("JSON");
+    let body: Value = response.json();
     assert_eq!(body["result"]["protocolVersion"], "2025-11-25");
     assert_eq!(body["result"]["serverInfo"]["name"], "openclaw-proxy");
 
@@ -449,8 +435,7 @@ async fn replays_what_openclaws_client_sends() {
         Some("2025-11-25"),
     )
     .send()
-    .await
-    .expect("initialized");
+    .await;
     assert_eq!(response.status(), 202);
 
     let response = client
@@ -460,8 +445,7 @@ async fn replays_what_openclaws_client_sends() {
         .header("accept", "text/event-stream")
         .header("mcp-protocol-version", "2025-11-25")
         .send()
-        .await
-        .expect("GET");
+        .await;
     assert_eq!(response.status(), 405);
 
     let response = post(
@@ -469,21 +453,18 @@ async fn replays_what_openclaws_client_sends() {
         Some("2025-11-25"),
     )
     .send()
-    .await
-    .expect("tools/list");
+    .await;
     assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("JSON");
+    let body: Value = response.json();
     assert_eq!(body["result"]["tools"][0]["name"], "object");
 
     let response = post(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "object", "arguments": {"q": "x"}}}),
         Some("2025-11-25"),
     )
-    .send()
-    .await
-    .expect("tools/call");
+    .send().await;
     assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("JSON");
+    let body: Value = response.json();
     assert_eq!(body["id"], 2);
     assert_eq!(
         body["result"]["structuredContent"]["echoed"],
@@ -508,9 +489,9 @@ async fn host_and_origin_checks() {
         request.send()
     };
 
-    let response = send(Some("evil.example"), None).await.expect("POST");
+    let response = send(Some("evil.example"), None).await;
     assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.expect("JSON");
+    let body: Value = response.json();
     assert_eq!(body["error"]["code"], "host_not_allowed");
     assert!(
         body["error"]["message"]
@@ -519,11 +500,9 @@ async fn host_and_origin_checks() {
             .contains("OPENCLAW_PROXY_ALLOWED_HOSTS")
     );
 
-    let response = send(None, Some("https://evil.example"))
-        .await
-        .expect("POST");
+    let response = send(None, Some("https://evil.example")).await;
     assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.expect("JSON");
+    let body: Value = response.json();
     assert_eq!(body["error"]["code"], "origin_not_allowed");
     assert!(
         body["error"]["message"]
@@ -536,36 +515,24 @@ async fn host_and_origin_checks() {
     let response = mcp_post(&url, &init)
         .header("origin", "https://evil.example")
         .send()
-        .await
-        .expect("POST");
+        .await;
     assert_eq!(response.status(), 403);
 
     assert_eq!(
-        send(None, Some("http://localhost:3000"))
-            .await
-            .expect("POST")
-            .status(),
+        send(None, Some("http://localhost:3000")).await.status(),
         200
     );
-    assert_eq!(
-        send(Some("localhost:8000"), None)
-            .await
-            .expect("POST")
-            .status(),
-        200
-    );
+    assert_eq!(send(Some("localhost:8000"), None).await.status(), 200);
 
     // Configured hosts and origins, and the public URL's host, are allowed.
-    let server = TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            allowed_hosts: vec!["proxy.internal".into()],
-            allowed_origins: vec!["https://app.example".into()],
-            public_url: Some("https://mcp.example.com".into()),
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| {
+            edge.allowed_hosts = vec!["proxy.internal".into()];
+            edge.allowed_origins = vec!["https://app.example".into()];
+            edge.public_url = Some("https://mcp.example.com".into());
+        })
+        .start()
+        .await;
     let id = TestSession::legacy(&server).await.id;
     let url = format!("{}/v1/mcp/{id}", server.http_url());
     for (host, origin, expected) in [
@@ -581,26 +548,18 @@ async fn host_and_origin_checks() {
         if let Some(origin) = origin {
             request = request.header("origin", origin);
         }
-        let status = request.send().await.expect("POST").status();
+        let status = request.send().await.status();
         assert_eq!(status, expected, "{host} {origin:?}");
     }
 }
 
 #[tokio::test]
 async fn open_mcp_endpoint_needs_no_token() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            openclaw_token: Default::default(),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder().tokens(APP_TOKEN, "").start().await;
     let session = TestSession::legacy(&server).await;
     let response = mcp_post(&session.mcp_url, &initialize_body(1, "2025-11-25"))
         .send()
-        .await
-        .expect("POST");
+        .await;
     assert_eq!(response.status(), 200);
 }
 
@@ -647,7 +606,7 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
     ws_app
         .send_json(json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": "done"}))
         .await;
-    let response = no_hang(request).await.expect("join").expect("response");
+    let response = no_hang(request).await.expect("join");
     assert_eq!(
         response
             .headers()
@@ -655,7 +614,7 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
             .and_then(|v| v.to_str().ok()),
         Some("text/event-stream")
     );
-    check(&response.text().await.expect("body"), "ws-token");
+    check(&response.text(), "ws-token");
 
     // The native app reports progress with ToolProgress messages.
     let mut grpc_app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
@@ -682,8 +641,8 @@ async fn progress_reaches_the_client_before_the_result_from_both_bridges() {
     grpc_app
         .answer(&invoke.request_id, true, "\"done\"", "")
         .await;
-    let response = no_hang(request).await.expect("join").expect("response");
-    check(&response.text().await.expect("body"), "grpc-token");
+    let response = no_hang(request).await.expect("join");
+    check(&response.text(), "grpc-token");
 }
 
 #[tokio::test]
@@ -715,8 +674,8 @@ async fn a_progress_flood_is_thinned_but_the_latest_report_and_the_result_arrive
         .await;
     }
     app.answer(&invoke.request_id, true, "\"done\"", "").await;
-    let response = no_hang(request).await.expect("join").expect("response");
-    let messages = sse_messages(&response.text().await.expect("body"));
+    let response = no_hang(request).await.expect("join");
+    let messages = sse_messages(&response.text());
     let (result, progress) = messages.split_last().expect("messages");
     assert_eq!(result["result"]["content"][0]["text"], "done", "{result}");
     let delivered: Vec<f64> = progress
@@ -788,14 +747,10 @@ async fn the_tool_timeout_holds_while_the_client_leaves_its_progress_unread() {
     // The client asks for progress and never reads its answer; the app
     // floods progress and never answers. The call still times out (and the
     // app is told), so neither the call nor its session is held forever.
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_secs(1),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_secs(1))
+        .start()
+        .await;
     let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
@@ -857,14 +812,10 @@ async fn the_tool_timeout_holds_while_the_client_leaves_its_progress_unread() {
 async fn direct_and_sdk_paths_answer_tools_call_identically() {
     // A plain tools/call takes the edge's direct path; the same call with a
     // `_meta` goes through rmcp's transport. Their answers must not differ.
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let tools = json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
     let app = TestApp::start(&server, BridgeKind::Ws, tools, mapping_app).await;
     let url = &app.session.mcp_url;
@@ -901,7 +852,7 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
                 if let Some(version) = version {
                     request = request.header("mcp-protocol-version", version);
                 }
-                let response = request.send().await.expect("POST");
+                let response = request.send().await;
                 assert_eq!(response.status(), 200);
                 assert_eq!(
                     response
@@ -922,7 +873,7 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
                     direct.then_some("direct"),
                     "{tool} at {version:?}"
                 );
-                bodies.push(response.json::<Value>().await.expect("JSON"));
+                bodies.push(response.json());
             }
             assert_eq!(bodies[0], bodies[1], "{tool} at {version:?}");
         }
@@ -939,9 +890,8 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
         let response = mcp_post(url, &body)
             .bearer_auth(OPENCLAW_TOKEN)
             .send()
-            .await
-            .expect("POST");
-        bodies.push(response.json::<Value>().await.expect("JSON"));
+            .await;
+        bodies.push(response.json());
     }
     assert_eq!(bodies[0], bodies[1]);
     assert_eq!(
@@ -1014,7 +964,7 @@ async fn post_call(
             .header("mcp-method", method)
             .header("mcp-name", name);
     }
-    let response = no_hang(request.send()).await.expect("POST");
+    let response = no_hang(request.send()).await;
     let header = |name: &str| {
         response
             .headers()
@@ -1024,7 +974,7 @@ async fn post_call(
     };
     let (content_type, served_by) = (header("content-type"), header("openclaw-proxy-served-by"));
     let status = response.status().as_u16();
-    let text = no_hang(response.text()).await.expect("body");
+    let text = response.text();
     (status, content_type, served_by, text)
 }
 
@@ -1035,14 +985,10 @@ async fn direct_and_sdk_paths_answer_progress_and_2026_calls_byte_for_byte() {
     // unknown params field goes through rmcp. Status, content type and body
     // must be the same bytes: JSON when the result comes first, SSE with the
     // progress events in order when the app reports.
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let mut body = legacy_session_body();
     body["tools"] =
         json!(["object", "string", "blocks", "number", "nothing", "fails"].map(tool_json));
@@ -1216,13 +1162,13 @@ async fn streaming_call(
         mcp_post(&session.mcp_url, &body)
             .bearer_auth(OPENCLAW_TOKEN)
             .header("mcp-protocol-version", "2025-11-25")
-            .send(),
+            .send_streaming(),
     );
     let invoke = app.next_json().await.expect("invoke_tool");
     let request_id = invoke["request_id"].clone();
     app.send_json(json!({"type": "progress", "request_id": request_id, "progress": 1, "total": 2}))
         .await;
-    let mut response = no_hang(request).await.expect("join").expect("response");
+    let mut response = no_hang(request).await.expect("join");
     assert_eq!(
         response
             .headers()

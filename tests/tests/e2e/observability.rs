@@ -1,7 +1,7 @@
 //! Observability: `/metrics` after known traffic (exact counts, read with a
 //! Prometheus text parser), the metrics listener, readiness during
 //! shutdown, and the `traceparent` an app receives on either bridge. The
-//! OTLP export itself is tested against the binary (`edge/tests/telemetry.rs`),
+//! OTLP export itself is tested against the binary (`telemetry.rs`),
 //! because the exporter is installed once per process.
 
 use std::sync::{Arc, Mutex};
@@ -13,13 +13,8 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 async fn scrape(url: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = reqwest::Client::new().get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.expect("GET /metrics");
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
+    let response = Rest::default().token_opt(token).get(url).send().await;
+    (response.status().as_u16(), response.text())
 }
 
 async fn call(client: &McpClient, tool: &str) -> rmcp::model::CallToolResult {
@@ -32,14 +27,10 @@ async fn call(client: &McpClient, tool: &str) -> rmcp::model::CallToolResult {
 
 #[tokio::test]
 async fn metrics_count_every_outcome_of_known_traffic_exactly() {
-    let server = TestServer::start_with(
-        openclaw_proxy_core::CoreConfig {
-            tool_timeout: Duration::from_secs(1),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_secs(1))
+        .start()
+        .await;
     let app = TestApp::start(
         &server,
         BridgeKind::Ws,
@@ -79,8 +70,7 @@ async fn metrics_count_every_outcome_of_known_traffic_exactly() {
     )
     .bearer_auth("wrong")
     .send()
-    .await
-    .expect("POST");
+    .await;
     assert_eq!(refused.status(), 401);
 
     let url = format!("{base}/metrics");
@@ -187,39 +177,24 @@ async fn scrape_status(url: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn readiness_flips_to_503_on_shutdown_while_the_server_still_answers() {
-    let server = TestServer::start_with(
-        core_config(),
-        openclaw_proxy_edge::EdgeConfig {
-            shutdown_delay: Duration::from_secs(30),
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.shutdown_delay = Duration::from_secs(30))
+        .start()
+        .await;
     let app = TestApp::start(&server, BridgeKind::Ws, json!([{"name": "echo"}]), echo).await;
-    let http = reqwest::Client::new();
-    let ready = |http: reqwest::Client, base: String| async move {
-        let response = http
-            .get(format!("{base}/ready"))
-            .send()
-            .await
-            .expect("GET /ready");
-        response.status().as_u16()
-    };
     let base = server.http_url();
-    assert_eq!(ready(http.clone(), base.clone()).await, 200);
+    let http = Rest::new(base.clone());
+    let ready = |http: Rest| async move { http.ready().await.status().as_u16() };
+    assert_eq!(ready(http.clone()).await, 200);
 
     // Shutdown begins; the server keeps answering for the delay.
     let stopping = tokio::spawn(server.shutdown());
     eventually("/ready turning 503", Duration::from_secs(10), || {
-        let (http, base) = (http.clone(), base.clone());
-        async move { ready(http, base).await == 503 }
+        let http = http.clone();
+        async move { ready(http).await == 503 }
     })
     .await;
-    let health = http
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .expect("GET /health");
+    let health = http.health().await;
     assert_eq!(health.status(), 200, "still alive while not ready");
     let client = mcp_connect(&base, &app.session.id, Route::Path).await;
     let result = call(&client, "echo").await;
@@ -273,7 +248,7 @@ async fn the_app_receives_the_callers_traceparent_on_either_bridge() {
             post(call_body(None)),
             post(call_body(None)).header("traceparent", "not-a-traceparent"),
         ] {
-            let response = no_hang(request.send()).await.expect("POST");
+            let response = no_hang(request.send()).await;
             assert_eq!(response.status(), 200, "{}", bridge.name());
         }
         let seen = seen
@@ -296,9 +271,10 @@ async fn the_app_receives_the_callers_traceparent_on_either_bridge() {
 
 #[tokio::test]
 async fn lost_cancelled_and_rejected_calls_are_counted_exactly() {
-    let mut core = core_config();
-    core.limits.max_calls_per_session = 1;
-    let server = TestServer::start_with(core, edge_config()).await;
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_calls_per_session = 1)
+        .start()
+        .await;
     let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
     let outcomes = || {
         let scrape = Scrape::parse(&server.hub.render_metrics()).expect("Prometheus text");

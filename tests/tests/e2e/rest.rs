@@ -1,8 +1,6 @@
-//! Session REST as documented, with reqwest as the app.
+//! Session REST as documented, with the tests' REST client as the app.
 
-use openclaw_proxy_edge::EdgeConfig;
 use openclaw_proxy_tests::*;
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 async fn post_session(
@@ -10,16 +8,12 @@ async fn post_session(
     token: Option<&str>,
     body: String,
 ) -> (StatusCode, Value) {
-    let mut request = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .header("content-type", "application/json")
-        .body(body);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.expect("POST");
-    let status = response.status();
-    (status, response.json().await.expect("JSON body"))
+    let response = server
+        .rest()
+        .token_opt(token)
+        .create_session_raw(body)
+        .await;
+    (response.status(), response.json())
 }
 
 fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &str, needle: &str) {
@@ -32,11 +26,9 @@ fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &s
 #[tokio::test]
 async fn health_answers_ok() {
     let server = TestServer::start().await;
-    let response = reqwest::get(format!("{}/health", server.http_url()))
-        .await
-        .expect("GET");
+    let response = Rest::new(server.http_url()).health().await;
     assert_eq!(response.status(), 200);
-    assert_eq!(response.text().await.expect("text"), "ok");
+    assert_eq!(response.text(), "ok");
 }
 
 #[tokio::test]
@@ -88,14 +80,10 @@ async fn create_accepts_the_original_camel_case_body() {
 
 #[tokio::test]
 async fn urls_follow_public_url_and_forwarded_proto() {
-    let server = TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            public_url: Some("https://proxy.example.com/base".into()),
-            ..edge_config()
-        },
-    )
-    .await;
+    let server = TestServer::builder()
+        .edge(|edge| edge.public_url = Some("https://proxy.example.com/base".into()))
+        .start()
+        .await;
     let session = TestSession::legacy(&server).await;
     let id = &session.id;
     assert_eq!(
@@ -108,24 +96,19 @@ async fn urls_follow_public_url_and_forwarded_proto() {
     );
 
     // The Host guard lets this host in only when it is allowed.
-    let server = TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            allowed_hosts: vec!["proxy.internal".into()],
-            ..edge_config()
-        },
-    )
-    .await;
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth(APP_TOKEN)
+    let server = TestServer::builder()
+        .edge(|edge| edge.allowed_hosts = vec!["proxy.internal".into()])
+        .start()
+        .await;
+    let response = server
+        .rest()
+        .post("/v1/chat/sessions")
         .header("host", "proxy.internal:9443")
         .header("x-forwarded-proto", "https")
         .json(&legacy_session_body())
         .send()
-        .await
-        .expect("POST");
-    let reply: Value = response.json().await.expect("JSON");
+        .await;
+    let reply = response.json();
     let session = TestSession::from_rest_reply(&reply).expect("registration reply");
     let id = &session.id;
     assert_eq!(
@@ -143,30 +126,16 @@ async fn delete_is_idempotent_and_needs_the_token() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
     let id = session.id.as_str();
-    let url = format!("{}/v1/chat/sessions/{id}", server.http_url());
-    let client = reqwest::Client::new();
+    let rest = server.rest();
 
-    let response = client
-        .delete(&url)
-        .bearer_auth("wrong")
-        .send()
-        .await
-        .expect("DELETE");
+    let response = rest.token("wrong").delete_session(id).await;
     assert_eq!(response.status(), 401);
     assert!(server.hub.session_exists(id).await.expect("session lookup"));
 
     for _ in 0..2 {
-        let response = client
-            .delete(&url)
-            .bearer_auth(APP_TOKEN)
-            .send()
-            .await
-            .expect("DELETE");
+        let response = rest.delete_session(id).await;
         assert_eq!(response.status(), 200);
-        assert_eq!(
-            response.json::<Value>().await.expect("JSON"),
-            json!({"ok": true})
-        );
+        assert_eq!(response.json(), json!({"ok": true}));
     }
     assert!(!server.hub.session_exists(id).await.expect("session lookup"));
 }

@@ -3,19 +3,18 @@
 //! session creation, authentication before any body is read or any gRPC
 //! message decoded, and logs without tokens or full session ids.
 //!
-//! The server is the real one on `127.0.0.1:0`; the clients are reqwest,
-//! tokio-tungstenite, tonic and a raw hyper HTTP/2 client for what must be
-//! seen below tonic (a message that is never decoded).
+//! The server is the real one on `127.0.0.1:0`; the clients are reqwest
+//! (through the tests' REST client), tokio-tungstenite, tonic and a raw hyper
+//! HTTP/2 client for what must be seen below tonic (a message that is never
+//! decoded).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
 use openclaw_proxy_tests::*;
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -41,29 +40,15 @@ pub fn body() -> Value {
     })
 }
 
-/// `POST /v1/chat/sessions` at `base` with the app token.
-pub async fn create(client: &reqwest::Client, base: &str) -> Created {
-    let response = client
-        .post(format!("{base}/v1/chat/sessions"))
-        .bearer_auth(APP_TOKEN)
-        .json(&body())
-        .send()
-        .await
-        .expect("POST /v1/chat/sessions");
-    assert_eq!(response.status(), StatusCode::OK);
-    let reply: Value = response.json().await.expect("JSON reply");
-    let field = |name: &str| {
-        reply[name]
-            .as_str()
-            .unwrap_or_else(|| panic!("{name} in {reply}"))
-            .to_owned()
-    };
+/// `POST /v1/chat/sessions` on `server` with the app token.
+pub async fn create(server: &TestServer) -> Created {
+    let session = server.rest().register(&body()).await;
     Created {
-        id: field("mcpSessionId"),
-        session_token: field("session_token"),
-        mcp_token: field("mcp_token"),
-        bridge_url: field("bridge_url"),
-        mcp_url: field("mcp_url"),
+        session_token: session.session_token.expect("session_token in the reply"),
+        mcp_token: session.mcp_token.expect("mcp_token in the reply"),
+        id: session.id,
+        bridge_url: session.bridge_url,
+        mcp_url: session.mcp_url,
     }
 }
 
@@ -88,21 +73,21 @@ pub fn with_bearer<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
 }
 
 async fn rest_get(server: &TestServer, id: &str, token: Option<&str>) -> StatusCode {
-    let mut request =
-        reqwest::Client::new().get(format!("{}/v1/chat/sessions/{id}", server.http_url()));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    request.send().await.expect("GET").status()
+    server
+        .rest()
+        .token_opt(token)
+        .get_session(id)
+        .await
+        .status()
 }
 
 async fn rest_delete(server: &TestServer, id: &str, token: Option<&str>) -> StatusCode {
-    let mut request =
-        reqwest::Client::new().delete(format!("{}/v1/chat/sessions/{id}", server.http_url()));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    request.send().await.expect("DELETE").status()
+    server
+        .rest()
+        .token_opt(token)
+        .delete_session(id)
+        .await
+        .status()
 }
 
 async fn grpc_get(channel: Channel, id: &str, token: Option<&str>) -> Code {
@@ -261,19 +246,18 @@ async fn mcp_status(
     token: Option<&str>,
     by_header: bool,
 ) -> StatusCode {
-    let url = if by_header {
-        format!("{}/v1/mcp", server.http_url())
+    let path = if by_header {
+        "/v1/mcp".to_owned()
     } else {
-        format!("{}/v1/mcp/{id}", server.http_url())
+        format!("/v1/mcp/{id}")
     };
-    let mut request = mcp_post(&url, &initialize_body(1, "2025-11-25"));
+    let mut request = Rest::new(server.http_url())
+        .token_opt(token)
+        .mcp(&path, &initialize_body(1, "2025-11-25"));
     if by_header {
         request = request.header("mcp-session-id", id);
     }
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.expect("POST MCP");
+    let response = request.send().await;
     if response.status() == StatusCode::UNAUTHORIZED {
         assert_eq!(
             response
@@ -287,21 +271,16 @@ async fn mcp_status(
 }
 
 fn start_server(require_session_tokens: bool) -> impl std::future::Future<Output = TestServer> {
-    TestServer::start_with(
-        CoreConfig {
-            require_session_tokens,
-            ..core_config()
-        },
-        edge_config(),
-    )
+    TestServer::builder()
+        .require_session_tokens(require_session_tokens)
+        .start()
 }
 
 #[tokio::test]
 async fn creation_returns_two_prefixed_256_bit_tokens_over_rest_and_grpc() {
     let server = TestServer::start().await;
-    let client = reqwest::Client::new();
-    let first = create(&client, &server.http_url()).await;
-    let second = create(&client, &server.http_url()).await;
+    let first = create(&server).await;
+    let second = create(&server).await;
     for created in [&first, &second] {
         assert_minted(&created.session_token, "ocps_");
         assert_minted(&created.mcp_token, "ocpm_");
@@ -363,9 +342,8 @@ const REFUSED: (StatusCode, WsOutcome, Code, Code) = (
 #[tokio::test]
 async fn a_session_token_opens_its_own_session_only_and_the_global_tokens_still_work() {
     let server = start_server(false).await;
-    let client = reqwest::Client::new();
-    let a = create(&client, &server.http_url()).await;
-    let b = create(&client, &server.http_url()).await;
+    let a = create(&server).await;
+    let b = create(&server).await;
 
     assert_eq!(
         app_side(&server, &a.id, Some(&a.session_token)).await,
@@ -421,10 +399,9 @@ async fn a_session_token_opens_its_own_session_only_and_the_global_tokens_still_
 #[tokio::test]
 async fn with_session_tokens_required_the_global_tokens_only_create() {
     let server = start_server(true).await;
-    let client = reqwest::Client::new();
     // The app token still creates, over REST and gRPC.
-    let a = create(&client, &server.http_url()).await;
-    let b = create(&client, &server.http_url()).await;
+    let a = create(&server).await;
+    let b = create(&server).await;
     let mut sessions =
         proto::session_service_client::SessionServiceClient::new(server.channel().await);
     let over_grpc = sessions
@@ -493,7 +470,7 @@ async fn session_tokens_carry_a_call_end_to_end() {
     // Not only accepted at the door: a bridge opened with the session token
     // serves a call made with the MCP token, every global power off.
     let server = start_server(true).await;
-    let created = create(&reqwest::Client::new(), &server.http_url()).await;
+    let created = create(&server).await;
     let mut bridge = grpc_attach(
         server.channel().await,
         &created.id,
@@ -510,10 +487,7 @@ async fn session_tokens_carry_a_call_end_to_end() {
         .bearer_auth(&created.mcp_token)
         .send()
         .await
-        .expect("tools/call")
-        .json::<Value>()
-        .await
-        .expect("JSON")
+        .json()
     };
     let (reply, invoke) = no_hang(async { tokio::join!(call, bridge.echo_one()) }).await;
     assert_eq!(invoke.tool_name, "echo_text");
@@ -575,16 +549,12 @@ async fn logs_show_no_token_at_any_level_and_no_full_session_id_at_info_or_above
     let logs = CapturedLogs::default();
     let _guard = logs.install();
 
-    let server = TestServer::start_with(
-        CoreConfig {
-            // A call the app never answers ends quickly (and is logged).
-            tool_timeout: Duration::from_millis(300),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
-    let created = create(&reqwest::Client::new(), &server.http_url()).await;
+    let server = TestServer::builder()
+        // A call the app never answers ends quickly (and is logged).
+        .tool_timeout(Duration::from_millis(300))
+        .start()
+        .await;
+    let created = create(&server).await;
     let id = created.id.clone();
     let mut request = created
         .bridge_url
@@ -616,14 +586,9 @@ async fn logs_show_no_token_at_any_level_and_no_full_session_id_at_info_or_above
         .send()
     };
     let answered = async {
-        let reply: Value = call("hi").await.expect("call").json().await.expect("JSON");
+        let reply = call("hi").await.json();
         assert_eq!(reply["result"]["isError"], json!(false), "{reply}");
-        let reply: Value = call("ignored")
-            .await
-            .expect("call")
-            .json()
-            .await
-            .expect("JSON");
+        let reply = call("ignored").await.json();
         assert_eq!(reply["result"]["isError"], json!(true), "{reply}");
     };
     let app = async {
@@ -731,7 +696,7 @@ async fn raw_response_head(server: &TestServer, request: &[u8]) -> String {
 #[tokio::test]
 async fn a_wrong_token_is_refused_before_the_body_is_read() {
     let server = TestServer::start().await;
-    let created = create(&reqwest::Client::new(), &server.http_url()).await;
+    let created = create(&server).await;
     // Each request announces 4 MiB and sends none of it: a server that read
     // the body first would wait for it forever (and the test would hang).
     let announce = |method: &str, path: &str, token: &str| {
@@ -757,31 +722,23 @@ async fn a_wrong_token_is_refused_before_the_body_is_read() {
     // The same with the whole 4 MiB sent: the body limit here is 1 MiB, so a
     // server that read it first would answer 413, not 401.
     let big = vec![b' '; 4 * 1024 * 1024];
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth("wrong")
-        .header("content-type", "application/json")
-        .body(big.clone())
-        .send()
-        .await
-        .expect("POST");
+    let response = server
+        .rest()
+        .token("wrong")
+        .create_session_raw(big.clone())
+        .await;
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     let response = mcp_post(&created.mcp_url, &json!({}))
         .bearer_auth(&created.session_token)
         .body(big)
         .send()
-        .await
-        .expect("POST");
+        .await;
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     // With the right token the same body is read, and refused for its size.
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth(APP_TOKEN)
-        .header("content-type", "application/json")
-        .body(vec![b' '; 4 * 1024 * 1024])
-        .send()
-        .await
-        .expect("POST");
+    let response = server
+        .rest()
+        .create_session_raw(vec![b' '; 4 * 1024 * 1024])
+        .await;
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
 
@@ -866,48 +823,39 @@ async fn grpc_refuses_a_wrong_token_before_decoding_the_message() {
 #[tokio::test]
 async fn the_host_and_origin_guard_covers_every_route_and_the_websocket_upgrade() {
     let server = TestServer::start().await;
-    let created = create(&reqwest::Client::new(), &server.http_url()).await;
-    let url = |path: &str| format!("{}{path}", server.http_url());
+    let created = create(&server).await;
+    let client = Rest::new(server.http_url());
     let session_path = format!("/v1/chat/sessions/{}", created.id);
-    let routes: Vec<(reqwest::Method, String, String)> = vec![
+    let routes: Vec<(Method, String, String)> = vec![
+        (Method::POST, "/v1/chat/sessions".into(), APP_TOKEN.into()),
         (
-            reqwest::Method::POST,
-            url("/v1/chat/sessions"),
-            APP_TOKEN.into(),
-        ),
-        (
-            reqwest::Method::GET,
-            url(&session_path),
+            Method::GET,
+            session_path.clone(),
             created.session_token.clone(),
         ),
         (
-            reqwest::Method::DELETE,
-            url(&session_path),
+            Method::DELETE,
+            session_path.clone(),
             created.session_token.clone(),
         ),
         (
-            reqwest::Method::POST,
+            Method::POST,
             created.mcp_url.clone(),
             created.mcp_token.clone(),
         ),
-        (
-            reqwest::Method::POST,
-            url("/v1/mcp"),
-            created.mcp_token.clone(),
-        ),
+        (Method::POST, "/v1/mcp".into(), created.mcp_token.clone()),
     ];
     for (method, url, token) in &routes {
         for (header, value) in [("origin", "https://evil.example"), ("host", "evil.example")] {
-            let response = reqwest::Client::new()
+            let response = client
+                .token(token)
                 .request(method.clone(), url)
-                .bearer_auth(token)
                 .header("content-type", "application/json")
                 .header("mcp-session-id", &created.id)
                 .header(header, value)
                 .body(body().to_string())
                 .send()
-                .await
-                .expect("request");
+                .await;
             assert_eq!(
                 response.status(),
                 StatusCode::FORBIDDEN,
@@ -947,12 +895,11 @@ async fn the_host_and_origin_guard_covers_every_route_and_the_websocket_upgrade(
     );
 
     // Health probes answer whatever the Host.
-    let response = reqwest::Client::new()
-        .get(url("/health"))
+    let response = client
+        .get("/health")
         .header("host", "10.1.2.3:8000")
         .send()
-        .await
-        .expect("GET /health");
+        .await;
     assert_eq!(response.status(), StatusCode::OK);
 }
 
@@ -964,31 +911,30 @@ async fn creating_a_session_needs_a_json_content_type() {
         Some("application/x-www-form-urlencoded"),
         None,
     ] {
-        let mut request = reqwest::Client::new()
-            .post(format!("{}/v1/chat/sessions", server.http_url()))
-            .bearer_auth(APP_TOKEN)
+        let mut request = server
+            .rest()
+            .post("/v1/chat/sessions")
             .body(body().to_string());
         if let Some(content_type) = content_type {
             request = request.header("content-type", content_type);
         }
-        let response = request.send().await.expect("POST");
+        let response = request.send().await;
         assert_eq!(
             response.status(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "{content_type:?}"
         );
-        let reply: Value = response.json().await.expect("JSON");
+        let reply = response.json();
         assert_eq!(reply["error"]["code"], "unsupported_media_type");
     }
     assert_eq!(server.hub.session_count(), 0);
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", server.http_url()))
-        .bearer_auth(APP_TOKEN)
+    let response = server
+        .rest()
+        .post("/v1/chat/sessions")
         .header("content-type", "application/json; charset=utf-8")
         .body(body().to_string())
         .send()
-        .await
-        .expect("POST");
+        .await;
     assert_eq!(response.status(), StatusCode::OK);
 }
 

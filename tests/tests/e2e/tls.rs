@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use openclaw_proxy_edge::EdgeConfig;
 use openclaw_proxy_edge::tls::TlsFiles;
 use openclaw_proxy_tests::*;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -94,14 +93,7 @@ impl Drop for Scratch {
 }
 
 async fn tls_server(files: TlsFiles) -> TestServer {
-    TestServer::start_with(
-        core_config(),
-        EdgeConfig {
-            tls: Some(files),
-            ..edge_config()
-        },
-    )
-    .await
+    TestServer::builder().tls(files).start().await
 }
 
 fn client_config(authority: CertificateDer<'static>, alpn: &[&[u8]]) -> Arc<ClientConfig> {
@@ -318,10 +310,7 @@ async fn one_tls_port_serves_https_wss_grpc_and_mcp() {
     assert_eq!(health_over_http1(&server, authority.der()).await, "ok");
 
     // Cleartext on the TLS port gets no HTTP answer.
-    let plain = reqwest::Client::new()
-        .get(format!("http://{}/health", server.addr))
-        .send()
-        .await;
+    let plain = Rest::new(server.http_url()).get("/health").try_send().await;
     assert!(plain.is_err(), "{plain:?}");
 
     // A WSS bridge serves the session's MCP calls.

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use openclaw_proxy_core::CoreConfig;
 use openclaw_proxy_tests::*;
 use serde_json::{Map, Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -139,12 +138,7 @@ async fn close_codes_for_token_session_and_replacement() {
     assert_eq!(outcome.content_value(), json!({"text": "second"}));
 
     // Deleting the session closes its bridge with 4404.
-    let response = reqwest::Client::new()
-        .delete(format!("{}/v1/chat/sessions/{id}", server.http_url()))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("DELETE");
+    let response = server.rest().delete_session(&id).await;
     assert_eq!(response.status(), 200);
     let (code, reason) = no_hang(echo).await.expect("join");
     assert_eq!(code, 4404);
@@ -153,14 +147,10 @@ async fn close_codes_for_token_session_and_replacement() {
 
 #[tokio::test]
 async fn json_pings_and_websocket_ping_frames_are_sent() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            ping_interval: Duration::from_millis(50),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .core(|core| core.ping_interval = Duration::from_millis(50))
+        .start()
+        .await;
     let TestSession {
         id,
         bridge_url: url,
@@ -194,14 +184,10 @@ async fn json_pings_and_websocket_ping_frames_are_sent() {
 
 #[tokio::test]
 async fn silent_app_is_dropped_with_4408() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            ping_interval: Duration::from_millis(50),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .core(|core| core.ping_interval = Duration::from_millis(50))
+        .start()
+        .await;
     let TestSession {
         id,
         bridge_url: url,
@@ -299,14 +285,10 @@ async fn malformed_frames_get_error_frames_and_the_bridge_stays_up() {
 
 #[tokio::test]
 async fn app_closing_its_socket_fails_calls_at_once() {
-    let server = TestServer::start_with(
-        CoreConfig {
-            tool_timeout: Duration::from_secs(600),
-            ..core_config()
-        },
-        edge_config(),
-    )
-    .await;
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_secs(600))
+        .start()
+        .await;
     let TestSession {
         id,
         bridge_url: url,

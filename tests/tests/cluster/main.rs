@@ -1,37 +1,54 @@
 //! Cluster mode end to end: a real `nats-server` and three real proxy nodes
 //! (the binary, as child processes) on loopback. Every point of "any node
 //! serves any request" and of the fault rules is driven here through real
-//! clients: reqwest, a WebSocket app, a gRPC app, and rmcp's MCP client.
-
-mod nats;
-mod node;
+//! clients: the tests' REST client, a WebSocket app, a gRPC app, and rmcp's
+//! MCP client.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::time::Duration;
 
-use nats::Nats;
-use node::{Node, NodeSettings};
-use openclaw_proxy_tests::processes::{ClusterRound, NatsServer, TempDir};
+use openclaw_proxy_tests::processes::{
+    ClusterRound, NatsServer, TempDir, free_port, nats_server_binary,
+};
+use openclaw_proxy_tests::server_process::proxy_binary;
 use openclaw_proxy_tests::{
-    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, WsApp, legacy_session_body, mcp_connect,
-    sse_messages, texts,
+    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, ServerBuilder, ServerProcess, TestServer, WsApp,
+    legacy_session_body, mcp_connect, sse_messages, texts,
 };
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+/// A cluster node.
+type Node = ServerProcess;
+
+/// The pinned `nats-server` (installed on first use), with JetStream on a
+/// free loopback port and these extra arguments.
+async fn start_nats(extra: Vec<String>) -> NatsServer {
+    let binary = nats_server_binary(Path::new(env!("CARGO_TARGET_TMPDIR"))).await;
+    NatsServer::start(&binary, extra, 0)
+        .await
+        .expect("start nats-server")
+}
+
+/// The settings of a node on `nats`: a fresh prefix, this idle TTL, and a
+/// minute per call.
+fn node_on(nats: &NatsServer, ttl: u64) -> ServerBuilder {
+    let prefix = format!("test_{}", free_port().expect("free port"));
+    TestServer::builder()
+        .nats(&nats.url(), &prefix)
+        .session_ttl(Duration::from_secs(ttl))
+        .tool_timeout(Duration::from_secs(60))
+}
+
 /// A cluster: one NATS, `count` nodes sharing a fresh prefix.
-async fn cluster(count: usize, ttl: u64) -> (NatsServer, Vec<Node>, NodeSettings) {
-    let nats = Nats::start().await;
-    let settings = NodeSettings {
-        nats_url: nats.url(),
-        prefix: format!("test_{}", nats::free_port()),
-        session_ttl_seconds: ttl,
-        tool_timeout_seconds: 60,
-    };
+async fn cluster(count: usize, ttl: u64) -> (NatsServer, Vec<Node>, ServerBuilder) {
+    let nats = start_nats(Vec::new()).await;
+    let settings = node_on(&nats, ttl);
     let mut nodes = Vec::new();
     for _ in 0..count {
-        nodes.push(Node::start(&settings).await);
+        nodes.push(settings.clone().spawn().await);
     }
     for node in &nodes {
         node.wait_ready(200).await;
@@ -145,17 +162,14 @@ fn hold(node: &Node, session_id: &str) -> JoinHandle<rmcp::model::CallToolResult
 async fn call_with_progress(node: &Node, session_id: &str) -> Vec<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
         "name": "echo_text", "arguments": {"text": "far"}, "_meta": {"progressToken": "p1"}}});
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/mcp/{session_id}", node.url()))
-        .bearer_auth(OPENCLAW_TOKEN)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
+    let response = node
+        .rest()
+        .token(OPENCLAW_TOKEN)
+        .mcp(&format!("/v1/mcp/{session_id}"), &body)
         .header("mcp-protocol-version", "2025-11-25")
-        .body(body.to_string())
         .send()
-        .await
-        .expect("POST");
-    sse_messages(&response.text().await.expect("body"))
+        .await;
+    sse_messages(&response.text())
 }
 
 #[tokio::test]
@@ -241,12 +255,7 @@ async fn any_node_serves_any_request() {
     // DELETE on A ends the bridge on C (4404) and fails its call in flight.
     let held = hold(b, &id);
     seen_c.recv().await.expect("C sees the held call");
-    let deleted = reqwest::Client::new()
-        .delete(format!("{}/v1/chat/sessions/{id}", a.url()))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("DELETE");
+    let deleted = a.rest().token(APP_TOKEN).delete_session(&id).await;
     assert_eq!(deleted.status(), 200);
     let (code, _) = on_c.await.expect("C's app");
     assert_eq!(code, 4404);
@@ -445,15 +454,13 @@ async fn nodes_ride_out_a_nats_restart() {
         node.wait_ready(503).await;
         assert_eq!(node.status_of("/health").await, 200, "liveness stays");
     }
-    let refused = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", a.url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&legacy_session_body())
-        .send()
-        .await
-        .expect("POST");
+    let refused = a
+        .rest()
+        .token(APP_TOKEN)
+        .create_session(&legacy_session_body())
+        .await;
     assert_eq!(refused.status(), 503);
-    let body: Value = refused.json().await.expect("JSON");
+    let body = refused.json();
     assert!(
         body["error"]["message"]
             .as_str()
@@ -478,51 +485,47 @@ async fn nodes_ride_out_a_nats_restart() {
 
 #[tokio::test]
 async fn bad_cluster_settings_stop_the_node_and_an_absent_nats_is_not_ready() {
-    let settings = NodeSettings {
-        nats_url: "nats://127.0.0.1:1:2".into(),
-        prefix: "bad".into(),
-        session_ttl_seconds: 300,
-        tool_timeout_seconds: 60,
-    };
-    let stderr = Node::start_with(&settings, &[])
+    let settings = TestServer::builder()
+        .nats("nats://127.0.0.1:1:2", "bad")
+        .session_ttl(Duration::from_secs(300))
+        .tool_timeout(Duration::from_secs(60));
+    let stderr = settings
+        .clone()
+        .try_spawn()
         .await
         .err()
         .expect("a malformed URL stops the node");
     assert!(stderr.contains("OPENCLAW_PROXY_NATS_URL"), "{stderr}");
 
-    let settings = NodeSettings {
-        nats_url: format!("nats://127.0.0.1:{}", nats::free_port()),
-        ..settings
-    };
-    let stderr = Node::start_with(
-        &settings,
-        &[("OPENCLAW_PROXY_NATS_CREDS_FILE", "/nonexistent/node.creds")],
-    )
-    .await
-    .err()
-    .expect("unreadable credentials stop the node");
+    let port = free_port().expect("free port");
+    let settings = settings.nats(&format!("nats://127.0.0.1:{port}"), "bad");
+    let stderr = settings
+        .clone()
+        .env("OPENCLAW_PROXY_NATS_CREDS_FILE", "/nonexistent/node.creds")
+        .try_spawn()
+        .await
+        .err()
+        .expect("unreadable credentials stop the node");
     assert!(
         stderr.contains("OPENCLAW_PROXY_NATS_CREDS_FILE"),
         "{stderr}"
     );
 
     // Nobody listens there: the node runs, alive but not ready.
-    let node = Node::start(&settings).await;
+    let node = settings.spawn().await;
     assert_eq!(node.status_of("/health").await, 200);
     node.wait_ready(503).await;
 }
 
 /// Registers on `node` and returns `(id, session_token, mcp_token)`.
 async fn create_with_tokens(node: &Node) -> (String, String, String) {
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/sessions", node.url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&legacy_session_body())
-        .send()
-        .await
-        .expect("POST /v1/chat/sessions");
+    let response = node
+        .rest()
+        .token(APP_TOKEN)
+        .create_session(&legacy_session_body())
+        .await;
     assert_eq!(response.status(), 200, "create on {}", node.addr);
-    let reply: Value = response.json().await.expect("JSON");
+    let reply = response.json();
     let field = |name: &str| reply[name].as_str().expect(name).to_owned();
     (
         field("mcpSessionId"),
@@ -533,33 +536,25 @@ async fn create_with_tokens(node: &Node) -> (String, String, String) {
 
 /// `tools/list` on `node` with `token`: the HTTP status.
 async fn list_with(node: &Node, session_id: &str, token: &str) -> u16 {
-    reqwest::Client::new()
-        .post(format!("{}/v1/mcp/{session_id}", node.url()))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    node.rest()
+        .token(token)
+        .mcp(
+            &format!("/v1/mcp/{session_id}"),
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
         .send()
         .await
-        .expect("POST")
         .status()
         .as_u16()
 }
 
 #[tokio::test]
 async fn per_session_tokens_work_on_every_node() {
-    let nats = Nats::start().await;
-    let settings = NodeSettings {
-        nats_url: nats.url(),
-        prefix: format!("test_{}", nats::free_port()),
-        session_ttl_seconds: 300,
-        tool_timeout_seconds: 60,
-    };
-    let strict = [("OPENCLAW_PROXY_REQUIRE_SESSION_TOKENS", "true")];
+    let nats = start_nats(Vec::new()).await;
+    let strict = node_on(&nats, 300).require_session_tokens(true);
     let mut nodes = Vec::new();
     for _ in 0..3 {
-        let node = Node::start_with(&settings, &strict)
-            .await
-            .expect("node starts");
+        let node = strict.clone().spawn().await;
         node.wait_ready(200).await;
         nodes.push(node);
     }
@@ -587,17 +582,13 @@ async fn per_session_tokens_work_on_every_node() {
                       "params": {"name": "echo_text", "arguments": {"text": "t"}}});
     let mut answered = Value::Null;
     for _ in 0..500 {
-        answered = reqwest::Client::new()
-            .post(format!("{}/v1/mcp/{id}", nodes[2].url()))
-            .bearer_auth(&mcp_token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body)
+        answered = nodes[2]
+            .rest()
+            .token(&mcp_token)
+            .mcp(&format!("/v1/mcp/{id}"), &body)
             .send()
             .await
-            .expect("POST")
-            .json()
-            .await
-            .expect("JSON");
+            .json();
         if answered["result"]["isError"] != json!(true) {
             break;
         }
@@ -618,13 +609,11 @@ async fn a_tool_update_on_one_node_is_seen_on_every_node() {
         let client = mcp_connect(&node.url(), &id, Route::Path).await;
         assert_eq!(client.list_all_tools().await.expect("tools/list").len(), 1);
     }
-    let response = reqwest::Client::new()
-        .put(format!("{}/v1/chat/sessions/{id}/tools", nodes[1].url()))
-        .bearer_auth(APP_TOKEN)
-        .json(&json!({"tools": [{"name": "a"}, {"name": "b"}]}))
-        .send()
-        .await
-        .expect("PUT");
+    let response = nodes[1]
+        .rest()
+        .token(APP_TOKEN)
+        .put_tools(&id, &json!({"tools": [{"name": "a"}, {"name": "b"}]}))
+        .await;
     assert_eq!(response.status(), 200);
     for node in &nodes {
         let mut names = Vec::new();
@@ -657,8 +646,10 @@ async fn the_callers_traceparent_crosses_nats_and_metrics_count_on_the_calling_n
         .expect("gRPC bridge on B");
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
-    let request = openclaw_proxy_tests::mcp_post(&format!("{}/v1/mcp/{id}", a.url()), &body)
-        .bearer_auth(OPENCLAW_TOKEN)
+    let request = a
+        .rest()
+        .token(OPENCLAW_TOKEN)
+        .mcp(&format!("/v1/mcp/{id}"), &body)
         .header("traceparent", CALLER)
         .send();
     let app = async {
@@ -669,22 +660,14 @@ async fn the_callers_traceparent_crosses_nats_and_metrics_count_on_the_calling_n
         invoke
     };
     let (response, invoke) = tokio::join!(request, app);
-    assert_eq!(response.expect("tools/call").status(), 200);
+    assert_eq!(response.status(), 200);
     // Nodes export no traces here, so the caller's own value arrives.
     assert_eq!(invoke.trace_parent, CALLER);
 
     let scrape = |node: &Node| {
-        let url = format!("{}/metrics", node.url());
+        let rest = node.rest().token(APP_TOKEN);
         async move {
-            let text = reqwest::Client::new()
-                .get(url)
-                .bearer_auth(APP_TOKEN)
-                .send()
-                .await
-                .expect("GET /metrics")
-                .text()
-                .await
-                .expect("body");
+            let text = rest.metrics().await.text();
             openclaw_proxy_tests::prometheus::Scrape::parse(&text).expect("Prometheus text")
         }
     };
@@ -766,7 +749,7 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
     std::fs::write(&cert, certificate.pem()).expect("write certificate");
     std::fs::write(&server_key, key.serialize_pem()).expect("write key");
     let path = |file: &std::path::Path| file.display().to_string();
-    let nats = Nats::start_with(vec![
+    let nats = start_nats(vec![
         "--tls".into(),
         "--tlscert".into(),
         path(&cert),
@@ -774,34 +757,23 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
         path(&server_key),
     ])
     .await;
-    let settings = NodeSettings {
-        nats_url: nats.url(),
-        prefix: format!("test_{}", nats::free_port()),
-        session_ttl_seconds: 300,
-        tool_timeout_seconds: 60,
-    };
+    let settings = node_on(&nats, 300);
     // With the CA the node joins: ready, and sessions work.
-    let trusting = Node::start_with(
-        &settings,
-        &[("OPENCLAW_PROXY_NATS_TLS_CA_FILE", &path(&ca))],
-    )
-    .await
-    .expect("node starts");
+    let trusting = settings
+        .clone()
+        .env("OPENCLAW_PROXY_NATS_TLS_CA_FILE", &path(&ca))
+        .spawn()
+        .await;
     trusting.wait_ready(200).await;
     let id = create(&trusting).await;
-    let stored = reqwest::Client::new()
-        .get(format!("{}/v1/chat/sessions/{id}", trusting.url()))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("GET");
+    let stored = trusting.rest().token(APP_TOKEN).get_session(&id).await;
     assert_eq!(
         stored.status(),
         200,
         "the session is in the directory over TLS"
     );
     // Without it the server's certificate is not trusted: alive, not ready.
-    let untrusting = Node::start(&settings).await;
+    let untrusting = settings.spawn().await;
     assert_eq!(untrusting.status_of("/health").await, 200);
     untrusting.wait_ready(503).await;
 }
@@ -812,8 +784,11 @@ async fn a_node_reaches_a_tls_nats_through_the_configured_ca_only() {
 #[tokio::test]
 async fn the_cluster_benchmark_runs_same_node_and_cross_node_calls() {
     let round = ClusterRound {
-        binary: env!("CARGO_BIN_EXE_openclaw-proxy").into(),
-        nats_server: nats::binary().await.display().to_string(),
+        binary: proxy_binary().await.display().to_string(),
+        nats_server: nats_server_binary(Path::new(env!("CARGO_TARGET_TMPDIR")))
+            .await
+            .display()
+            .to_string(),
         rounds: 1,
         duration: Duration::from_millis(400),
         concurrency: vec![1, 4],

@@ -7,14 +7,13 @@
 //! OTLP exporter are installed once per process, from its environment.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use openclaw_proxy_app::{App, CallContext, Tool};
 use openclaw_proxy_tests::{
-    Call, TestSession, WsApp, echo, eventually, legacy_session_body, mcp_post, no_hang, serve_app,
+    Call, ServerProcess, TestServer, TestSession, WsApp, echo, eventually, legacy_session_body,
+    no_hang, serve_app,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -28,117 +27,34 @@ use serde_json::{Value, json};
 
 const TOKEN: &str = "t";
 
-/// The binary, its stderr lines arriving on a channel.
-struct Proxy {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    seen: Vec<String>,
+/// The binary with both global tokens [`TOKEN`] and these variables.
+async fn proxy(env: &[(&str, &str)]) -> ServerProcess {
+    env.iter()
+        .fold(
+            TestServer::builder().tokens(TOKEN, TOKEN),
+            |builder, (name, value)| builder.env(name, value),
+        )
+        .spawn()
+        .await
 }
 
-impl Proxy {
-    fn start(env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_openclaw-proxy"));
-        command
-            .env("OPENCLAW_PROXY_LISTEN", "127.0.0.1:0")
-            .env("OPENCLAW_PROXY_APP_TOKEN", TOKEN)
-            .env("OPENCLAW_PROXY_OPENCLAW_TOKEN", TOKEN)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OPENCLAW_PROXY_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("start the binary");
-        let stderr = child.stderr.take().expect("stderr");
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Self {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// The address the binary listens on, from its JSON "listening" line.
-    fn json_address(&mut self) -> String {
-        self.find(|line| {
-            let event: Value = serde_json::from_str(line).ok()?;
-            let listening = event["message"]
-                .as_str()?
-                .contains("openclaw-proxy listening");
-            listening.then(|| event["address"].as_str().map(str::to_owned))?
-        })
-    }
-
-    /// The next line for which `pick` says something; panics after 30 s.
-    fn find<T>(&mut self, mut pick: impl FnMut(&str) -> Option<T>) -> T {
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(30))
-                .expect("the binary logs the expected line");
-            let picked = pick(&line);
-            self.seen.push(line);
-            if let Some(found) = picked {
-                return found;
-            }
-        }
-    }
-
-    /// SIGTERM, then every line until the binary exits (successfully).
-    fn stop(mut self) -> Vec<String> {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-        let exit = self.child.wait().expect("wait");
-        assert!(exit.success(), "exit status {exit:?}");
-        self.seen.extend(self.lines.iter());
-        self.seen
-    }
-}
-
-/// Registers the documented session with the binary at `base`.
-async fn create_session(http: &reqwest::Client, base: &str) -> TestSession {
-    let reply: Value = http
-        .post(format!("{base}/v1/chat/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&legacy_session_body())
-        .send()
+/// Registers the documented session with `proxy`.
+async fn create_session(proxy: &ServerProcess) -> TestSession {
+    proxy
+        .rest()
+        .token(TOKEN)
+        .register(&legacy_session_body())
         .await
-        .expect("create")
-        .json()
-        .await
-        .expect("JSON reply");
-    TestSession::from_rest_reply(&reply).expect("session")
 }
 
 #[tokio::test]
 async fn json_log_lines_parse_and_carry_audit_events() {
-    let mut proxy = Proxy::start(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]);
-    let address = proxy.json_address();
-    let base = format!("http://{address}");
-    let http = reqwest::Client::new();
-    let session = create_session(&http, &base).await;
-    let deleted = http
-        .delete(format!("{base}/v1/chat/sessions/{}", session.id))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .expect("delete");
+    let proxy = proxy(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]).await;
+    let session = create_session(&proxy).await;
+    let deleted = proxy.rest().token(TOKEN).delete_session(&session.id).await;
     assert_eq!(deleted.status(), 200);
 
-    let lines = proxy.stop();
+    let lines = proxy.stop().await;
     let events: Vec<Value> = lines
         .iter()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line:?}")))
@@ -255,22 +171,17 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
     let endpoint = format!("http://{collector_address}");
-    let mut proxy = Proxy::start(&[
+    let proxy = proxy(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-    ]);
-    let address = proxy.find(|line| {
-        line.contains("openclaw-proxy listening")
-            .then(|| line.split("address=").nth(1))?
-            .and_then(|rest| rest.split_whitespace().next())
-            .map(str::to_owned)
-    });
-    let base = format!("http://{address}");
-    let http = reqwest::Client::new();
+    ])
+    .await;
+    let base = proxy.url();
+    let rest = proxy.rest().token(TOKEN);
 
     // A legacy app on the WebSocket bridge.
     let ws_seen: Seen = Arc::default();
-    let ws_session = create_session(&http, &base).await;
+    let ws_session = create_session(&proxy).await;
     let app = WsApp::connect(&ws_session.bridge_url, Some(TOKEN))
         .await
         .expect("bridge");
@@ -280,17 +191,9 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         echo(call)
     });
     let bridged = |id: String| {
-        let (http, base) = (http.clone(), base.clone());
+        let rest = rest.clone();
         async move {
-            let session: Value = http
-                .get(format!("{base}/v1/chat/sessions/{id}"))
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .expect("GET session")
-                .json()
-                .await
-                .expect("JSON");
+            let session = rest.get_session(&id).await.json();
             session["bridge_connected"] == true
         }
     };
@@ -344,21 +247,17 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
         let response = no_hang(
-            mcp_post(&format!("{base}/v1/mcp/{session_id}"), &body)
-                .bearer_auth(TOKEN)
+            rest.mcp(&format!("/v1/mcp/{session_id}"), &body)
                 .header("traceparent", *caller)
                 .send(),
         )
-        .await
-        .expect("tools/call");
+        .await;
         assert_eq!(response.status(), 200);
     }
     drop(serving);
     // Shutting down flushes the spans still buffered; the collector answers
     // on this runtime meanwhile.
-    let lines = tokio::task::spawn_blocking(move || proxy.stop())
-        .await
-        .expect("stopped");
+    let lines = proxy.stop().await;
 
     let spans = collector
         .spans
@@ -426,9 +325,8 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
 #[tokio::test]
 async fn a_flood_of_malformed_frames_is_answered_in_full_and_logged_a_few_times() {
     const FRAMES: usize = 200;
-    let mut proxy = Proxy::start(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]);
-    let address = proxy.json_address();
-    let session = create_session(&reqwest::Client::new(), &format!("http://{address}")).await;
+    let proxy = proxy(&[("OPENCLAW_PROXY_LOG_FORMAT", "json")]).await;
+    let session = create_session(&proxy).await;
     let mut app = WsApp::connect(&session.bridge_url, Some(TOKEN))
         .await
         .expect("bridge");
@@ -441,7 +339,7 @@ async fn a_flood_of_malformed_frames_is_answered_in_full_and_logged_a_few_times(
         let frame = no_hang(app.next_json()).await.expect("an error frame");
         assert_eq!(frame["type"], "error", "{frame}");
     }
-    let lines = proxy.stop();
+    let lines = proxy.stop().await;
     let warnings: Vec<Value> = lines
         .iter()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
