@@ -76,22 +76,10 @@ fn serve_notes(mut app: WsApp) -> tokio::task::JoinHandle<Vec<Value>> {
 #[tokio::test]
 async fn resources_and_prompts_are_listed_read_and_fetched_through_a_websocket_app() {
     let server = TestServer::start().await;
-    let session = TestSession::register(&server, &declaring_body()).await;
+    let session = server.rest().register(&declaring_body()).await;
 
     // GET shows the declaration.
-    let shown: Value = reqwest::Client::new()
-        .get(format!(
-            "{}/v1/chat/sessions/{}",
-            server.http_url(),
-            session.id
-        ))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON");
+    let shown = server.rest().get_session(&session.id).await.json();
     assert_eq!(shown["resources"][0]["uri"], "notes://welcome", "{shown}");
     assert_eq!(shown["resources"][1]["mimeType"], "image/png", "{shown}");
     assert_eq!(
@@ -201,7 +189,7 @@ async fn resources_and_prompts_are_listed_read_and_fetched_through_a_websocket_a
 #[tokio::test]
 async fn at_2026_07_28_a_missing_resource_is_invalid_params_and_lists_carry_caching_hints() {
     let server = TestServer::start().await;
-    let session = TestSession::register(&server, &declaring_body()).await;
+    let session = server.rest().register(&declaring_body()).await;
     let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
@@ -210,12 +198,9 @@ async fn at_2026_07_28_a_missing_resource_is_invalid_params_and_lists_carry_cach
         let mut request = mcp_post(&session.mcp_url, &body)
             .bearer_auth(OPENCLAW_TOKEN)
             .header("mcp-protocol-version", "2026-07-28")
-            .header(
-                "mcp-method",
-                body["method"].as_str().unwrap_or_default().to_owned(),
-            );
+            .header("mcp-method", body["method"].as_str().unwrap_or_default());
         if let Some(uri) = body["params"]["uri"].as_str() {
-            request = request.header("mcp-name", uri.to_owned());
+            request = request.header("mcp-name", uri);
         }
         request.send()
     };
@@ -227,10 +212,7 @@ async fn at_2026_07_28_a_missing_resource_is_invalid_params_and_lists_carry_cach
                                      "params": {"_meta": meta}}),
     )
     .await
-    .expect("POST")
-    .json()
-    .await
-    .expect("JSON");
+    .json();
     assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
     assert!(listed["result"]["ttlMs"].as_u64().is_some(), "{listed}");
     let missing: Value = post(
@@ -238,10 +220,7 @@ async fn at_2026_07_28_a_missing_resource_is_invalid_params_and_lists_carry_cach
                                       "params": {"uri": "notes://missing", "_meta": meta}}),
     )
     .await
-    .expect("POST")
-    .json()
-    .await
-    .expect("JSON");
+    .json();
     assert_eq!(missing["error"]["code"], -32602, "{missing}");
     assert_eq!(
         missing["error"]["data"]["uri"], "notes://missing",
@@ -274,15 +253,9 @@ async fn a_declaration_with_a_problem_is_refused_naming_its_field() {
     for (list, key, field) in cases {
         let mut body = legacy_session_body();
         body[key] = list;
-        let response = reqwest::Client::new()
-            .post(format!("{}/v1/chat/sessions", server.http_url()))
-            .bearer_auth(APP_TOKEN)
-            .json(&body)
-            .send()
-            .await
-            .expect("POST");
-        assert_eq!(response.status(), 400, "{field}");
-        let text = response.text().await.expect("body");
+        let reply = server.rest().create_session(&body).await;
+        assert_eq!(reply.status(), 400, "{field}");
+        let text = reply.text();
         assert!(text.contains(field), "{field}: {text}");
     }
 }
@@ -290,22 +263,12 @@ async fn a_declaration_with_a_problem_is_refused_naming_its_field() {
 #[tokio::test]
 async fn an_update_replaces_the_lists_it_carries_and_keeps_the_others() {
     let server = TestServer::start().await;
-    let session = TestSession::register(&server, &declaring_body()).await;
-    let url = format!(
-        "{}/v1/chat/sessions/{}/tools",
-        server.http_url(),
-        session.id
-    );
-    let updated: Value = reqwest::Client::new()
-        .put(&url)
-        .bearer_auth(APP_TOKEN)
-        .json(&json!({"tools": [], "prompts": []}))
-        .send()
+    let session = server.rest().register(&declaring_body()).await;
+    let updated = server
+        .rest()
+        .put_tools(&session.id, &json!({"tools": [], "prompts": []}))
         .await
-        .expect("PUT")
-        .json()
-        .await
-        .expect("JSON");
+        .json();
     assert_eq!(updated["prompts"], 0, "{updated}");
     assert_eq!(updated["resources"], 2, "{updated}");
     assert_eq!(updated["resource_templates"], 1, "{updated}");
