@@ -605,9 +605,7 @@ impl Prompt {
                     object.insert("name".into(), Value::String(argument.name.to_string()));
                     text_field(&mut object, "title", &argument.title);
                     text_field(&mut object, "description", &argument.description);
-                    if argument.required {
-                        object.insert("required".into(), Value::Bool(true));
-                    }
+                    object.insert("required".into(), Value::Bool(argument.required));
                     Value::Object(object)
                 })
                 .collect();

@@ -274,7 +274,10 @@ async fn an_app_replaces_its_tools_on_every_channel() {
     .await;
     assert_eq!(response.status(), 200);
     let body = response.json();
-    assert_eq!(body, json!({"ok": true, "tools": 2}));
+    assert_eq!(
+        body,
+        json!({"ok": true, "tools": 2, "resources": 0, "resource_templates": 0, "prompts": 0})
+    );
     assert_eq!(
         listed(&server, &session).await,
         vec!["read_chat", "post_message"]
@@ -299,7 +302,11 @@ async fn an_app_replaces_its_tools_on_every_channel() {
     app.send_json(json!({"type": "update_tools", "tools": [{"name": "only_one"}]}))
         .await;
     let answer = app.next_json().await.expect("tools_updated");
-    assert_eq!(answer, json!({"type": "tools_updated", "tools": 1}));
+    assert_eq!(
+        answer,
+        json!({"type": "tools_updated", "tools": 1, "resources": 0,
+               "resource_templates": 0, "resourceTemplates": 0, "prompts": 0})
+    );
     assert_eq!(listed(&server, &session).await, vec!["only_one"]);
     app.send_json(json!({"type": "update_tools", "tools": [{"name": "x"}, {"name": "x"}]}))
         .await;

@@ -201,12 +201,24 @@ pub async fn ask<P: Serialize, T: DeserializeOwned>(
         }
     };
     match outcome {
-        Ok(McpReply::Result(raw)) => serde_json::from_str(raw.get()).map_err(|error| {
-            McpError::internal_error(
-                format!("the app's {method} result is not a valid MCP result: {error}"),
-                None,
-            )
-        }),
+        Ok(McpReply::Result(raw)) => {
+            let not_mcp = |error: serde_json::Error| {
+                McpError::internal_error(
+                    format!("the app's {method} result is not a valid MCP result: {error}"),
+                    None,
+                )
+            };
+            let mut result: Value = serde_json::from_str(raw.get()).map_err(not_mcp)?;
+            // 2026-07-28 results say they are complete; an app need not.
+            if caller.speaks_2026()
+                && let Some(object) = result.as_object_mut()
+            {
+                object
+                    .entry("resultType")
+                    .or_insert_with(|| Value::from("complete"));
+            }
+            serde_json::from_value(result).map_err(not_mcp)
+        }
         Ok(McpReply::Error(failure)) => {
             let data = failure
                 .data

@@ -117,7 +117,6 @@ impl ServerHandler for SessionTools {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
-            .enable_resources_subscribe()
             .enable_prompts()
             .enable_completions()
             .build();
