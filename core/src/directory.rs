@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::auth::SessionCredentials;
 use crate::catalog::Catalog;
+use crate::progress::LogLevel;
 use crate::proto;
 use crate::tools::Tool;
 
@@ -44,6 +45,9 @@ pub struct SessionRecord {
     pub credentials: SessionCredentials,
     /// Counts the calls made in this session, for request ids.
     calls_made: AtomicU64,
+    /// The log level an MCP client set with `logging/setLevel` (up to
+    /// 2025-11-25): 0 for none, else one more than the level's index.
+    log_level: std::sync::atomic::AtomicU8,
 }
 
 impl SessionRecord {
@@ -74,6 +78,7 @@ impl SessionRecord {
             }),
             credentials,
             calls_made: AtomicU64::new(calls_made),
+            log_level: std::sync::atomic::AtomicU8::new(0),
         }
     }
 
@@ -102,6 +107,21 @@ impl SessionRecord {
     fn offer(&self) -> std::sync::RwLockReadGuard<'_, Offer> {
         // Plain data, never left half-updated by a panic: poison is harmless.
         self.offer.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The log level an MCP client set for the session, if any.
+    pub fn log_level(&self) -> Option<LogLevel> {
+        let stored = self.log_level.load(Ordering::Relaxed);
+        LogLevel::ALL
+            .get(usize::from(stored).checked_sub(1)?)
+            .copied()
+    }
+
+    /// Sets the session's log level (`logging/setLevel`).
+    pub fn set_log_level(&self, level: LogLevel) {
+        let index = LogLevel::ALL.iter().position(|l| *l == level).unwrap_or(0);
+        let stored = u8::try_from(index + 1).unwrap_or(u8::MAX);
+        self.log_level.store(stored, Ordering::Relaxed);
     }
 
     /// The session's tools.

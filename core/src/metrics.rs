@@ -22,6 +22,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::outcome::{InvokeError, ToolOutcome};
+use crate::progress::Logged;
 
 /// The content type of [`Metrics::render`]'s output (OpenMetrics text,
 /// which Prometheus scrapes natively).
@@ -203,6 +204,12 @@ impl DropReason {
     }
 }
 label_value!(DropReason);
+label_value!(Logged);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LoggedLabels {
+    outcome: Logged,
+}
 
 /// Where a credential was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -365,6 +372,7 @@ pub struct Metrics {
     tool_call_duration: Histogram,
     mcp_requests: Family<McpLabels, Counter>,
     app_requests: Family<RequestLabels, Counter>,
+    app_logs: [Counter; Logged::ALL.len()],
     dropped: [Counter; DropReason::ALL.len()],
     auth_failures: [Counter; Surface::ALL.len()],
 }
@@ -415,6 +423,14 @@ impl Metrics {
             "MCP requests other than tools/call that the app answers (resources/read, prompts/get, completion/complete), by method and how they ended",
             app_requests.clone(),
         );
+        let logs = Family::<LoggedLabels, Counter>::default();
+        let app_logs =
+            Logged::ALL.map(|outcome| logs.get_or_create(&LoggedLabels { outcome }).clone());
+        registry.register(
+            "app_log_records",
+            "Log records apps wrote during calls: forwarded to the client, forwarded after older events gave way (thinned), or dropped below the client's level (unwanted)",
+            logs,
+        );
         let drops = Family::<ReasonLabels, Counter>::default();
         let dropped =
             DropReason::ALL.map(|reason| drops.get_or_create(&ReasonLabels { reason }).clone());
@@ -449,6 +465,7 @@ impl Metrics {
             tool_call_duration,
             mcp_requests,
             app_requests,
+            app_logs,
             dropped,
             auth_failures,
         }
@@ -465,6 +482,11 @@ impl Metrics {
         self.app_requests
             .get_or_create(&RequestLabels { method, outcome })
             .inc();
+    }
+
+    /// Counts a log record an app wrote during a call.
+    pub fn app_log(&self, outcome: Logged) {
+        self.app_logs[outcome as usize].inc();
     }
 
     /// A bridge of `transport` attached (`+1`) or ended (`-1`).

@@ -1,4 +1,5 @@
-//! A call's progress reports on their way to its caller.
+//! A call's progress reports, and the app's log records for it, on their way
+//! to its caller.
 //!
 //! An app may report progress faster than the MCP client reads it. Queuing
 //! every report would let one app fill the proxy's memory; dropping the
@@ -7,6 +8,10 @@
 //! one more comes the *oldest* waiting report gives way: the latest report
 //! always arrives (before the result, which never waits here), the client
 //! sees fewer steps, and the reports left out are counted.
+//!
+//! Log records share the queue (and its thinning) when the caller asked for
+//! them, at a level ([`channel_with_logs`]); a record below that level is
+//! refused at once, so no record the client does not want is ever queued.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,14 +19,70 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
-use crate::proto::ToolProgress;
+use crate::proto::{Log, ToolProgress};
+
+/// An MCP log level (RFC 5424 severities, as MCP names them), least severe
+/// first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    /// Every level, least severe first.
+    pub const ALL: [Self; 8] = [
+        Self::Debug,
+        Self::Info,
+        Self::Notice,
+        Self::Warning,
+        Self::Error,
+        Self::Critical,
+        Self::Alert,
+        Self::Emergency,
+    ];
+
+    /// The level MCP names `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == name)
+    }
+
+    /// Its MCP name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Notice => "notice",
+            Self::Warning => "warning",
+            Self::Error => "error",
+            Self::Critical => "critical",
+            Self::Alert => "alert",
+            Self::Emergency => "emergency",
+        }
+    }
+}
+
+/// What an app sends its caller during a call.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// A progress report.
+    Progress(ToolProgress),
+    /// A log record at a level the caller asked for.
+    Log(Log),
+}
 
 /// Reports waiting per call before the oldest gives way.
 pub const CAPACITY: usize = 64;
 
 #[derive(Default)]
 struct Queue {
-    reports: VecDeque<ToolProgress>,
+    reports: VecDeque<CallEvent>,
     thinned: u64,
 }
 
@@ -29,6 +90,8 @@ struct Shared {
     queue: Mutex<Queue>,
     notify: Notify,
     senders: AtomicUsize,
+    /// The least severe log record the caller wants; `None` for none.
+    log_level: Option<LogLevel>,
 }
 
 impl Shared {
@@ -44,20 +107,68 @@ pub struct ProgressSink(Arc<Shared>);
 /// The caller's end: the reports, oldest first.
 pub struct ProgressReceiver(Arc<Shared>);
 
-/// A sink and its receiver.
+/// A sink and its receiver, for progress reports only.
 pub fn channel() -> (ProgressSink, ProgressReceiver) {
+    channel_with_logs(None)
+}
+
+/// A sink and its receiver that also take log records at `log_level` or
+/// above (none when `None`).
+pub fn channel_with_logs(log_level: Option<LogLevel>) -> (ProgressSink, ProgressReceiver) {
     let shared = Arc::new(Shared {
         queue: Mutex::default(),
         notify: Notify::new(),
         senders: AtomicUsize::new(1),
+        log_level,
     });
     (ProgressSink(shared.clone()), ProgressReceiver(shared))
+}
+
+/// What became of a log record handed to a sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Logged {
+    /// Queued for the caller.
+    Queued,
+    /// Queued; an older event gave way to it.
+    Thinned,
+    /// Below the caller's level, or the caller asked for no logs: dropped.
+    Unwanted,
+}
+
+impl Logged {
+    /// Every outcome, in label order.
+    pub const ALL: [Self; 3] = [Self::Queued, Self::Thinned, Self::Unwanted];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "forwarded",
+            Self::Thinned => "thinned",
+            Self::Unwanted => "unwanted",
+        }
+    }
 }
 
 impl ProgressSink {
     /// Queues a report; never waits. Returns `false` when an older report
     /// gave way to it.
     pub fn push(&self, report: ToolProgress) -> bool {
+        self.queue(CallEvent::Progress(report))
+    }
+
+    /// Queues a log record if the caller wants its level; never waits.
+    pub fn push_log(&self, level: LogLevel, record: Log) -> Logged {
+        if self.0.log_level.is_none_or(|wanted| level < wanted) {
+            return Logged::Unwanted;
+        }
+        if self.queue(CallEvent::Log(record)) {
+            Logged::Queued
+        } else {
+            Logged::Thinned
+        }
+    }
+
+    fn queue(&self, event: CallEvent) -> bool {
         let kept_all = {
             let mut queue = self.0.queue();
             let full = queue.reports.len() >= CAPACITY;
@@ -65,7 +176,7 @@ impl ProgressSink {
                 queue.reports.pop_front();
                 queue.thinned += 1;
             }
-            queue.reports.push_back(report);
+            queue.reports.push_back(event);
             !full
         };
         self.0.notify.notify_one();
@@ -95,15 +206,15 @@ impl std::fmt::Debug for ProgressSink {
 }
 
 impl ProgressReceiver {
-    /// The next report; `None` once every sink is gone and nothing waits.
-    pub async fn recv(&mut self) -> Option<ToolProgress> {
+    /// The next event; `None` once every sink is gone and nothing waits.
+    pub async fn recv_event(&mut self) -> Option<CallEvent> {
         let shared = &*self.0;
         loop {
             // Made before looking: a push in between leaves `notify_one`'s
             // permit (stored when nobody waits yet), so it still wakes.
             let notified = shared.notify.notified();
-            if let Some(report) = shared.queue().reports.pop_front() {
-                return Some(report);
+            if let Some(event) = shared.queue().reports.pop_front() {
+                return Some(event);
             }
             if shared.senders.load(Ordering::Acquire) == 0 {
                 return None;
@@ -112,9 +223,30 @@ impl ProgressReceiver {
         }
     }
 
-    /// The next report if one waits.
-    pub fn try_recv(&mut self) -> Option<ToolProgress> {
+    /// The next event if one waits.
+    pub fn try_recv_event(&mut self) -> Option<CallEvent> {
         self.0.queue().reports.pop_front()
+    }
+
+    /// The next progress report (a receiver of [`channel`] gets no logs);
+    /// `None` once every sink is gone and nothing waits.
+    pub async fn recv(&mut self) -> Option<ToolProgress> {
+        loop {
+            match self.recv_event().await? {
+                CallEvent::Progress(report) => return Some(report),
+                CallEvent::Log(_) => {}
+            }
+        }
+    }
+
+    /// The next progress report if one waits.
+    pub fn try_recv(&mut self) -> Option<ToolProgress> {
+        loop {
+            match self.try_recv_event()? {
+                CallEvent::Progress(report) => return Some(report),
+                CallEvent::Log(_) => {}
+            }
+        }
     }
 
     /// How many reports gave way to newer ones so far.
@@ -149,6 +281,42 @@ mod tests {
         assert_eq!(seen.last(), Some(&1000.0), "the latest arrives");
         assert!(seen.windows(2).all(|pair| pair[0] < pair[1]), "in order");
         assert_eq!(receiver.thinned(), 1000 - CAPACITY as u64);
+    }
+
+    #[tokio::test]
+    async fn logs_below_the_callers_level_are_never_queued() {
+        let record = |text: &str| Log {
+            data_json: format!("{text:?}"),
+            ..Log::default()
+        };
+        let (sink, mut receiver) = channel_with_logs(Some(LogLevel::Warning));
+        assert_eq!(
+            sink.push_log(LogLevel::Info, record("quiet")),
+            Logged::Unwanted
+        );
+        assert_eq!(
+            sink.push_log(LogLevel::Error, record("loud")),
+            Logged::Queued
+        );
+        sink.push(report(1.0));
+        drop(sink);
+        match receiver.recv_event().await {
+            Some(CallEvent::Log(log)) => assert_eq!(log.data_json, "\"loud\""),
+            other => panic!("expected the error record, got {other:?}"),
+        }
+        assert!(matches!(
+            receiver.recv_event().await,
+            Some(CallEvent::Progress(_))
+        ));
+        assert!(receiver.recv_event().await.is_none());
+
+        let (sink, _receiver) = channel();
+        assert_eq!(
+            sink.push_log(LogLevel::Emergency, record("x")),
+            Logged::Unwanted
+        );
+        assert!(LogLevel::parse("warning") == Some(LogLevel::Warning));
+        assert!(LogLevel::parse("verbose").is_none());
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ use crate::directory::{Offer, SessionRecord};
 use crate::escape::short_id as short;
 use crate::limits::LimitError;
 use crate::outcome::BridgeEnd;
+use crate::progress::LogLevel;
 use crate::proto;
 use crate::tools::{Tool, validate_tools};
 
@@ -136,6 +137,20 @@ impl Hub {
     /// The tools of a live session, for MCP `tools/list`.
     pub async fn tools(&self, session_id: &str) -> Result<Arc<[Tool]>, HubError> {
         Ok(self.record(session_id).await?.tools())
+    }
+
+    /// Sets the least severe log record MCP clients of the session want
+    /// (`logging/setLevel`, up to MCP 2025-11-25; later revisions name the
+    /// level in each request).
+    pub async fn set_log_level(&self, session_id: &str, level: LogLevel) -> Result<(), HubError> {
+        self.record(session_id).await?.set_log_level(level);
+        Ok(())
+    }
+
+    /// The level set with [`Hub::set_log_level`], when this process knows
+    /// the session (answered from memory, without waiting).
+    pub fn log_level(&self, session_id: &str) -> Option<LogLevel> {
+        self.inner.directory.cached(session_id)?.log_level()
     }
 
     /// The resources, resource templates and prompts of a live session, for

@@ -26,7 +26,7 @@ use std::sync::{Mutex, PoisonError};
 
 use axum::http::HeaderMap;
 use futures_util::future::Either;
-use openclaw_proxy_core::progress::ProgressSink;
+use openclaw_proxy_core::progress::{CallEvent, LogLevel, ProgressReceiver, ProgressSink};
 use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
 use openclaw_proxy_core::{CallContext, Hub, InvokeError, Origin, ToolOutcome, Transport, escape};
 use openclaw_proxy_proto::mcp::RawToolResult;
@@ -38,13 +38,16 @@ use rmcp::service::Peer;
 use rmcp::{ErrorData as McpError, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-/// Where a call's progress reports go.
+/// Where a call's progress reports and log records go.
 pub enum Progress {
-    /// Sent as `notifications/progress` through rmcp's peer of the request,
-    /// which writes them on the request's stream (the rmcp path).
+    /// Sent as `notifications/progress` and `notifications/message` through
+    /// rmcp's peer of the request, which writes them on the request's
+    /// stream (the rmcp path).
     Notify {
-        /// The client's `progressToken`.
-        token: ProgressToken,
+        /// The client's `progressToken`; `None` when it wants logs only.
+        token: Option<ProgressToken>,
+        /// The least severe log record it wants; `None` for none.
+        log_level: Option<LogLevel>,
         /// rmcp's peer of the request.
         peer: Peer<RoleServer>,
     },
@@ -133,7 +136,11 @@ pub async fn call_tool(
     let (reports, notify) = match progress {
         None => (None, None),
         Some(Progress::Reports(sink)) => (Some(sink), None),
-        Some(Progress::Notify { token, peer }) => (None, Some((token, peer))),
+        Some(Progress::Notify {
+            token,
+            log_level,
+            peer,
+        }) => (None, Some((token, log_level, peer))),
     };
     let context = CallContext {
         meta_json,
@@ -148,10 +155,13 @@ pub async fn call_tool(
     // kilobytes larger (futures are moved, and a streaming call's boxed).
     let invoke = match &notify {
         None => Either::Left(hub.invoke_json(session_id, &name, arguments_json, context)),
-        Some((token, peer)) => Either::Right(Box::pin(invoke_reporting_progress(
+        Some((token, log_level, peer)) => Either::Right(Box::pin(invoke_reporting_progress(
             hub,
-            token,
-            peer,
+            Listener {
+                token: token.as_ref(),
+                log_level: *log_level,
+                peer,
+            },
             session_id,
             &name,
             arguments_json,
@@ -287,27 +297,56 @@ impl Drop for Registered<'_> {
     }
 }
 
+/// Who hears of a call on the rmcp path, and of what.
+pub struct Listener<'a> {
+    /// The client's `progressToken`, if it asked for progress.
+    pub token: Option<&'a ProgressToken>,
+    /// The least severe log record it wants, if any.
+    pub log_level: Option<LogLevel>,
+    /// rmcp's peer of the request.
+    pub peer: &'a Peer<RoleServer>,
+}
+
 /// Invokes a tool and turns the app's progress reports into
-/// `notifications/progress`, all sent before the result.
+/// `notifications/progress` and its log records into
+/// `notifications/message`, all sent before the result.
 async fn invoke_reporting_progress(
     hub: &Hub,
-    token: &ProgressToken,
-    peer: &Peer<RoleServer>,
+    listener: Listener<'_>,
     session_id: &str,
     tool: &str,
     arguments_json: String,
     mut context: CallContext,
 ) -> Result<ToolOutcome, InvokeError> {
-    let (sink, mut reports) = openclaw_proxy_core::progress::channel();
+    let (sink, reports) = openclaw_proxy_core::progress::channel_with_logs(listener.log_level);
     context.progress = Some(sink);
     let invoke = hub.invoke_json(session_id, tool, arguments_json, context);
-    tokio::pin!(invoke);
-    let notify = |report: ToolProgress| {
-        let notification = progress_notification(token, report);
-        let peer = peer.clone();
+    let (outcome, thinned) =
+        with_notifications(invoke, reports, &listener, hub.config().tool_timeout).await;
+    log_thinned(session_id, tool, thinned);
+    outcome
+}
+
+/// Runs `work` (a call whose events go to `reports`' sink) and sends its
+/// events to the listener as they come, every one before the work's output
+/// is handed back, within `limit` after it: a client that stopped reading
+/// gets nothing more. Also returns how many events were thinned.
+pub async fn with_notifications<F: Future>(
+    work: F,
+    mut reports: ProgressReceiver,
+    listener: &Listener<'_>,
+    limit: std::time::Duration,
+) -> (F::Output, u64) {
+    tokio::pin!(work);
+    let notify = |event: CallEvent| {
+        let notification = event_notification(listener.token, event);
+        let peer = listener.peer.clone();
         async move {
+            let Some(notification) = notification else {
+                return;
+            };
             if let Err(error) = peer.send_notification(notification).await {
-                tracing::debug!(%error, "progress notification not delivered");
+                tracing::debug!(%error, "notification not delivered");
             }
         }
     };
@@ -315,36 +354,43 @@ async fn invoke_reporting_progress(
     // call is polled all the while, so its timeout still holds.
     let mut sending = std::pin::pin!(futures_util::future::OptionFuture::from(None));
     let mut busy = false;
-    let outcome = loop {
+    let output = loop {
         tokio::select! {
             biased;
             Some(()) = &mut sending, if busy => {
                 sending.set(None.into());
                 busy = false;
             }
-            Some(report) = reports.recv(), if !busy => {
-                sending.set(Some(notify(report)).into());
+            Some(event) = reports.recv_event(), if !busy => {
+                sending.set(Some(notify(event)).into());
                 busy = true;
             }
-            outcome = &mut invoke => break outcome,
+            output = &mut work => break output,
         }
     };
-    // Reports queued just before the answer still go first, within the
-    // tool's own limit: a client that stopped reading gets nothing more.
     let rest = async {
         sending.await;
-        while let Some(report) = reports.try_recv() {
-            notify(report).await;
+        while let Some(event) = reports.try_recv_event() {
+            notify(event).await;
         }
     };
-    if tokio::time::timeout(hub.config().tool_timeout, rest)
-        .await
-        .is_err()
-    {
-        tracing::debug!("the MCP client does not read its progress; the rest is dropped");
+    if tokio::time::timeout(limit, rest).await.is_err() {
+        tracing::debug!("the MCP client does not read its notifications; the rest is dropped");
     }
-    log_thinned(session_id, tool, reports.thinned());
-    outcome
+    (output, reports.thinned())
+}
+
+/// The notification of one event of a call: `notifications/progress` for
+/// a report (none when the client gave no `token`), `notifications/message`
+/// for a log record.
+pub fn event_notification(
+    token: Option<&ProgressToken>,
+    event: CallEvent,
+) -> Option<ServerNotification> {
+    match event {
+        CallEvent::Progress(report) => Some(progress_notification(token?, report)),
+        CallEvent::Log(record) => Some(super::logging::notification(record)),
+    }
 }
 
 /// The `notifications/progress` of one report, for the client's `token`.

@@ -38,6 +38,7 @@ pub mod call;
 pub mod direct;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod logging;
 pub mod served;
 pub mod service;
 

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 
 use axum::http::request::Parts;
 use openclaw_proxy_core::outcome::McpReply;
+use openclaw_proxy_core::progress::LogLevel;
 use openclaw_proxy_core::proto::CallerInfo;
 use openclaw_proxy_core::{AppRequest, CallContext, Hub, InvokeError, Origin, Transport};
 use rmcp::model::{ErrorCode, RequestMetaObject};
@@ -60,6 +61,16 @@ where
     let end = items.len().min(start + PAGE_SIZE);
     let next = (end < items.len()).then(|| end.to_string());
     Ok((items[start..end].to_vec(), next))
+}
+
+/// The least severe log record the client of a request wants: the level
+/// its `_meta` names (2026-07-28), else the one set for the session with
+/// `logging/setLevel`; `None` for no logs.
+pub fn log_level(hub: &Hub, session_id: &str, meta: &RequestMetaObject) -> Option<LogLevel> {
+    meta.log_level()
+        .as_ref()
+        .and_then(super::logging::level_of)
+        .or_else(|| hub.log_level(session_id))
 }
 
 /// Catalog entries (MCP objects) as rmcp's types.
@@ -183,18 +194,44 @@ pub async fn ask<P: Serialize, T: DeserializeOwned>(
         target,
         params_json: params.to_string(),
     };
+    // Log records of the request reach the client when it asked for them.
+    let log_level = log_level(hub, session_id, &context.meta);
+    let (sink, reports) = match log_level {
+        Some(level) => {
+            let (sink, reports) = openclaw_proxy_core::progress::channel_with_logs(Some(level));
+            (Some(sink), Some(reports))
+        }
+        None => (None, None),
+    };
     let call_context = CallContext {
         meta_json: String::new(),
         client: caller.client.clone(),
-        progress: None,
+        progress: sink,
         trace_parent: caller.trace_parent.clone(),
         origin: Origin::new(Transport::Mcp, caller.peer),
     };
+    let requested = tracing::Instrument::instrument(
+        hub.request(session_id, request, call_context),
+        caller.span.clone(),
+    );
+    let listener = call::Listener {
+        token: None,
+        log_level,
+        peer: &context.peer,
+    };
+    let requested = async {
+        match reports {
+            Some(reports) => {
+                let limit = hub.config().tool_timeout;
+                call::with_notifications(requested, reports, &listener, limit)
+                    .await
+                    .0
+            }
+            None => requested.await,
+        }
+    };
     let outcome = tokio::select! {
-        outcome = tracing::Instrument::instrument(
-            hub.request(session_id, request, call_context),
-            caller.span.clone(),
-        ) => outcome,
+        outcome = requested => outcome,
         () = cancelled => return Err(McpError::internal_error("the request was cancelled", None)),
         () = registered.cancelled() => {
             return Err(McpError::internal_error("the request was cancelled by the client", None));

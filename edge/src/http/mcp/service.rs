@@ -113,12 +113,15 @@ fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError
 }
 
 impl ServerHandler for SessionTools {
+    // Logging is deprecated from MCP 2026-07-28 (see `super::logging`).
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
             .enable_prompts()
             .enable_completions()
+            .enable_logging()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(
@@ -243,6 +246,22 @@ impl ServerHandler for SessionTools {
         self.ask(ask, &context).await
     }
 
+    // Logging is deprecated from MCP 2026-07-28 (see `super::logging`).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let session = session_of(&context)?;
+        let level = super::logging::level_of(&request.level)
+            .ok_or_else(|| McpError::invalid_params("unknown log level", None))?;
+        self.hub
+            .set_log_level(&session, level)
+            .await
+            .map_err(|error| McpError::invalid_request(error.to_string(), None))
+    }
+
     #[allow(deprecated)]
     async fn subscribe(
         &self,
@@ -290,13 +309,13 @@ impl ServerHandler for SessionTools {
         if request.meta.is_none() {
             request.meta = Some(context.meta.clone());
         }
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| Progress::Notify {
-                token,
-                peer: context.peer.clone(),
-            });
+        let token = context.meta.get_progress_token();
+        let log_level = served::log_level(&self.hub, &session, &context.meta);
+        let progress = (token.is_some() || log_level.is_some()).then(|| Progress::Notify {
+            token,
+            log_level,
+            peer: context.peer.clone(),
+        });
         let version = context
             .extensions
             .get::<Parts>()

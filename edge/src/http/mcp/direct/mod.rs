@@ -25,8 +25,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::Hub;
-use openclaw_proxy_core::progress::ProgressReceiver;
-use openclaw_proxy_core::proto::ToolProgress;
+use openclaw_proxy_core::progress::{CallEvent, LogLevel, ProgressReceiver};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -37,7 +36,7 @@ use serde_json::value::RawValue;
 use tracing::Instrument;
 
 use super::call::{
-    InFlight, Progress, ToolCall, call_tool, caller_of, log_thinned, progress_notification,
+    InFlight, Progress, ToolCall, call_tool, caller_of, event_notification, log_thinned,
     trace_parent_of,
 };
 use crate::http::sse;
@@ -141,10 +140,11 @@ fn status_of(revision: Revision, outcome: &Outcome) -> StatusCode {
     }
 }
 
-/// The `notifications/progress` message of one report, as rmcp writes it.
-fn notification_message(token: &ProgressToken, report: ToolProgress) -> Vec<u8> {
-    let message = ServerJsonRpcMessage::notification(progress_notification(token, report));
-    serde_json::to_vec(&message).unwrap_or_default()
+/// The notification message of one event of a call, as rmcp writes it;
+/// `None` for a progress report the client gave no token for.
+fn notification_message(token: Option<&ProgressToken>, event: CallEvent) -> Option<Vec<u8>> {
+    let message = ServerJsonRpcMessage::notification(event_notification(token, event)?);
+    Some(serde_json::to_vec(&message).unwrap_or_default())
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
@@ -226,8 +226,11 @@ pub async fn answer(
         client_info,
         trace_parent,
         progress,
+        log_level,
         revision,
     } = call;
+    // The level the request names (2026-07-28), else the session's.
+    let log_level = log_level.or_else(|| hub.log_level(session_id));
     let version = headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|value| value.to_str().ok());
@@ -245,13 +248,17 @@ pub async fn answer(
         peer,
     };
     let answering = Answering { id, revision };
-    let Some(token) = progress else {
+    if progress.is_none() && log_level.is_none() {
         let call = prepared.call(session_id);
         let outcome = call_tool(hub, in_flight, call, None, std::future::pending()).await;
         return answering.json(outcome);
-    };
+    }
     let (hub, in_flight) = (hub.clone(), in_flight.clone());
-    answer_with_progress(hub, in_flight, session_id, prepared, token, answering).await
+    let listening = Listening {
+        token: progress,
+        log_level,
+    };
+    answer_with_progress(hub, in_flight, session_id, prepared, listening, answering).await
 }
 
 /// What the answer to a call needs: the request's id and revision.
@@ -270,20 +277,29 @@ impl Answering {
     }
 }
 
-/// Answers a call whose client asked for progress: as rmcp answers, JSON
-/// when the result comes first, SSE once a notification does.
+/// What the client of a call wants to hear before the answer.
+struct Listening {
+    /// Its `progressToken`, for progress reports.
+    token: Option<ProgressToken>,
+    /// The least severe log record it wants.
+    log_level: Option<LogLevel>,
+}
+
+/// Answers a call whose client asked for progress or logs: as rmcp
+/// answers, JSON when the result comes first, SSE once a notification does.
 async fn answer_with_progress(
     hub: Hub,
     in_flight: Arc<InFlight>,
     session_id: &Arc<str>,
     prepared: Prepared,
-    token: ProgressToken,
+    listening: Listening,
     answering: Answering,
 ) -> Response {
     // The core keeps the app's reports for this call; they are read here
     // and written on the answer, so a call whose app never reports costs
     // no notification at all.
-    let (sink, mut reports) = openclaw_proxy_core::progress::channel();
+    let Listening { token, log_level } = listening;
+    let (sink, mut reports) = openclaw_proxy_core::progress::channel_with_logs(log_level);
     let tool = prepared.name.clone();
     let session = session_id.clone();
     let mut running = Box::pin(async move {
@@ -295,8 +311,10 @@ async fn answer_with_progress(
         biased;
         outcome = &mut running => {
             let mut body = Vec::new();
-            while let Some(report) = reports.try_recv() {
-                sse::push_json_event(&mut body, &notification_message(&token, report));
+            while let Some(event) = reports.try_recv_event() {
+                if let Some(message) = notification_message(token.as_ref(), event) {
+                    sse::push_json_event(&mut body, &message);
+                }
             }
             log_thinned(session_id, &tool, reports.thinned());
             if body.is_empty() {
@@ -306,7 +324,7 @@ async fn answer_with_progress(
             sse::push_json_event(&mut body, &answer);
             return sse_response(Body::from(body));
         }
-        Some(report) = reports.recv() => report,
+        Some(first) = first_notification(&mut reports, token.as_ref()) => first,
     };
     // Run on, whether or not the client reads, until the client goes away;
     // the core thins the reports a slow client leaves waiting.
@@ -321,7 +339,7 @@ async fn answer_with_progress(
         revision: answering.revision,
         outcome: None,
     };
-    let first = rest.progress_event(first);
+    let first = sse::json_event(&first);
     let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(first)));
     let rest = futures_util::stream::unfold(Some(rest), |rest| async move {
         let mut rest = rest?;
@@ -339,7 +357,7 @@ async fn answer_with_progress(
 struct Streaming {
     reports: ProgressReceiver,
     running: AbortOnDrop<Outcome>,
-    token: ProgressToken,
+    token: Option<ProgressToken>,
     tool: String,
     session_id: Arc<str>,
     id: RequestId,
@@ -354,9 +372,9 @@ enum Next {
 }
 
 impl Streaming {
-    /// The SSE event of one report.
-    fn progress_event(&self, report: ToolProgress) -> Bytes {
-        sse::json_event(&notification_message(&self.token, report))
+    /// The SSE event of one event of the call, if it makes one.
+    fn progress_event(&self, event: CallEvent) -> Option<Bytes> {
+        notification_message(self.token.as_ref(), event).map(|message| sse::json_event(&message))
     }
 
     /// The next event: a notification, a keep-alive comment after
@@ -367,9 +385,12 @@ impl Streaming {
         if self.outcome.is_none() {
             tokio::select! {
                 biased;
-                report = self.reports.recv() => {
-                    if let Some(report) = report {
-                        return Next::Event(self.progress_event(report));
+                event = self.reports.recv_event() => {
+                    if let Some(event) = event {
+                        return match self.progress_event(event) {
+                            Some(event) => Next::Event(event),
+                            None => Next::Event(Bytes::new()),
+                        };
                     }
                     // No report can come any more: the answer is next.
                 }
@@ -377,8 +398,10 @@ impl Streaming {
                 () = tokio::time::sleep(sse::KEEP_ALIVE) => return keep_alive(),
             }
         }
-        if let Some(report) = self.reports.try_recv() {
-            return Next::Event(self.progress_event(report));
+        while let Some(event) = self.reports.try_recv_event() {
+            if let Some(event) = self.progress_event(event) {
+                return Next::Event(event);
+            }
         }
         let outcome = match self.outcome.take() {
             Some(outcome) => outcome,
@@ -393,6 +416,19 @@ impl Streaming {
             self.revision,
             outcome,
         )))
+    }
+}
+
+/// The first notification of a call: the first event that makes one (a
+/// report without a token makes none); `None` once no event can come.
+async fn first_notification(
+    reports: &mut ProgressReceiver,
+    token: Option<&ProgressToken>,
+) -> Option<Vec<u8>> {
+    loop {
+        if let Some(message) = notification_message(token, reports.recv_event().await?) {
+            return Some(message);
+        }
     }
 }
 

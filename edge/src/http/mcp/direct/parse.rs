@@ -4,6 +4,7 @@
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, header};
+use openclaw_proxy_core::progress::LogLevel;
 use rmcp::model::{ClientCapabilities, Implementation, ProgressToken, ProtocolVersion, RequestId};
 use rmcp::transport::common::http_header::{
     BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME,
@@ -166,6 +167,8 @@ pub struct DirectCall {
     /// `_meta.traceparent`.
     pub(super) trace_parent: Option<String>,
     pub(super) progress: Option<ProgressToken>,
+    /// The least severe log record the client wants (2026-07-28 `_meta`).
+    pub(super) log_level: Option<LogLevel>,
     pub(super) revision: Revision,
 }
 
@@ -204,6 +207,8 @@ struct MetaKeys<'a> {
     client_info: Option<Implementation>,
     #[serde(default)]
     traceparent: Option<String>,
+    #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
+    log_level: Option<String>,
 }
 
 /// A key that is there, whatever its value (`null` included).
@@ -290,8 +295,14 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
         progress_token: progress,
         client_info,
         traceparent: trace_parent,
+        log_level,
         ..
     } = keys;
+    // A level MCP does not name is rmcp's to refuse.
+    let log_level = match log_level {
+        None => None,
+        Some(level) => Some(LogLevel::parse(&level)?),
+    };
     Some(DirectCall {
         id: call.id,
         name: params.name,
@@ -300,6 +311,7 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
         client_info,
         trace_parent,
         progress,
+        log_level,
         revision,
     })
 }

@@ -20,11 +20,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+mod inbound;
+
 use crate::audit::Origin;
-use crate::escape::{short_id, short_request};
+use crate::escape::short_id;
 use crate::metrics::{DropReason, Metrics};
 use crate::outcome::{BridgeEnd, InvokeError, McpReply, Reply, ToolOutcome};
-use crate::proto::{self, ProxyMessage, app_message, mcp_result, proxy_message};
+use crate::proto::{self, ProxyMessage, proxy_message};
 
 /// How many messages may wait for a slow app before senders wait too.
 pub(crate) const OUTBOUND_CAPACITY: usize = 256;
@@ -554,166 +556,9 @@ pub(crate) fn proxy(kind: proxy_message::Kind) -> ProxyMessage {
     ProxyMessage { kind: Some(kind) }
 }
 
-fn notice(message: String, request_id: String) -> ProxyMessage {
+pub(crate) fn notice(message: String, request_id: String) -> ProxyMessage {
     proxy(proxy_message::Kind::Error(proto::ErrorNotice {
         message,
         request_id,
     }))
-}
-
-impl Bridge {
-    /// Dispatches one well-formed message from the app.
-    fn handle(&self, message: proto::AppMessage) {
-        match message.kind {
-            Some(app_message::Kind::Result(result)) => {
-                let request_id = result.request_id;
-                match ToolOutcome::from_app(result.ok, result.content_json, result.error) {
-                    Ok(outcome) => self.answered(request_id, Reply::Tool(outcome)),
-                    Err(reason) => {
-                        let problem = format!("content_json is not valid JSON: {reason}");
-                        self.fail_malformed(request_id, true, &problem);
-                    }
-                }
-            }
-            Some(app_message::Kind::McpResult(result)) => {
-                let reply = match result.outcome {
-                    Some(mcp_result::Outcome::ResultJson(json)) => McpReply::result(json),
-                    Some(mcp_result::Outcome::Error(error)) => {
-                        McpReply::error(error.code, error.message, error.data_json)
-                    }
-                    None => Err("mcp_result carries neither a result nor an error".into()),
-                };
-                match reply {
-                    Ok(reply) => self.answered(result.request_id, Reply::Mcp(reply)),
-                    Err(problem) => self.fail_malformed(result.request_id, true, &problem),
-                }
-            }
-            Some(app_message::Kind::Log(record)) => self.log(record),
-            Some(app_message::Kind::ResourceUpdated(updated)) => {
-                self.change(SessionChange::ResourceUpdated(updated.uri));
-            }
-            Some(app_message::Kind::Progress(report)) => {
-                let request_id = report.request_id.clone();
-                if !self.progress(report) && !self.was_cancelled(&request_id) {
-                    self.metrics.dropped(DropReason::UnknownRequest);
-                    tracing::debug!(session_id = %self.session_id, %request_id, "progress for no waiting call ignored");
-                    self.notify(notice(
-                        format!(
-                            "no call is waiting for request id {}: progress ignored",
-                            crate::escape::quoted(&request_id)
-                        ),
-                        request_id,
-                    ));
-                }
-            }
-            Some(app_message::Kind::Pong(_)) => {}
-            Some(app_message::Kind::UpdateTools(update)) => {
-                self.change(SessionChange::Declarations(update));
-            }
-            Some(app_message::Kind::Hello(_)) => self.notify(notice(
-                format!(
-                    "this bridge is already attached to session {}; hello is only valid as the first message",
-                    self.session_id
-                ),
-                String::new(),
-            )),
-            None => self.notify(notice(
-                "empty message: set one of hello, result, progress or pong".into(),
-                String::new(),
-            )),
-        }
-    }
-
-    /// Hands an answer to the call it names; tells the app when none waits
-    /// for it (a cancelled call's late answer is dropped quietly).
-    fn answered(&self, request_id: String, reply: Reply) {
-        let quoted = crate::escape::quoted(&request_id);
-        let message = match self.complete(&request_id, reply) {
-            Ok(()) => return,
-            Err(Unmatched::WrongKind) => {
-                self.metrics.dropped(DropReason::Malformed);
-                format!(
-                    "the call with request id {quoted} failed: answer invoke_tool with invoke_result and mcp_request with mcp_result"
-                )
-            }
-            Err(Unmatched::NoCall) if self.was_cancelled(&request_id) => {
-                self.metrics.dropped(DropReason::Late);
-                tracing::debug!(
-                    session = short_id(&self.session_id),
-                    request = short_request(&request_id),
-                    "result of a cancelled call dropped"
-                );
-                return;
-            }
-            Err(Unmatched::NoCall) => {
-                self.metrics.dropped(DropReason::UnknownRequest);
-                if let Some(suppressed) = self.warnings.allow() {
-                    tracing::warn!(
-                        session = short_id(&self.session_id),
-                        request = short_request(&request_id),
-                        suppressed,
-                        "result for no waiting call ignored"
-                    );
-                }
-                format!(
-                    "no call is waiting for request id {quoted}: it already timed out, was cancelled, or never existed; the result was ignored"
-                )
-            }
-        };
-        self.notify(notice(message, request_id));
-    }
-
-    /// Passes a change of the session to the bridge's owner; refused (the
-    /// app is told) while too many wait.
-    fn change(&self, change: SessionChange) {
-        if self.changes.try_send(change).is_err() {
-            self.notify(notice(
-                "too many updates at once: wait for ToolsUpdated before sending the next".into(),
-                String::new(),
-            ));
-        }
-    }
-
-    /// A log record of a call in flight.
-    fn log(&self, record: proto::Log) {
-        tracing::debug!(
-            session = short_id(&self.session_id),
-            request = short_request(&record.request_id),
-            "app log record not forwarded"
-        );
-    }
-
-    /// Fails the call a malformed result or progress report names, and tells
-    /// the app what was wrong; the bridge stays up.
-    fn fail_malformed(&self, request_id: String, result: bool, problem: &str) {
-        self.metrics.dropped(DropReason::Malformed);
-        let what = if result { "result" } else { "progress report" };
-        let failed = self.fail(&request_id, |tool| InvokeError::MalformedAnswer {
-            tool: tool.to_owned(),
-            what,
-            problem: problem.to_owned(),
-        });
-        if let Some(suppressed) = self.warnings.allow() {
-            tracing::warn!(
-                session = short_id(&self.session_id),
-                request = short_request(&request_id),
-                failed_call = failed,
-                suppressed,
-                "malformed {what} from the app"
-            );
-        }
-        tracing::debug!(session_id = %self.session_id, %request_id, %problem, "malformed {what} from the app");
-        let message = if failed {
-            format!(
-                "your {what} for request id {} was malformed and the call failed: {problem}",
-                crate::escape::quoted(&request_id)
-            )
-        } else {
-            format!(
-                "your {what} for request id {} was malformed, and no call is waiting for that id: {problem}",
-                crate::escape::quoted(&request_id)
-            )
-        };
-        self.notify(notice(message, request_id));
-    }
 }
