@@ -293,3 +293,70 @@ async fn an_update_replaces_the_lists_it_carries_and_keeps_the_others() {
     assert_eq!(resources.resources[0].uri, "notes://only");
     client.cancel().await.expect("close");
 }
+
+#[tokio::test]
+async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_counted() {
+    let server = TestServer::start().await;
+    let session = server.rest().register(&legacy_session_body()).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let app_task = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "invoke_tool" {
+                continue;
+            }
+            let id = frame["request_id"].clone();
+            for (level, data) in [("debug", json!("too detailed")), ("warning", json!({"disk": "low"}))] {
+                app.send_json(json!({"type": "log", "request_id": id, "level": level,
+                                     "logger": "echo", "data": data}))
+                    .await;
+            }
+            app.send_json(json!({"type": "log", "request_id": id, "level": "loud", "data": 1}))
+                .await;
+            app.send_json(json!({"type": "invoke_result", "request_id": id, "ok": true,
+                                 "content": "done"}))
+                .await;
+        }
+    });
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/logLevel": "info"});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "echo_text", "arguments": {"text": "x"}, "_meta": meta}});
+    let reply = mcp_post(&session.mcp_url, &body)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "echo_text")
+        .header("accept", "application/json, text/event-stream")
+        .send()
+        .await;
+    let messages = sse_messages(&reply.text());
+    let logs: Vec<&Value> = messages
+        .iter()
+        .filter(|message| message["method"] == "notifications/message")
+        .collect();
+    assert_eq!(logs.len(), 1, "only the warning is at info or above: {messages:?}");
+    assert_eq!(logs[0]["params"]["level"], "warning");
+    assert_eq!(logs[0]["params"]["logger"], "echo");
+    assert_eq!(logs[0]["params"]["data"], json!({"disk": "low"}));
+    let answer = messages.last().expect("the answer");
+    assert_eq!(answer["id"], 1, "the answer comes last: {messages:?}");
+
+    let metrics = server.rest().metrics().await.text();
+    let count = |outcome: &str| {
+        metrics
+            .lines()
+            .find(|line| {
+                line.starts_with("openclaw_proxy_app_log_records_total")
+                    && line.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+    };
+    assert_eq!(count("forwarded"), Some(1.0), "{metrics}");
+    assert_eq!(count("unwanted"), Some(1.0), "{metrics}");
+    app_task.abort();
+}
