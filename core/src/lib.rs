@@ -36,7 +36,7 @@ pub use bridge::{BridgeStream, Inbound};
 pub use call::CallContext;
 pub use config::CoreConfig;
 pub use error::{ErrorKind, UnknownSession};
-pub use hub::{AppRequest, Backend, Deletion, Hub, HubError};
+pub use hub::{AppRequest, Backend, Deletion, Hub, HubError, SessionEvent};
 pub use limits::{LimitError, Limits};
 pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::v1 as proto;

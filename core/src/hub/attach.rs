@@ -183,6 +183,7 @@ impl Hub {
             }
             SessionChange::ResourceUpdated(uri) => {
                 tracing::debug!(session = crate::escape::short_id(session), uri = %crate::escape::truncated(&uri), "resource updated");
+                self.publish(session, super::SessionEvent::ResourceUpdated(uri.into()));
             }
         }
     }

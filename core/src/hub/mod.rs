@@ -30,6 +30,7 @@
 
 mod access;
 mod attach;
+mod changes;
 mod invoke;
 mod lifecycle;
 mod request;
@@ -37,6 +38,7 @@ mod sessions;
 #[cfg(test)]
 mod testing;
 
+pub use changes::SessionEvent;
 pub use request::AppRequest;
 pub use sessions::Deletion;
 
@@ -134,6 +136,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// Session creations per client address; `None` without a limit.
     creations: Option<CreateLimiter>,
+    /// The change feeds of sessions someone watches.
+    changes: Mutex<HashMap<Arc<str>, tokio::sync::broadcast::Sender<SessionEvent>>>,
 }
 
 /// This process's share of a session.
@@ -177,6 +181,7 @@ impl Hub {
                     .limits
                     .session_create_rate
                     .and_then(CreateLimiter::new),
+                changes: Mutex::default(),
                 config,
             }),
         }
@@ -205,11 +210,15 @@ impl Hub {
     }
 
     /// Ends the bridge attached here to `session_id`, if any, failing its
-    /// calls. For a session deleted or taken over elsewhere.
+    /// calls. For a session deleted or taken over elsewhere; a session that
+    /// is gone also ends its change feed.
     pub fn end_local_bridge(&self, session_id: &str, reason: BridgeEnd) {
         // Ended, not removed: the task driving the bridge detaches it.
         if let Some((_, bridge)) = self.inner.local_bridge(session_id) {
             bridge.end(reason);
+        }
+        if matches!(reason, BridgeEnd::SessionDeleted | BridgeEnd::ShuttingDown) {
+            self.end_feed(session_id);
         }
     }
 

@@ -192,6 +192,7 @@ impl Hub {
         )?;
         let tools = validate_tools(update.tools)?;
         let catalog = catalog::validate(&current, resources, resource_templates, prompts)?;
+        let tools_before = record.tools();
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let answer = proto::UpdateToolsResponse {
             tools: count(tools.len()),
@@ -203,9 +204,15 @@ impl Hub {
             tools: self.inner.tool_sets.intern(tools),
             catalog,
         };
+        let after = offer.clone();
         if !self.inner.directory.update_offer(session_id, offer).await? {
             return Err(HubError::UnknownSession(session_id.to_owned()));
         }
+        self.publish_update(
+            session_id,
+            (&tools_before, &current),
+            (&after.tools, &after.catalog),
+        );
         tracing::info!(
             session = short(session_id),
             tools = answer.tools,

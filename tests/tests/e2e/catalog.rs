@@ -307,16 +307,21 @@ async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_coun
                 continue;
             }
             let id = frame["request_id"].clone();
-            for (level, data) in [("debug", json!("too detailed")), ("warning", json!({"disk": "low"}))] {
+            for (level, data) in [
+                ("debug", json!("too detailed")),
+                ("warning", json!({"disk": "low"})),
+            ] {
                 app.send_json(json!({"type": "log", "request_id": id, "level": level,
                                      "logger": "echo", "data": data}))
                     .await;
             }
             app.send_json(json!({"type": "log", "request_id": id, "level": "loud", "data": 1}))
                 .await;
-            app.send_json(json!({"type": "invoke_result", "request_id": id, "ok": true,
-                                 "content": "done"}))
-                .await;
+            app.send_json(
+                json!({"type": "invoke_result", "request_id": id, "ok": true,
+                                 "content": "done"}),
+            )
+            .await;
         }
     });
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -338,7 +343,11 @@ async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_coun
         .iter()
         .filter(|message| message["method"] == "notifications/message")
         .collect();
-    assert_eq!(logs.len(), 1, "only the warning is at info or above: {messages:?}");
+    assert_eq!(
+        logs.len(),
+        1,
+        "only the warning is at info or above: {messages:?}"
+    );
     assert_eq!(logs[0]["params"]["level"], "warning");
     assert_eq!(logs[0]["params"]["logger"], "echo");
     assert_eq!(logs[0]["params"]["data"], json!({"disk": "low"}));
@@ -359,4 +368,69 @@ async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_coun
     assert_eq!(count("forwarded"), Some(1.0), "{metrics}");
     assert_eq!(count("unwanted"), Some(1.0), "{metrics}");
     app_task.abort();
+}
+
+#[tokio::test]
+async fn a_listening_2026_client_hears_of_updated_resources_and_changed_lists() {
+    let server = TestServer::start().await;
+    let session = server.rest().register(&declaring_body()).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let listen = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                        "params": {"_meta": meta, "notifications": {
+                            "resourcesListChanged": true, "promptsListChanged": true,
+                            "resourceSubscriptions": ["notes://welcome"]}}});
+    let mut stream = mcp_post(&session.mcp_url, &listen)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .header("accept", "application/json, text/event-stream")
+        .send_streaming()
+        .await;
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    let mut next_method = async |seen: &mut String| -> Vec<String> {
+        let chunk = no_hang(stream.chunk()).await.expect("stream").expect("a chunk");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        sse_messages(seen)
+            .iter()
+            .filter_map(|message| message["method"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // The acknowledgment first.
+    let mut methods = next_method(&mut seen).await;
+    while !methods.iter().any(|m| m == "notifications/subscriptions/acknowledged") {
+        methods = next_method(&mut seen).await;
+    }
+
+    // The app says a subscribed resource changed, then one nobody watches.
+    app.send_json(json!({"type": "resource_updated", "uri": "notes://logo"})).await;
+    app.send_json(json!({"type": "resource_updated", "uri": "notes://welcome"})).await;
+    while !methods.iter().any(|m| m == "notifications/resources/updated") {
+        methods = next_method(&mut seen).await;
+    }
+    let updates: Vec<Value> = sse_messages(&seen)
+        .into_iter()
+        .filter(|message| message["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(updates.len(), 1, "{seen}");
+    assert_eq!(updates[0]["params"]["uri"], "notes://welcome");
+
+    // An update changes the prompts but not the resources.
+    let reply = server
+        .rest()
+        .put_tools(&session.id, &json!({"tools": [], "prompts": []}))
+        .await;
+    assert_eq!(reply.status(), 200);
+    while !methods.iter().any(|m| m == "notifications/prompts/list_changed") {
+        methods = next_method(&mut seen).await;
+    }
+    assert!(
+        !methods.iter().any(|m| m == "notifications/resources/list_changed"),
+        "the resources did not change: {seen}"
+    );
 }

@@ -16,7 +16,9 @@ use axum::http::request::Parts;
 use openclaw_proxy_core::outcome::McpReply;
 use openclaw_proxy_core::progress::LogLevel;
 use openclaw_proxy_core::proto::CallerInfo;
-use openclaw_proxy_core::{AppRequest, CallContext, Hub, InvokeError, Origin, Transport};
+use openclaw_proxy_core::{
+    AppRequest, CallContext, Hub, InvokeError, Origin, SessionEvent, Transport,
+};
 use rmcp::model::{ErrorCode, RequestMetaObject};
 use rmcp::service::RequestContext;
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
@@ -71,6 +73,21 @@ pub fn log_level(hub: &Hub, session_id: &str, meta: &RequestMetaObject) -> Optio
         .as_ref()
         .and_then(super::logging::level_of)
         .or_else(|| hub.log_level(session_id))
+}
+
+/// The MCP notification of a change in a session.
+pub fn change_notification(change: &SessionEvent) -> Option<rmcp::model::ServerNotification> {
+    let message = match change {
+        SessionEvent::ResourceUpdated(uri) => {
+            json!({"method": "notifications/resources/updated", "params": {"uri": &**uri}})
+        }
+        SessionEvent::ToolsChanged => json!({"method": "notifications/tools/list_changed"}),
+        SessionEvent::ResourcesChanged => {
+            json!({"method": "notifications/resources/list_changed"})
+        }
+        SessionEvent::PromptsChanged => json!({"method": "notifications/prompts/list_changed"}),
+    };
+    serde_json::from_value(message).ok()
 }
 
 /// Catalog entries (MCP objects) as rmcp's types.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::http::request::Parts;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_proto::mcp as mcp_rules;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
@@ -15,7 +16,7 @@ use rmcp::model::{
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     Reference, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -118,8 +119,12 @@ impl ServerHandler for SessionTools {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_completions()
             .enable_logging()
             .build();
@@ -244,6 +249,42 @@ impl ServerHandler for SessionTools {
             params: request,
         };
         self.ask(ask, &context).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Every change a session has is one a client may hear of; rmcp
+        // keeps the categories to those requested and advertised.
+        Some(requested.clone())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): the session's changes, for as
+    /// long as the client holds the request open.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let session = session_of(context.request_context())?;
+        let mut changes = self
+            .hub
+            .watch(&session)
+            .await
+            .map_err(|error| McpError::invalid_request(error.to_string(), None))?;
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(change) => {
+                        if let Some(notification) = served::change_notification(&change) {
+                            // Categories the client did not ask for are refused
+                            // by the sink; nothing to do about those.
+                            let _ = context.sink().send(notification).await;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
     }
 
     // Logging is deprecated from MCP 2026-07-28 (see `super::logging`).
