@@ -4,14 +4,15 @@
 use std::time::Duration;
 
 use openclaw_proxy_proto::v1::CallerInfo;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use super::*;
-use crate::completion;
+use crate::call::CallContext;
+use crate::completion::{self, CompletionRequest};
 use crate::content::{Content, ResourceContents};
 use crate::prompt::{GetPromptResult, Prompt, PromptMessage};
-use crate::resource::{Resource, ResourceTemplate};
+use crate::resource::{ReadRequest, Resource, ResourceTemplate};
 use crate::{LogLevel, McpError};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
