@@ -9,6 +9,7 @@ use tonic::{Code, Status};
 
 use super::shared::{Shared, send_now};
 use crate::call::{CancelReason, Scope};
+use crate::declarations::Lists;
 use crate::error::{AppError, is_permanent};
 use crate::proxy::{Bridge, Session};
 
@@ -35,8 +36,33 @@ pub(super) fn classify(status: Status, session: &Session, step: &'static str) ->
     }
 }
 
+/// Serves one attached bridge until it ends: sends it the app's declarations
+/// first when `resync`, and cancels the calls it delivered once it ended.
+pub(super) async fn serve_attached(
+    shared: &Shared,
+    session: &Session,
+    attached: Bridge,
+    resync: bool,
+    stop: &CancellationToken,
+) -> End {
+    tracing::info!(session = %session.short_id(), "bridge attached");
+    if resync {
+        let update = shared.declarations().update_message(Lists::ALL);
+        send_now(&attached, app_message::Kind::UpdateTools(update));
+    }
+    shared.set_attached(Some(attached.outbound.clone()));
+    let scope = Scope::default();
+    let end = serve_bridge(shared, session, attached, &scope, stop).await;
+    shared.set_attached(None);
+    scope.end(match &end {
+        End::Stopped => CancelReason::Shutdown,
+        _ => CancelReason::BridgeLost,
+    });
+    end
+}
+
 /// Reads one attached bridge until it ends.
-pub(super) async fn serve_bridge(
+async fn serve_bridge(
     shared: &Shared,
     session: &Session,
     mut bridge: Bridge,

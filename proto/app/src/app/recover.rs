@@ -11,9 +11,26 @@ use super::shared::Shared;
 use crate::error::{AppError, is_permanent};
 use crate::proxy::Session;
 
+/// The session that replaces one the proxy no longer knows, after a pause
+/// first when the forgotten one was `fresh` (created a moment ago);
+/// `None` when stopped meanwhile.
+pub(super) async fn replace_session(
+    shared: &Shared,
+    gone: &Session,
+    fresh: bool,
+    delays: &mut impl Iterator<Item = Duration>,
+    stop: &CancellationToken,
+) -> Result<Option<Session>, AppError> {
+    tracing::warn!(session = %gone.short_id(), "the proxy no longer knows the session; creating a new one");
+    if fresh && !pause(delays, stop).await {
+        return Ok(None);
+    }
+    recreate(shared, delays, stop).await
+}
+
 /// A new session for the app, retried with backoff while the failure may
 /// pass; `None` when stopped meanwhile.
-pub(super) async fn recreate(
+async fn recreate(
     shared: &Shared,
     delays: &mut impl Iterator<Item = Duration>,
     stop: &CancellationToken,

@@ -6,15 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use backon::BackoffBuilder;
-use openclaw_proxy_proto::v1::app_message;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::inbound::{End, classify, serve_bridge};
-use super::recover::{pause, recreate};
-use super::shared::{Shared, send_now};
-use crate::call::{CancelReason, Scope};
-use crate::declarations::Lists;
+use super::inbound::{End, classify, serve_attached};
+use super::recover::{pause, replace_session};
+use super::shared::Shared;
 use crate::error::AppError;
 use crate::proxy::{Bridge, Session};
 
@@ -45,20 +42,8 @@ pub(super) async fn serve_loop(
                 if std::mem::take(&mut unreported) {
                     shared.announce(&session);
                 }
-                tracing::info!(session = %session.short_id(), "bridge attached");
-                if std::mem::take(&mut resync) {
-                    let update = shared.declarations().update_message(Lists::ALL);
-                    send_now(&attached, app_message::Kind::UpdateTools(update));
-                }
-                shared.set_attached(Some(attached.outbound.clone()));
-                let scope = Scope::default();
-                let end = serve_bridge(&shared, &session, attached, &scope, &stop).await;
-                shared.set_attached(None);
-                scope.end(match &end {
-                    End::Stopped => CancelReason::Shutdown,
-                    _ => CancelReason::BridgeLost,
-                });
-                end
+                let resync = std::mem::take(&mut resync);
+                serve_attached(&shared, &session, attached, resync, &stop).await
             }
             None => {
                 let attaching = tokio::select! {
@@ -93,11 +78,8 @@ pub(super) async fn serve_loop(
                 }
             }
             End::SessionGone => {
-                tracing::warn!(session = %session.short_id(), "the proxy no longer knows the session; creating a new one");
-                if fresh && !pause(&mut delays, &stop).await {
-                    return Ok(());
-                }
-                let Some(created) = recreate(&shared, &mut delays, &stop).await? else {
+                let replacing = replace_session(&shared, &session, fresh, &mut delays, &stop);
+                let Some(created) = replacing.await? else {
                     return Ok(());
                 };
                 session = created;
