@@ -8,6 +8,7 @@ use openclaw_proxy_proto::v1 as proto;
 use serde_json::{Value, json};
 
 use super::json_text;
+use crate::error::with_causes;
 
 /// The revision from which the specification (SEP-2164) names "invalid
 /// params" rather than -32002 for a resource that does not exist.
@@ -119,14 +120,7 @@ impl McpError {
 // coherent, as with `ToolError`.
 impl<E: std::error::Error> From<E> for McpError {
     fn from(error: E) -> Self {
-        let mut message = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        Self::internal(message)
+        Self::internal(with_causes(&error))
     }
 }
 
