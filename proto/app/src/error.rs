@@ -118,3 +118,16 @@ pub(crate) fn is_permanent(status: &Status) -> bool {
             | Code::FailedPrecondition
     )
 }
+
+/// An error and its sources, joined by `": "`: what a handler's failure
+/// tells the agent or the client when it converts with `?`.
+pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::call::CallContext;
-use crate::error::AppError;
+use crate::error::{AppError, with_causes};
 
 /// A tool's failure, shown to the agent as the text of an `isError` result.
 ///
@@ -45,14 +45,9 @@ impl ToolError {
 // coherent, as anyhow does.
 impl<E: std::error::Error> From<E> for ToolError {
     fn from(error: E) -> Self {
-        let mut message = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
+        Self {
+            message: with_causes(&error),
         }
-        Self { message }
     }
 }
 
