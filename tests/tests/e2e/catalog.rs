@@ -394,7 +394,10 @@ async fn a_listening_2026_client_hears_of_updated_resources_and_changed_lists() 
     assert_eq!(stream.status(), 200);
     let mut seen = String::new();
     let mut next_method = async |seen: &mut String| -> Vec<String> {
-        let chunk = no_hang(stream.chunk()).await.expect("stream").expect("a chunk");
+        let chunk = no_hang(stream.chunk())
+            .await
+            .expect("stream")
+            .expect("a chunk");
         seen.push_str(&String::from_utf8_lossy(&chunk));
         sse_messages(seen)
             .iter()
@@ -403,14 +406,22 @@ async fn a_listening_2026_client_hears_of_updated_resources_and_changed_lists() 
     };
     // The acknowledgment first.
     let mut methods = next_method(&mut seen).await;
-    while !methods.iter().any(|m| m == "notifications/subscriptions/acknowledged") {
+    while !methods
+        .iter()
+        .any(|m| m == "notifications/subscriptions/acknowledged")
+    {
         methods = next_method(&mut seen).await;
     }
 
     // The app says a subscribed resource changed, then one nobody watches.
-    app.send_json(json!({"type": "resource_updated", "uri": "notes://logo"})).await;
-    app.send_json(json!({"type": "resource_updated", "uri": "notes://welcome"})).await;
-    while !methods.iter().any(|m| m == "notifications/resources/updated") {
+    app.send_json(json!({"type": "resource_updated", "uri": "notes://logo"}))
+        .await;
+    app.send_json(json!({"type": "resource_updated", "uri": "notes://welcome"}))
+        .await;
+    while !methods
+        .iter()
+        .any(|m| m == "notifications/resources/updated")
+    {
         methods = next_method(&mut seen).await;
     }
     let updates: Vec<Value> = sse_messages(&seen)
@@ -426,11 +437,16 @@ async fn a_listening_2026_client_hears_of_updated_resources_and_changed_lists() 
         .put_tools(&session.id, &json!({"tools": [], "prompts": []}))
         .await;
     assert_eq!(reply.status(), 200);
-    while !methods.iter().any(|m| m == "notifications/prompts/list_changed") {
+    while !methods
+        .iter()
+        .any(|m| m == "notifications/prompts/list_changed")
+    {
         methods = next_method(&mut seen).await;
     }
     assert!(
-        !methods.iter().any(|m| m == "notifications/resources/list_changed"),
+        !methods
+            .iter()
+            .any(|m| m == "notifications/resources/list_changed"),
         "the resources did not change: {seen}"
     );
 }

@@ -276,100 +276,18 @@ pub(super) fn parse_frame(text: &str) -> Result<Parsed, String> {
         .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
     let kind: Cow<'_, str> = typed(frame.kind, "type", "a string")?
         .ok_or_else(|| format!("frame has no \"type\": expected {APP_FRAME_TYPES}"))?;
-    let request_id = || -> Result<Option<String>, String> {
-        let snake: Option<Cow<'_, str>> = typed(frame.request_id, "request_id", "a string")?;
-        let camel: Option<Cow<'_, str>> = typed(frame.request_id_camel, "requestId", "a string")?;
-        Ok(pick("request_id", snake, "requestId", camel)?.map(Cow::into_owned))
-    };
     match kind.as_ref() {
-        "invoke_result" => {
-            let request_id = request_id()?.ok_or_else(|| {
-                "invoke_result has no \"request_id\" (or \"requestId\")".to_owned()
-            })?;
-            Ok(Parsed::ToCore(
-                match result_of(&frame, request_id.clone()) {
-                    Ok(result) => Inbound::Message(proto::AppMessage {
-                        kind: Some(app_message::Kind::Result(result)),
-                    }),
-                    Err(problem) => Inbound::Malformed {
-                        request_id,
-                        result: true,
-                        problem,
-                    },
-                },
-            ))
-        }
-        "progress" => {
-            let request_id = request_id()?
-                .ok_or_else(|| "progress has no \"request_id\" (or \"requestId\")".to_owned())?;
-            Ok(Parsed::ToCore(
-                match progress_of(&frame, request_id.clone()) {
-                    Ok(report) => Inbound::Message(proto::AppMessage {
-                        kind: Some(app_message::Kind::Progress(report)),
-                    }),
-                    Err(problem) => Inbound::Malformed {
-                        request_id,
-                        result: false,
-                        problem,
-                    },
-                },
-            ))
-        }
-        "update_tools" => {
-            let tools = frame
-                .tools
-                .ok_or_else(|| "update_tools has no \"tools\" array".to_owned())?;
-            let tools: Vec<ToolBody> = serde_json::from_str(tools.get()).map_err(|error| {
-                // serde quotes a wrongly typed string in full.
-                let error = error.to_string();
-                let error = openclaw_proxy_core::escape::truncated_to(&error, 256);
-                format!("update_tools \"tools\" is not a tool array: {error}")
-            })?;
-            let tools = tool_definitions(tools).map_err(|error| error.to_string())?;
-            let declarations: DeclarationsBody = serde_json::from_str(text).map_err(|error| {
-                let error = error.to_string();
-                let error = openclaw_proxy_core::escape::truncated_to(&error, 256);
-                format!("update_tools declarations are malformed: {error}")
-            })?;
-            let update = declarations
-                .into_declarations()
-                .map_err(|error| error.to_string())?
-                .into_update(tools);
-            Ok(to_core(app_message::Kind::UpdateTools(update)))
-        }
-        "mcp_result" => {
-            let request_id = request_id()?
-                .ok_or_else(|| "mcp_result has no \"request_id\" (or \"requestId\")".to_owned())?;
-            Ok(Parsed::ToCore(
-                match mcp_result_of(&frame, request_id.clone()) {
-                    Ok(result) => Inbound::Message(proto::AppMessage {
-                        kind: Some(app_message::Kind::McpResult(result)),
-                    }),
-                    Err(problem) => Inbound::Malformed {
-                        request_id,
-                        result: true,
-                        problem,
-                    },
-                },
-            ))
-        }
-        "log" => {
-            let request_id = request_id()?
-                .ok_or_else(|| "log has no \"request_id\" (or \"requestId\")".to_owned())?;
-            let level: Option<Cow<'_, str>> = typed(frame.level, "level", "a string")?;
-            let logger: Option<Cow<'_, str>> = typed(frame.logger, "logger", "a string")?;
-            Ok(to_core(app_message::Kind::Log(proto::Log {
-                request_id,
-                level: level
-                    .ok_or_else(|| "log has no \"level\"".to_owned())?
-                    .into_owned(),
-                logger: logger.map(Cow::into_owned).unwrap_or_default(),
-                data_json: frame
-                    .data
-                    .map(|raw| raw.get().to_owned())
-                    .unwrap_or_default(),
-            })))
-        }
+        "invoke_result" => naming_call(&frame, "invoke_result", true, |frame, id| {
+            result_of(frame, id).map(app_message::Kind::Result)
+        }),
+        "progress" => naming_call(&frame, "progress", false, |frame, id| {
+            progress_of(frame, id).map(app_message::Kind::Progress)
+        }),
+        "mcp_result" => naming_call(&frame, "mcp_result", true, |frame, id| {
+            mcp_result_of(frame, id).map(app_message::Kind::McpResult)
+        }),
+        "update_tools" => update_tools_of(&frame, text),
+        "log" => log_of(&frame),
         "resource_updated" => {
             let uri: Cow<'_, str> = typed(frame.uri, "uri", "a string")?
                 .ok_or_else(|| "resource_updated has no \"uri\"".to_owned())?;
@@ -386,6 +304,74 @@ pub(super) fn parse_frame(text: &str) -> Result<Parsed, String> {
             truncate(other)
         )),
     }
+}
+
+/// The request id a frame names, in either spelling.
+fn request_id_of(frame: &AppFrame<'_>) -> Result<Option<String>, String> {
+    let snake: Option<Cow<'_, str>> = typed(frame.request_id, "request_id", "a string")?;
+    let camel: Option<Cow<'_, str>> = typed(frame.request_id_camel, "requestId", "a string")?;
+    Ok(pick("request_id", snake, "requestId", camel)?.map(Cow::into_owned))
+}
+
+/// A frame that answers a call (`kind`, a `result` or a progress report):
+/// the message `build` reads from it, or, when one of its fields is wrong,
+/// the call it names fails at once as malformed.
+fn naming_call<'a>(
+    frame: &AppFrame<'a>,
+    kind: &str,
+    result: bool,
+    build: impl FnOnce(&AppFrame<'a>, String) -> Result<app_message::Kind, String>,
+) -> Result<Parsed, String> {
+    let request_id = request_id_of(frame)?
+        .ok_or_else(|| format!("{kind} has no \"request_id\" (or \"requestId\")"))?;
+    Ok(Parsed::ToCore(match build(frame, request_id.clone()) {
+        Ok(kind) => Inbound::Message(proto::AppMessage { kind: Some(kind) }),
+        Err(problem) => Inbound::Malformed {
+            request_id,
+            result,
+            problem,
+        },
+    }))
+}
+
+/// An `update_tools` frame: its tools and any declarations beside them.
+fn update_tools_of(frame: &AppFrame<'_>, text: &str) -> Result<Parsed, String> {
+    let tools = frame
+        .tools
+        .ok_or_else(|| "update_tools has no \"tools\" array".to_owned())?;
+    // serde quotes a wrongly typed string in full: cut it.
+    let cut = |error: serde_json::Error| {
+        openclaw_proxy_core::escape::truncated_to(&error.to_string(), 256).into_owned()
+    };
+    let tools: Vec<ToolBody> = serde_json::from_str(tools.get())
+        .map_err(|error| format!("update_tools \"tools\" is not a tool array: {}", cut(error)))?;
+    let tools = tool_definitions(tools).map_err(|error| error.to_string())?;
+    let declarations: DeclarationsBody = serde_json::from_str(text)
+        .map_err(|error| format!("update_tools declarations are malformed: {}", cut(error)))?;
+    let update = declarations
+        .into_declarations()
+        .map_err(|error| error.to_string())?
+        .into_update(tools);
+    Ok(to_core(app_message::Kind::UpdateTools(update)))
+}
+
+/// A `log` frame: a record of the call it names.
+fn log_of(frame: &AppFrame<'_>) -> Result<Parsed, String> {
+    let request_id = request_id_of(frame)?
+        .ok_or_else(|| "log has no \"request_id\" (or \"requestId\")".to_owned())?;
+    let level: Option<Cow<'_, str>> = typed(frame.level, "level", "a string")?;
+    let logger: Option<Cow<'_, str>> = typed(frame.logger, "logger", "a string")?;
+    Ok(to_core(app_message::Kind::Log(proto::Log {
+        request_id,
+        level: level
+            .ok_or_else(|| "log has no \"level\"".to_owned())?
+            .into_owned(),
+        logger: logger.map(Cow::into_owned).unwrap_or_default(),
+        data_json: frame
+            .data
+            .map(|raw| raw.get().to_owned())
+            .unwrap_or_default(),
+    })))
 }
 
 /// A well-formed message for the core.
