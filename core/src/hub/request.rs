@@ -82,6 +82,18 @@ impl Hub {
         Err(InvokeError::NotConnected)
     }
 
+    /// Sends a request that arrived from another node to the bridge
+    /// attached here; never forwards it again.
+    pub async fn request_here(
+        &self,
+        session_id: &str,
+        request: AppRequest<'_>,
+        context: CallContext,
+    ) -> Result<McpReply, InvokeError> {
+        let record = self.record_for_call(session_id).await?;
+        self.request_local(&record, request, context).await
+    }
+
     /// Sends a request to the bridge attached here; never forwards it.
     pub(super) async fn request_local(
         &self,
