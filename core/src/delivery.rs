@@ -1,10 +1,12 @@
 //! Delivering a call to a bridge this process does not hold.
 //!
-//! The hub delivers a call itself when the session's bridge is attached
-//! here. Otherwise it asks its [`RemoteDelivery`]: the single-node server has
-//! no other place a bridge could be ([`NoRemote`] answers "not connected" at
-//! once); cluster mode sends the call to the node that holds the bridge and
-//! relays its progress and answer. The hub tells the delivery when bridges
+//! A call is a tool call or any other MCP request the app answers
+//! ([`Asked`]); both travel the same way. The hub delivers a call itself
+//! when the session's bridge is attached here. Otherwise it asks its
+//! [`RemoteDelivery`]: the single-node server has no other place a bridge
+//! could be ([`NoRemote`] answers "not connected" at once); cluster mode
+//! sends the call to the node that holds the bridge and relays its progress
+//! and answer. The hub tells the delivery when bridges
 //! come and go here, so that calls from elsewhere can find them.
 
 use std::time::Duration;
@@ -13,31 +15,81 @@ use futures_util::future::BoxFuture;
 
 use crate::call::CallContext;
 use crate::directory::SessionRecord;
-use crate::outcome::{InvokeError, ToolOutcome};
+use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
 
 /// A call for a session whose bridge is not attached to this process.
 #[derive(Debug)]
 pub struct RemoteCall<'a> {
     /// The session.
     pub session_id: &'a str,
-    /// The tool, known to exist in the session.
-    pub tool: &'a str,
-    /// The arguments, a JSON object.
-    pub arguments_json: String,
+    /// What the app is asked: a tool call or another MCP request.
+    pub asked: Asked<'a>,
     /// The request's context, progress sink included.
     pub context: CallContext,
     /// How long the caller waits for the answer.
     pub timeout: Duration,
 }
 
+/// What a remote call asks of the app; the answer is the matching
+/// [`Reply`].
+#[derive(Debug)]
+pub enum Asked<'a> {
+    /// A `tools/call`, answered by [`Reply::Tool`].
+    Tool {
+        /// The tool, known to exist in the session.
+        tool: &'a str,
+        /// The arguments, a JSON object.
+        arguments_json: String,
+    },
+    /// Any other MCP request the app answers (`resources/read`,
+    /// `prompts/get`, ...), answered by [`Reply::Mcp`].
+    Request {
+        /// The MCP method.
+        method: &'a str,
+        /// What it names (a URI, a prompt); empty when it names nothing.
+        target: &'a str,
+        /// The request's params, a JSON object, passed on exactly.
+        params_json: String,
+    },
+}
+
+/// An answer of the kind a call expects, taken out of a [`Reply`].
+pub trait FromReply: Sized {
+    /// The answer, or an error when the node holding the bridge answered
+    /// with the other kind (it never should).
+    fn from_reply(reply: Reply) -> Result<Self, InvokeError>;
+}
+
+impl FromReply for ToolOutcome {
+    fn from_reply(reply: Reply) -> Result<Self, InvokeError> {
+        match reply {
+            Reply::Tool(outcome) => Ok(outcome),
+            Reply::Mcp(_) => Err(mismatched("a tool call", "an MCP reply")),
+        }
+    }
+}
+
+impl FromReply for McpReply {
+    fn from_reply(reply: Reply) -> Result<Self, InvokeError> {
+        match reply {
+            Reply::Mcp(reply) => Ok(reply),
+            Reply::Tool(_) => Err(mismatched("an MCP request", "a tool result")),
+        }
+    }
+}
+
+fn mismatched(asked: &str, answered: &str) -> InvokeError {
+    InvokeError::Remote(format!(
+        "The proxy node holding the app's bridge answered {asked} with {answered}."
+    ))
+}
+
 /// Reaches bridges held elsewhere.
 pub trait RemoteDelivery: Send + Sync + 'static {
     /// Delivers `call` to wherever the session's bridge is, and waits for the
-    /// answer within `call.timeout`.
-    fn invoke<'a>(
-        &'a self,
-        call: RemoteCall<'a>,
-    ) -> BoxFuture<'a, Result<ToolOutcome, InvokeError>>;
+    /// answer within `call.timeout`: a [`Reply::Tool`] for [`Asked::Tool`],
+    /// a [`Reply::Mcp`] for [`Asked::Request`].
+    fn deliver<'a>(&'a self, call: RemoteCall<'a>) -> BoxFuture<'a, Result<Reply, InvokeError>>;
 
     /// A bridge for the session was attached here: make calls from elsewhere
     /// find it. Done before the app is told it is attached.
@@ -63,10 +115,7 @@ pub trait RemoteDelivery: Send + Sync + 'static {
 pub struct NoRemote;
 
 impl RemoteDelivery for NoRemote {
-    fn invoke<'a>(
-        &'a self,
-        _call: RemoteCall<'a>,
-    ) -> BoxFuture<'a, Result<ToolOutcome, InvokeError>> {
+    fn deliver<'a>(&'a self, _call: RemoteCall<'a>) -> BoxFuture<'a, Result<Reply, InvokeError>> {
         Box::pin(std::future::ready(Err(InvokeError::NotConnected)))
     }
 

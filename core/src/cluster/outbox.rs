@@ -37,7 +37,7 @@ const QUEUE: usize = 1024;
 const BATCH: usize = 128;
 
 /// What reaches a waiting call on the calling node.
-pub(crate) enum Reply {
+pub(crate) enum Incoming {
     /// A message on the call's reply subject. Boxed: a channel allocates its
     /// first block of 32 slots up front, and per call that block is 32
     /// pointers rather than 32 whole messages.
@@ -54,7 +54,7 @@ pub(crate) struct Outgoing {
     pub(crate) payload: Bytes,
     /// A request's waiting call: told when the request cannot be sent, and
     /// the request is dropped when the call has stopped waiting.
-    pub(crate) caller: Option<mpsc::Sender<Reply>>,
+    pub(crate) caller: Option<mpsc::Sender<Incoming>>,
 }
 
 impl Outgoing {
@@ -190,7 +190,7 @@ async fn publish(client: &async_nats::Client, message: Outgoing) {
             } else {
                 InvokeError::Unavailable(format!("NATS: {error}"))
             };
-            let _ = caller.try_send(Reply::Unsent(reason));
+            let _ = caller.try_send(Incoming::Unsent(reason));
         }
         None => tracing::debug!(%error, "message to another node not sent"),
     }

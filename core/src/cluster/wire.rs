@@ -3,18 +3,26 @@
 //! holds the session's bridge.
 //!
 //! JSON, versioned, so a rolling upgrade can read what an older node wrote.
+//!
+//! A call is a tool call ([`TOOL`] names the tool; its answer is of kind
+//! [`KIND_ANSWER`]) or another MCP request the app answers ([`METHOD`] names
+//! the method; its answer is of kind [`KIND_MCP_RESULT`] or
+//! [`KIND_MCP_ERROR`]). A tool call's messages are those of nodes that
+//! forwarded only tool calls, so either side may run the previous version.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use async_nats::{HeaderMap, HeaderValue};
+use bytes::Bytes;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::auth::{SessionCredentials, TokenDigest};
 use crate::catalog;
 use crate::directory::SessionRecord;
-use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
+use crate::outcome::{BridgeEnd, InvokeError, McpFailure, McpReply, ToolOutcome};
 use crate::proto;
 use crate::tools::Tool;
 
@@ -22,6 +30,12 @@ use crate::tools::Tool;
 pub const KIND: &str = "Ocp-Kind";
 /// Header carrying the tool of a forwarded call.
 pub const TOOL: &str = "Ocp-Tool";
+/// Header carrying the MCP method of a forwarded request (instead of
+/// [`TOOL`]).
+pub const METHOD: &str = "Ocp-Method";
+/// Header carrying what a forwarded request names (a URI, a prompt), as a
+/// JSON string; absent when it names nothing.
+pub const TARGET: &str = "Ocp-Target";
 /// Header carrying how long the caller waits, in milliseconds.
 pub const TIMEOUT_MS: &str = "Ocp-Timeout-Ms";
 /// Header carrying the MCP request's `params._meta` (JSON text).
@@ -71,6 +85,77 @@ pub const KIND_ALIVE: &str = "alive";
 pub const KIND_ANSWER: &str = "answer";
 /// Reply kind: no answer from the app (body [`Failure`]).
 pub const KIND_FAILURE: &str = "failure";
+/// Reply kind: the app's result to an MCP request (body: the result's JSON
+/// text exactly as the app sent it).
+pub const KIND_MCP_RESULT: &str = "mcp_result";
+/// Reply kind: the app's JSON-RPC error to an MCP request (body
+/// [`McpError`]).
+pub const KIND_MCP_ERROR: &str = "mcp_error";
+
+/// What a forwarded call asks for, besides its body (the tool's arguments
+/// or the request's params), as the calling node names it in headers.
+#[derive(Clone, Copy, Debug)]
+pub enum Asks<'a> {
+    /// A tool call.
+    Tool(&'a str),
+    /// Another MCP request.
+    Request { method: &'a str, target: &'a str },
+}
+
+impl Asks<'_> {
+    /// Names it in `headers`; fails for a method a header cannot carry
+    /// (one with a line break, which no MCP method has).
+    pub fn write(self, headers: &mut HeaderMap) -> Result<(), InvokeError> {
+        match self {
+            Self::Tool(tool) => headers.insert(TOOL, tool),
+            Self::Request { method, target } => {
+                let value = method.parse::<HeaderValue>().map_err(|_| {
+                    InvokeError::Remote(format!(
+                        "The MCP method {} cannot be sent to another proxy node.",
+                        crate::escape::quoted(method)
+                    ))
+                })?;
+                headers.insert(METHOD, value);
+                if !target.is_empty() {
+                    // JSON escapes line breaks, which a header cannot hold.
+                    let json = serde_json::to_string(target).unwrap_or_default();
+                    headers.insert(TARGET, json.as_str());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a forwarded call asks for, as the holding node reads its headers.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Forwarded {
+    /// A tool call (also every call of a node that forwarded only those).
+    Tool(String),
+    /// Another MCP request.
+    Request { method: String, target: String },
+}
+
+impl Forwarded {
+    /// What `headers` ask for: a request when they name a method, a tool
+    /// call otherwise.
+    pub fn read(headers: Option<&HeaderMap>) -> Self {
+        let header = |name: &str| {
+            headers
+                .and_then(|headers| headers.get(name))
+                .map(HeaderValue::as_str)
+        };
+        match header(METHOD) {
+            Some(method) => Self::Request {
+                method: method.to_owned(),
+                target: header(TARGET)
+                    .and_then(|json| serde_json::from_str(json).ok())
+                    .unwrap_or_default(),
+            },
+            None => Self::Tool(header(TOOL).unwrap_or_default().to_owned()),
+        }
+    }
+}
 
 /// A session as stored in the KV bucket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -291,6 +376,67 @@ impl ReadAnswer {
     }
 }
 
+/// An app's JSON-RPC error relayed to the calling node.
+#[derive(Debug, Serialize)]
+pub struct McpError<'a> {
+    pub code: i32,
+    pub message: &'a str,
+    /// Exactly as the app wrote it; left out when it sent none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<&'a RawValue>,
+}
+
+/// [`McpError`] as the calling node reads it.
+#[derive(Debug, Deserialize)]
+pub struct ReadMcpError {
+    pub code: i32,
+    #[serde(default)]
+    pub message: String,
+    /// `Some` whenever the field is there, `null` included.
+    #[serde(default, deserialize_with = "present")]
+    pub data: Option<Box<RawValue>>,
+}
+
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// The kind and body of the message that carries an MCP reply back: a
+/// result as its own text (moved, not copied), an error as [`McpError`].
+pub fn mcp_reply_message(reply: McpReply) -> (&'static str, Bytes) {
+    match reply {
+        McpReply::Result(result) => {
+            let text: Box<str> = result.into();
+            (KIND_MCP_RESULT, Bytes::from(text.into_boxed_bytes()))
+        }
+        McpReply::Error(failure) => {
+            let body = serde_json::to_vec(&McpError {
+                code: failure.code,
+                message: &failure.message,
+                data: failure.data.as_deref(),
+            })
+            .unwrap_or_default();
+            (KIND_MCP_ERROR, Bytes::from(body))
+        }
+    }
+}
+
+/// The MCP reply a message of kind [`KIND_MCP_RESULT`] or
+/// [`KIND_MCP_ERROR`] carries; the error says what is wrong with it.
+pub fn read_mcp_reply(kind: &str, payload: Bytes) -> Result<McpReply, String> {
+    if kind == KIND_MCP_ERROR {
+        let error: ReadMcpError =
+            serde_json::from_slice(&payload).map_err(|error| error.to_string())?;
+        return Ok(McpReply::Error(McpFailure {
+            code: error.code,
+            message: error.message,
+            data: error.data,
+        }));
+    }
+    let text = String::from_utf8(Vec::from(payload)).map_err(|error| error.to_string())?;
+    McpReply::result(text)
+}
+
 /// Why the holding node has no answer, relayed so the caller sees the same
 /// sentence it would have seen on the holding node.
 #[derive(Debug, Serialize, Deserialize)]
@@ -393,6 +539,141 @@ fn end_of(name: &str) -> BridgeEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn headers_of(asks: Asks<'_>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        asks.write(&mut headers).expect("headers");
+        headers
+    }
+
+    #[test]
+    fn a_request_crosses_with_its_method_and_target() {
+        let read =
+            |method, target| Forwarded::read(Some(&headers_of(Asks::Request { method, target })));
+        assert_eq!(
+            read("resources/read", "notes://a b\r\n\"c\"/ü"),
+            Forwarded::Request {
+                method: "resources/read".into(),
+                target: "notes://a b\r\n\"c\"/ü".into(),
+            }
+        );
+        // A target with line breaks still makes valid header text.
+        let headers = headers_of(Asks::Request {
+            method: "prompts/get",
+            target: "two\nlines",
+        });
+        let raw = headers.get(TARGET).expect("target").as_str();
+        assert!(!raw.contains('\n'), "{raw}");
+        assert_eq!(
+            read("completion/complete", ""),
+            Forwarded::Request {
+                method: "completion/complete".into(),
+                target: String::new(),
+            }
+        );
+        assert!(
+            headers_of(Asks::Request {
+                method: "completion/complete",
+                target: ""
+            })
+            .get(TARGET)
+            .is_none()
+        );
+        // A method no header can carry fails the call instead of the node.
+        let mut headers = HeaderMap::new();
+        let error = Asks::Request {
+            method: "bad\r\nOcp-Tool: x",
+            target: "",
+        }
+        .write(&mut headers)
+        .expect_err("refused");
+        assert!(error.to_string().contains("cannot be sent"), "{error}");
+    }
+
+    #[test]
+    fn a_tool_call_reads_as_before_requests_crossed_nodes() {
+        let headers = headers_of(Asks::Tool("echo_text"));
+        assert!(headers.get(METHOD).is_none());
+        assert_eq!(
+            Forwarded::read(Some(&headers)),
+            Forwarded::Tool("echo_text".into())
+        );
+        // What a node of the previous version sends: the tool header only.
+        let mut old = HeaderMap::new();
+        old.insert(TOOL, "echo_text");
+        old.insert(TIMEOUT_MS, "60000");
+        assert_eq!(
+            Forwarded::read(Some(&old)),
+            Forwarded::Tool("echo_text".into())
+        );
+        assert_eq!(Forwarded::read(None), Forwarded::Tool(String::new()));
+    }
+
+    #[test]
+    fn a_tool_answer_is_the_previous_versions_json() {
+        let content = RawValue::from_string(r#"{"n":12345678901234567890}"#.into()).expect("raw");
+        let body = serde_json::to_string(&Answer {
+            ok: true,
+            content: &content,
+            error: "",
+        })
+        .expect("encode");
+        assert_eq!(
+            body,
+            r#"{"ok":true,"content":{"n":12345678901234567890},"error":""}"#
+        );
+        let back = serde_json::from_str::<ReadAnswer>(&body)
+            .expect("decode")
+            .into_outcome()
+            .expect("outcome");
+        assert_eq!(back.content.get(), content.get());
+    }
+
+    #[test]
+    fn an_mcp_result_crosses_as_its_exact_text() {
+        let text = r#"{"contents":[{"uri":"n://1","text":"x"}],"big":12345678901234567890,"huge":1e400,"exact":0.10000000000000000555,"u":"\u00e9"}"#;
+        let reply = McpReply::result(text.to_owned()).expect("result");
+        let (kind, body) = mcp_reply_message(reply);
+        assert_eq!(kind, KIND_MCP_RESULT);
+        assert_eq!(&body[..], text.as_bytes());
+        match read_mcp_reply(kind, body).expect("read") {
+            McpReply::Result(raw) => assert_eq!(raw.get(), text),
+            other => panic!("expected a result, got {other:?}"),
+        }
+        // Not an object, or not JSON: unreadable, never passed on.
+        assert!(read_mcp_reply(KIND_MCP_RESULT, Bytes::from_static(b"[1]")).is_err());
+        assert!(read_mcp_reply(KIND_MCP_RESULT, Bytes::from_static(b"{\"a\":")).is_err());
+        assert!(read_mcp_reply(KIND_MCP_RESULT, Bytes::from_static(b"\xff")).is_err());
+    }
+
+    #[test]
+    fn an_mcp_error_crosses_with_its_data_exactly() {
+        let cases = [
+            (
+                r#"{"uri":"notes://missing","n":1e400,"id":12345678901234567890}"#,
+                Some(r#"{"uri":"notes://missing","n":1e400,"id":12345678901234567890}"#),
+            ),
+            ("null", Some("null")),
+            ("", None),
+        ];
+        for (data_json, data) in cases {
+            let reply = McpReply::error(-32002, "Resource not found".into(), data_json.into())
+                .expect("error");
+            let (kind, body) = mcp_reply_message(reply);
+            assert_eq!(kind, KIND_MCP_ERROR);
+            match read_mcp_reply(kind, body).expect("read") {
+                McpReply::Error(failure) => {
+                    assert_eq!(failure.code, -32002);
+                    assert_eq!(failure.message, "Resource not found");
+                    assert_eq!(failure.data.as_deref().map(RawValue::get), data);
+                }
+                other => panic!("expected an error, got {other:?}"),
+            }
+        }
+        assert!(
+            read_mcp_reply(KIND_MCP_ERROR, Bytes::from_static(b"{\"message\":\"x\"}")).is_err()
+        );
+    }
 
     #[test]
     fn failures_keep_their_sentence_across_nodes() {

@@ -14,7 +14,7 @@ use super::{Hub, HubError, Local};
 use crate::audit;
 use crate::bridge::{Bridge, proxy};
 use crate::call::CallContext;
-use crate::delivery::RemoteCall;
+use crate::delivery::{Asked, FromReply, RemoteCall};
 use crate::directory::SessionRecord;
 use crate::escape::short_id as short;
 use crate::metrics::{Answered, CallOutcome, Metrics, Transport};
@@ -105,24 +105,40 @@ impl Hub {
                 .invoke_local(&record, tool_name, arguments_json, context)
                 .await;
         }
-        self.inner.directory.touch(&record.id);
-        if self.inner.remote.connected().is_some() {
-            counted.transport = Transport::Nats;
-        }
         let call = RemoteCall {
             session_id: &record.id,
-            tool: tool_name,
-            arguments_json,
+            asked: Asked::Tool {
+                tool: tool_name,
+                arguments_json,
+            },
             context,
             timeout: self.tool_timeout(&record, tool_name),
         };
-        let span = round_trip_span(&record.id, tool_name, Transport::Nats);
+        self.deliver_elsewhere(call, tool_name, counted).await
+    }
+
+    /// Hands a call for a bridge attached elsewhere to the
+    /// [`RemoteDelivery`](crate::delivery::RemoteDelivery), counted as going
+    /// over NATS in cluster mode; `what` (the tool or the method) names its
+    /// span.
+    pub(super) async fn deliver_elsewhere<A: FromReply + Answered>(
+        &self,
+        call: RemoteCall<'_>,
+        what: &str,
+        counted: &mut CallCounted<'_>,
+    ) -> Result<A, InvokeError> {
+        self.inner.directory.touch(call.session_id);
+        if self.inner.remote.connected().is_some() {
+            counted.transport = Transport::Nats;
+        }
+        let span = round_trip_span(call.session_id, what, Transport::Nats);
         let outcome = self
             .inner
             .remote
-            .invoke(call)
+            .deliver(call)
             .instrument(span.clone())
-            .await;
+            .await
+            .and_then(A::from_reply);
         span.record("outcome", CallOutcome::of(&outcome).as_str());
         outcome
     }

@@ -10,6 +10,7 @@ use tracing::Instrument;
 use super::Hub;
 use super::invoke::CallCounted;
 use crate::call::CallContext;
+use crate::delivery::{Asked, RemoteCall};
 use crate::directory::SessionRecord;
 use crate::metrics::CallOutcome;
 use crate::outcome::{InvokeError, McpReply};
@@ -79,7 +80,34 @@ impl Hub {
             counted.transport = bridge.origin().transport;
             return self.request_local(&record, request, context).await;
         }
-        Err(InvokeError::NotConnected)
+        let AppRequest {
+            method,
+            target,
+            params_json,
+        } = request;
+        let call = RemoteCall {
+            session_id: &record.id,
+            asked: Asked::Request {
+                method,
+                target,
+                params_json,
+            },
+            context,
+            timeout: self.inner.config.tool_timeout,
+        };
+        self.deliver_elsewhere(call, method, counted).await
+    }
+
+    /// Sends a request that arrived from another node to the bridge
+    /// attached here; never forwards it again.
+    pub async fn request_here(
+        &self,
+        session_id: &str,
+        request: AppRequest<'_>,
+        context: CallContext,
+    ) -> Result<McpReply, InvokeError> {
+        let record = self.record_for_call(session_id).await?;
+        self.request_local(&record, request, context).await
     }
 
     /// Sends a request to the bridge attached here; never forwards it.

@@ -16,7 +16,9 @@ use openclaw_proxy_tests::{
     APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, ServerBuilder, ServerProcess, TestServer, WsApp,
     legacy_session_body, mcp_connect, sse_messages, texts,
 };
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams, ResourceContents,
+};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -836,4 +838,186 @@ async fn the_cluster_benchmark_runs_same_node_and_cross_node_calls() {
         );
         assert!(figures["cross_p50_us"].as_f64() > Some(0.0), "{summary}");
     }
+}
+
+/// A registration body with the echo tool, a resource, a resource template
+/// (so an undeclared URI reaches the app) and two prompts.
+fn declaring_body() -> Value {
+    let mut body = legacy_session_body();
+    body["resources"] = json!([
+        {"uri": "notes://welcome", "name": "welcome", "title": "Welcome", "mimeType": "text/plain"}
+    ]);
+    body["resourceTemplates"] = json!([
+        {"uriTemplate": "notes://by-id/{id}", "name": "note"}
+    ]);
+    body["prompts"] = json!([
+        {"name": "summarise", "arguments": [{"name": "ticket", "required": true}]},
+        {"name": "locked"}
+    ]);
+    body
+}
+
+/// A WebSocket app that answers `mcp_request` frames as a notes app would,
+/// and reports each request it gets.
+fn notes_app(mut app: WsApp, seen: tokio::sync::mpsc::UnboundedSender<Value>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "mcp_request" {
+                continue;
+            }
+            let id = frame["request_id"].clone();
+            let params = &frame["params"];
+            let answer = match (frame["method"].as_str(), params["uri"].as_str()) {
+                (Some("resources/read"), Some("notes://welcome")) => {
+                    json!({"type": "mcp_result", "request_id": id, "result": {"contents": [
+                        {"uri": "notes://welcome", "mimeType": "text/plain", "text": "Hello from A"}]}})
+                }
+                (Some("resources/read"), uri) => json!({"type": "mcp_result", "request_id": id,
+                    "error": {"code": -32002, "message": format!("No note at {}", uri.unwrap_or_default()),
+                              "data": {"uri": uri}}}),
+                (Some("prompts/get"), _) if params["name"] == "locked" => {
+                    json!({"type": "mcp_result", "request_id": id, "error": {"code": -32001,
+                        "message": "locked", "data": {"until": 12345678901234567890_u64, "by": "ops"}}})
+                }
+                (Some("prompts/get"), _) => {
+                    json!({"type": "mcp_result", "request_id": id, "result": {
+                    "messages": [{"role": "user", "content": {"type": "text",
+                        "text": format!("Summarise {}", params["arguments"]["ticket"].as_str().unwrap_or("?"))}}]}})
+                }
+                _ => json!({"type": "mcp_result", "request_id": id,
+                    "error": {"code": -32601, "message": "not served"}}),
+            };
+            let _ = seen.send(frame);
+            app.send_json(answer).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn resources_and_prompts_on_one_node_are_read_from_another() {
+    let (_nats, nodes, _) = cluster(2, 300).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let created = a
+        .rest()
+        .token(APP_TOKEN)
+        .create_session(&declaring_body())
+        .await;
+    assert_eq!(created.status(), 200);
+    let id = created.json()["mcpSessionId"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+    let app = WsApp::connect(&bridge_url(a, &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on A");
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let app = notes_app(app, seen_tx);
+    let client = mcp_connect(&b.url(), &id, Route::Path).await;
+
+    // B lists from the shared declaration, without asking the app.
+    let resources = client.list_resources(None).await.expect("resources/list");
+    let uris: Vec<&str> = resources.resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["notes://welcome"]);
+    let prompts = client.list_prompts(None).await.expect("prompts/list");
+    let names: Vec<&str> = prompts.prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["summarise", "locked"]);
+
+    // A read on B reaches the app on A (once A's attach is known to B).
+    let mut read = None;
+    for _ in 0..500 {
+        match client
+            .read_resource(ReadResourceRequestParams::new("notes://welcome"))
+            .await
+        {
+            Ok(result) => {
+                read = Some(result);
+                break;
+            }
+            Err(error) if format!("{error:?}").contains("Bridge is not connected") => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("resources/read: {error:?}"),
+        }
+    }
+    let read = read.expect("the bridge on A became reachable from B");
+    match &read.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "Hello from A"),
+        other => panic!("expected text, got {other:?}"),
+    }
+    let asked = seen.recv().await.expect("the app saw the read");
+    assert_eq!(asked["method"], "resources/read");
+    assert_eq!(asked["params"]["uri"], "notes://welcome");
+
+    // A prompt, with its argument.
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("ticket".into(), json!("T-7"));
+    let prompt = client
+        .get_prompt(GetPromptRequestParams::new("summarise").with_arguments(arguments))
+        .await
+        .expect("prompts/get");
+    let messages = serde_json::to_value(&prompt.messages).expect("messages");
+    assert_eq!(
+        messages[0]["content"]["text"], "Summarise T-7",
+        "{messages}"
+    );
+    let asked = seen.recv().await.expect("the app saw the prompt request");
+    assert_eq!(asked["params"]["arguments"]["ticket"], "T-7");
+
+    // An unknown URI: the app's resource-not-found crosses back, carrying
+    // the URI and the app's own words.
+    let error = client
+        .read_resource(ReadResourceRequestParams::new("notes://by-id/missing"))
+        .await
+        .expect_err("not found");
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("expected a JSON-RPC error, got {error:?}");
+    };
+    assert_eq!(error.code.0, -32002, "{error:?}");
+    assert_eq!(error.message, "No note at notes://by-id/missing");
+    assert_eq!(
+        error.data,
+        Some(json!({"uri": "notes://by-id/missing"})),
+        "{error:?}"
+    );
+
+    // An app's error keeps its code and its data.
+    let error = client
+        .get_prompt(GetPromptRequestParams::new("locked"))
+        .await
+        .expect_err("locked");
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("expected a JSON-RPC error, got {error:?}");
+    };
+    assert_eq!(error.code.0, -32001, "{error:?}");
+    assert_eq!(
+        error.data,
+        Some(json!({"until": 12345678901234567890_u64, "by": "ops"}))
+    );
+    client.cancel().await.expect("close");
+
+    // Counted on the node that received them, as tool calls are.
+    let scrape = |node: &Node| {
+        let rest = node.rest().token(APP_TOKEN);
+        async move {
+            let text = rest.metrics().await.text();
+            openclaw_proxy_tests::prometheus::Scrape::parse(&text).expect("Prometheus text")
+        }
+    };
+    let (on_a, on_b) = (scrape(a).await, scrape(b).await);
+    let read_ok = [("method", "resources/read"), ("outcome", "ok")];
+    assert_eq!(
+        on_b.value("openclaw_proxy_app_requests_total", &read_ok),
+        1.0
+    );
+    assert_eq!(
+        on_a.get("openclaw_proxy_app_requests_total", &read_ok)
+            .unwrap_or_default(),
+        0.0
+    );
+    let prompt_errors = [("method", "prompts/get"), ("outcome", "tool_error")];
+    assert_eq!(
+        on_b.value("openclaw_proxy_app_requests_total", &prompt_errors),
+        1.0
+    );
+    app.abort();
 }

@@ -15,11 +15,12 @@ use super::{ALIVE_INTERVAL, ANSWER_HEADERS_BYTES, Answering};
 use crate::call::CallContext;
 use crate::cluster::outbox::{Outbox, Outgoing};
 use crate::cluster::wire::{
-    self, Answer, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS, Progress,
+    self, Answer, Failure, Forwarded, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS,
+    Progress,
 };
 use crate::escape::short_id as short;
-use crate::hub::WeakHub;
-use crate::outcome::{InvokeError, ToolOutcome};
+use crate::hub::{AppRequest, WeakHub};
+use crate::outcome::{InvokeError, Reply};
 use crate::progress::ProgressSink;
 use crate::proto;
 use crate::trace;
@@ -30,7 +31,7 @@ pub(super) async fn serve(
     answering: Arc<Answering>,
     outbox: Outbox,
     session_id: Arc<str>,
-    mut calls: async_nats::Subscriber,
+    mut calls: impl futures_util::Stream<Item = Message> + Unpin,
 ) {
     while let Some(message) = calls.next().await {
         let (hub, session_id) = (hub.clone(), session_id.clone());
@@ -160,13 +161,19 @@ impl Replies<'_> {
 
     /// The answer, unless NATS would refuse it (the caller would hear
     /// nothing): then a failure that says why.
-    async fn answer(&self, session_id: &str, outcome: &ToolOutcome) {
-        let body = serde_json::to_vec(&Answer {
-            ok: outcome.ok,
-            content: &outcome.content,
-            error: &outcome.error,
-        })
-        .unwrap_or_default();
+    async fn answer(&self, session_id: &str, reply: Reply) {
+        let (kind, body) = match reply {
+            Reply::Tool(outcome) => {
+                let body = serde_json::to_vec(&Answer {
+                    ok: outcome.ok,
+                    content: &outcome.content,
+                    error: &outcome.error,
+                })
+                .unwrap_or_default();
+                (KIND_ANSWER, Bytes::from(body))
+            }
+            Reply::Mcp(reply) => wire::mcp_reply_message(reply),
+        };
         let limit = self
             .outbox
             .max_payload()
@@ -181,7 +188,7 @@ impl Replies<'_> {
             self.failure(&error).await;
             return;
         }
-        self.publish(KIND_ANSWER, Bytes::from(body)).await;
+        self.publish(kind, body).await;
     }
 }
 
@@ -213,26 +220,35 @@ async fn answer_call(
             .and_then(|headers| headers.get(name))
             .map(|value| value.as_str().to_owned())
     };
-    let tool = header(wire::TOOL).unwrap_or_default();
-    let Ok(arguments) = String::from_utf8(message.payload.to_vec()) else {
+    let forwarded = Forwarded::read(message.headers.as_ref());
+    let Ok(body) = String::from_utf8(message.payload.to_vec()) else {
         let error = InvokeError::Remote("the forwarded arguments were not UTF-8".into());
         replies.failure(&error).await;
         return;
     };
     let (sink, mut reports) = crate::progress::channel();
     let context = context_of(&header, sink);
-    let span = trace::span(|| {
-        tracing::info_span!(
-            "forwarded_call",
-            otel.kind = "server",
-            session = short(&session_id),
-            tool = %crate::escape::truncated(&tool),
-        )
-    });
+    let span = forwarded_span(&session_id, &forwarded);
     trace::set_remote_parent(&span, &context.trace_parent);
-    let invoke = hub
-        .invoke_here(&session_id, &tool, arguments, context)
-        .instrument(span);
+    let invoke = async {
+        match &forwarded {
+            Forwarded::Tool(tool) => hub
+                .invoke_here(&session_id, tool, body, context)
+                .await
+                .map(Reply::Tool),
+            Forwarded::Request { method, target } => {
+                let request = AppRequest {
+                    method,
+                    target,
+                    params_json: body,
+                };
+                hub.request_here(&session_id, request, context)
+                    .await
+                    .map(Reply::Mcp)
+            }
+        }
+    }
+    .instrument(span);
     tokio::pin!(invoke);
     let outcome = loop {
         tokio::select! {
@@ -247,9 +263,27 @@ async fn answer_call(
         replies.progress(report).await;
     }
     match outcome {
-        Ok(outcome) => replies.answer(&session_id, &outcome).await,
+        Ok(reply) => replies.answer(&session_id, reply).await,
         Err(error) => replies.failure(&error).await,
     }
+}
+
+/// The span of a call from another node (when traces are exported).
+fn forwarded_span(session_id: &str, forwarded: &Forwarded) -> tracing::Span {
+    trace::span(|| match forwarded {
+        Forwarded::Tool(tool) => tracing::info_span!(
+            "forwarded_call",
+            otel.kind = "server",
+            session = short(session_id),
+            tool = %crate::escape::truncated(tool),
+        ),
+        Forwarded::Request { method, .. } => tracing::info_span!(
+            "forwarded_call",
+            otel.kind = "server",
+            session = short(session_id),
+            method = %crate::escape::truncated(method),
+        ),
+    })
 }
 
 /// The context of a forwarded call, from its headers; its progress goes to

@@ -15,32 +15,54 @@ use tokio::time::Instant;
 use super::{HOLDER_SILENCE, NatsDelivery, REPLY_BUFFER, Waiting};
 use crate::call::CallContext;
 use crate::cluster::Node;
-use crate::cluster::outbox::{Outbox, Outgoing, Reply};
+use crate::cluster::outbox::{Incoming, Outbox, Outgoing};
 use crate::cluster::wire::{
-    self, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS, Progress, ReadAnswer,
+    self, Asks, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_MCP_ERROR,
+    KIND_MCP_RESULT, KIND_PROGRESS, Progress, ReadAnswer,
 };
-use crate::delivery::RemoteCall;
-use crate::outcome::{InvokeError, ToolOutcome};
+use crate::delivery::{Asked, RemoteCall};
+use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
 use crate::proto;
 use crate::trace;
 
 impl NatsDelivery {
     /// Delivers a call; a node that answers "not connected" held the bridge
     /// a moment ago (it just moved), so the call is offered again, briefly.
-    pub(super) async fn call(&self, call: RemoteCall<'_>) -> Result<ToolOutcome, InvokeError> {
+    pub(super) async fn call(&self, call: RemoteCall<'_>) -> Result<Reply, InvokeError> {
         let RemoteCall {
             session_id,
-            tool,
-            arguments_json,
+            asked,
             context,
             timeout,
         } = call;
+        // The body becomes the message's payload without a copy, and each
+        // attempt shares it.
+        let (asks, subject, body) = match asked {
+            Asked::Tool {
+                tool,
+                arguments_json,
+            } => (
+                Asks::Tool(tool),
+                self.call_subject(session_id),
+                Bytes::from(arguments_json),
+            ),
+            Asked::Request {
+                method,
+                target,
+                params_json,
+            } => (
+                Asks::Request { method, target },
+                self.request_subject(session_id),
+                Bytes::from(params_json),
+            ),
+        };
         let mut context = Some(context);
         for delay_ms in [2, 10, 30] {
-            let attempt = RemoteCall {
+            let attempt = Attempt {
                 session_id,
-                tool,
-                arguments_json: arguments_json.clone(),
+                subject: &subject,
+                asks,
+                body: body.clone(),
                 context: context.take().unwrap_or_default(),
                 timeout,
             };
@@ -57,13 +79,14 @@ impl NatsDelivery {
 
     /// One attempt: the call published, then its replies read until the
     /// answer, the deadline, or the holder's silence.
-    async fn call_once(
-        &self,
-        call: RemoteCall<'_>,
-    ) -> Result<Result<ToolOutcome, InvokeError>, Moved> {
+    async fn call_once(&self, call: Attempt<'_>) -> Result<Result<Reply, InvokeError>, Moved> {
         if !self.node.connected() {
             return Ok(Err(unreachable()));
         }
+        let headers = match call_headers(&call) {
+            Ok(headers) => headers,
+            Err(error) => return Ok(Err(error)),
+        };
         let n = self.next_reply.fetch_add(1, Ordering::Relaxed);
         let (sender, replies) = mpsc::channel(REPLY_BUFFER);
         self.waiting
@@ -77,10 +100,10 @@ impl NatsDelivery {
         let _in_flight = self.outbox.call_in_flight();
         let deadline = Instant::now() + call.timeout;
         let request = Outgoing {
-            subject: self.call_subject(call.session_id).into(),
+            subject: call.subject.into(),
             reply: Some(format!("{}.{n}", self.reply_base).into()),
-            headers: Some(call_headers(&call)),
-            payload: Bytes::from(call.arguments_json),
+            headers: Some(headers),
+            payload: call.body,
             caller: Some(sender),
         };
         // The queue is full only while NATS does not take what it is given.
@@ -107,11 +130,21 @@ impl NatsDelivery {
     }
 }
 
-/// The headers of a forwarded call: the tool, the caller's wait, the
-/// request's `_meta`, the caller, and the `traceparent`.
-fn call_headers(call: &RemoteCall<'_>) -> HeaderMap {
+/// One attempt at a call: what it asks, and its own share of the body.
+struct Attempt<'a> {
+    session_id: &'a str,
+    subject: &'a str,
+    asks: Asks<'a>,
+    body: Bytes,
+    context: CallContext,
+    timeout: Duration,
+}
+
+/// The headers of a forwarded call: the tool or the method, the caller's
+/// wait, the request's `_meta`, the caller, and the `traceparent`.
+fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     let mut headers = HeaderMap::new();
-    headers.insert(wire::TOOL, call.tool);
+    call.asks.write(&mut headers)?;
     headers.insert(
         wire::TIMEOUT_MS,
         call.timeout.as_millis().to_string().as_str(),
@@ -127,7 +160,7 @@ fn call_headers(call: &RemoteCall<'_>) -> HeaderMap {
     if !trace_parent.is_empty() {
         headers.insert(wire::TRACE_PARENT, trace_parent.as_str());
     }
-    headers
+    Ok(headers)
 }
 
 /// A published call waiting for its replies.
@@ -144,9 +177,9 @@ impl Waited<'_> {
     /// holder's silence (one timer for both).
     async fn replies(
         self,
-        mut replies: mpsc::Receiver<Reply>,
+        mut replies: mpsc::Receiver<Incoming>,
         mut abandon: Abandon<'_>,
-    ) -> Result<Result<ToolOutcome, InvokeError>, Moved> {
+    ) -> Result<Result<Reply, InvokeError>, Moved> {
         let deadline = self.deadline;
         let silence_ends = || (Instant::now() + HOLDER_SILENCE).min(deadline);
         let timer = tokio::time::sleep_until(silence_ends());
@@ -157,8 +190,8 @@ impl Waited<'_> {
                 () = &mut timer => return Ok(Err(self.silence(timer.deadline()))),
             };
             let message = match message {
-                Some(Reply::Nats(message)) => message,
-                Some(Reply::Unsent(reason)) => {
+                Some(Incoming::Nats(message)) => message,
+                Some(Incoming::Unsent(reason)) => {
                     abandon.call = None;
                     return Ok(Err(reason));
                 }
@@ -184,7 +217,11 @@ impl Waited<'_> {
                 }
                 KIND_ANSWER => {
                     abandon.call = None;
-                    return Ok(answer(&message.payload));
+                    return Ok(answer(&message.payload).map(Reply::Tool));
+                }
+                KIND_MCP_RESULT | KIND_MCP_ERROR => {
+                    abandon.call = None;
+                    return Ok(mcp_answer(&kind, message.payload).map(Reply::Mcp));
                 }
                 KIND_FAILURE => {
                     abandon.call = None;
@@ -252,6 +289,15 @@ fn answer(payload: &[u8]) -> Result<ToolOutcome, InvokeError> {
                 "The proxy node holding the app's bridge sent an unreadable answer: {error}"
             ))
         })
+}
+
+/// The holding node's answer to an MCP request.
+fn mcp_answer(kind: &str, payload: Bytes) -> Result<McpReply, InvokeError> {
+    wire::read_mcp_reply(kind, payload).map_err(|error| {
+        InvokeError::Remote(format!(
+            "The proxy node holding the app's bridge sent an unreadable answer: {error}"
+        ))
+    })
 }
 
 /// The node that answered no longer holds the bridge; the call's context
@@ -334,7 +380,7 @@ fn route_reply(waiting: &Waiting, message: Message) {
         .cloned();
     let Some(sender) = sender else { return };
     if let Err(mpsc::error::TrySendError::Full(message)) =
-        sender.try_send(Reply::Nats(Box::new(message)))
+        sender.try_send(Incoming::Nats(Box::new(message)))
     {
         // Progress may be thinned; the answer must arrive.
         tokio::spawn(async move {

@@ -1,13 +1,17 @@
 //! Calls between nodes: NATS request-reply, with progress and liveness
 //! streamed back on the reply subject.
 //!
-//! The calling node publishes the call to `{prefix}.call.{session_id}` with a
-//! reply subject of its own (`{prefix}.reply.{node}.{n}`, one subscription per
-//! node, routed by `n`). The node holding the bridge subscribes to the call
-//! subject in queue group `bridge` while it holds the bridge, runs the call
+//! The calling node publishes a tool call to `{prefix}.call.{session_id}`,
+//! and any other MCP request the app answers (`resources/read`,
+//! `prompts/get`, ...) to `{prefix}.request.{session_id}`, with a reply
+//! subject of its own (`{prefix}.reply.{node}.{n}`, one subscription per
+//! node, routed by `n`). The node holding the bridge subscribes to both
+//! subjects in queue group `bridge` while it holds the bridge, runs the call
 //! on it, and publishes `progress`, `alive` (every second while the call
-//! runs), then the `answer` or the `failure`. NATS answers "no responders"
-//! when no node holds the bridge.
+//! runs), then the answer (`answer` for a tool, `mcp_result` or `mcp_error`
+//! for a request) or the `failure`. NATS answers "no responders" when no
+//! node holds the bridge; a request has its own subject so that a node of
+//! the version before requests crossed nodes never receives one.
 //!
 //! Per call, the hot path costs as little as it can: one timer on the
 //! calling node (the holder's silence and the call's deadline share it), and
@@ -40,12 +44,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::Node;
 use super::directory::NatsDirectory;
-use super::outbox::{Outbox, Reply};
+use super::outbox::{Incoming, Outbox};
 use crate::delivery::{RemoteCall, RemoteDelivery};
 use crate::directory::SessionRecord;
 use crate::escape::short_id as short;
 use crate::hub::WeakHub;
-use crate::outcome::{InvokeError, ToolOutcome};
+use crate::outcome::{InvokeError, Reply};
 
 /// How often the holding node says it is still working on a call.
 const ALIVE_INTERVAL: Duration = Duration::from_secs(1);
@@ -58,7 +62,7 @@ const ANSWER_HEADERS_BYTES: usize = 64;
 const REPLY_BUFFER: usize = 256;
 
 /// The calls this node waits on, by the number of their reply subject.
-type Waiting = Mutex<HashMap<u64, mpsc::Sender<Reply>>>;
+type Waiting = Mutex<HashMap<u64, mpsc::Sender<Incoming>>>;
 
 /// Calls from other nodes running here, by their reply subject.
 type Answering = Mutex<HashMap<String, CancellationToken>>;
@@ -98,6 +102,13 @@ impl NatsDelivery {
         format!("{}.call.{session_id}", self.node.prefix)
     }
 
+    /// Where MCP requests other than tool calls go: a subject of their own,
+    /// so that a node running a version that forwards only tool calls never
+    /// receives one (NATS answers "no responders" instead).
+    fn request_subject(&self, session_id: &str) -> String {
+        format!("{}.request.{session_id}", self.node.prefix)
+    }
+
     /// Starts the node's tasks: the route of replies to the calls waiting
     /// here, the ticker that says `alive` for the calls running here, and
     /// the listener for cancellations of those.
@@ -121,16 +132,17 @@ impl NatsDelivery {
         self.serving.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Subscribes to the calls for a session whose bridge attached here and
-    /// serves them until the bridge detaches.
+    /// Subscribes to the calls and requests for a session whose bridge
+    /// attached here and serves them until the bridge detaches.
     async fn serve_calls_for(&self, id: &Arc<str>) {
-        let subscribed = self
-            .node
-            .client
-            .queue_subscribe(self.call_subject(id), "bridge".into())
-            .await;
+        let client = &self.node.client;
+        let subscribed = futures_util::future::try_join(
+            client.queue_subscribe(self.call_subject(id), "bridge".into()),
+            client.queue_subscribe(self.request_subject(id), "bridge".into()),
+        )
+        .await;
         let calls = match subscribed {
-            Ok(calls) => calls,
+            Ok((calls, requests)) => futures_util::stream::select(calls, requests),
             Err(error) => {
                 tracing::warn!(session = short(id), %error, "calls from other nodes cannot reach this bridge");
                 return;
@@ -153,10 +165,7 @@ impl NatsDelivery {
 }
 
 impl RemoteDelivery for NatsDelivery {
-    fn invoke<'a>(
-        &'a self,
-        call: RemoteCall<'a>,
-    ) -> BoxFuture<'a, Result<ToolOutcome, InvokeError>> {
+    fn deliver<'a>(&'a self, call: RemoteCall<'a>) -> BoxFuture<'a, Result<Reply, InvokeError>> {
         Box::pin(self.call(call))
     }
 
