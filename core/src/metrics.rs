@@ -115,6 +115,27 @@ impl CallOutcome {
 }
 label_value!(CallOutcome);
 
+/// Registers what apps answer besides tool calls and the log records they
+/// write.
+fn register_app_metrics(
+    registry: &mut Registry,
+) -> (Family<RequestLabels, Counter>, [Counter; Logged::ALL.len()]) {
+    let app_requests = Family::<RequestLabels, Counter>::default();
+    registry.register(
+        "app_requests",
+        "MCP requests other than tools/call that the app answers (resources/read, prompts/get, completion/complete), by method and how they ended",
+        app_requests.clone(),
+    );
+    let logs = Family::<LoggedLabels, Counter>::default();
+    let app_logs = Logged::ALL.map(|outcome| logs.get_or_create(&LoggedLabels { outcome }).clone());
+    registry.register(
+        "app_log_records",
+        "Log records apps wrote during calls: forwarded to the client, forwarded after older events gave way (thinned), or dropped below the client's level (unwanted)",
+        logs,
+    );
+    (app_requests, app_logs)
+}
+
 /// An app's answer, as far as the outcome label cares.
 pub trait Answered {
     /// Whether the app reported success (a tool result that is not an
@@ -417,20 +438,7 @@ impl Metrics {
             "MCP requests, by JSON-RPC method and HTTP status",
             mcp_requests.clone(),
         );
-        let app_requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
-            "app_requests",
-            "MCP requests other than tools/call that the app answers (resources/read, prompts/get, completion/complete), by method and how they ended",
-            app_requests.clone(),
-        );
-        let logs = Family::<LoggedLabels, Counter>::default();
-        let app_logs =
-            Logged::ALL.map(|outcome| logs.get_or_create(&LoggedLabels { outcome }).clone());
-        registry.register(
-            "app_log_records",
-            "Log records apps wrote during calls: forwarded to the client, forwarded after older events gave way (thinned), or dropped below the client's level (unwanted)",
-            logs,
-        );
+        let (app_requests, app_logs) = register_app_metrics(&mut registry);
         let drops = Family::<ReasonLabels, Counter>::default();
         let dropped =
             DropReason::ALL.map(|reason| drops.get_or_create(&ReasonLabels { reason }).clone());

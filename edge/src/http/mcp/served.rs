@@ -75,6 +75,74 @@ pub fn log_level(hub: &Hub, session_id: &str, meta: &RequestMetaObject) -> Optio
         .or_else(|| hub.log_level(session_id))
 }
 
+/// The params rmcp parsed as JSON text, with the request's `_meta` put
+/// back (rmcp moves it into the context).
+fn with_meta<P: Serialize>(
+    params: P,
+    meta: Option<&RequestMetaObject>,
+) -> Result<String, McpError> {
+    let mut params = serde_json::to_value(params)
+        .map_err(|error| McpError::internal_error(error.to_string(), None))?;
+    if let (Some(meta), Some(object)) = (meta, params.as_object_mut()) {
+        object.insert(
+            "_meta".into(),
+            serde_json::to_value(meta).unwrap_or_default(),
+        );
+    }
+    Ok(params.to_string())
+}
+
+/// The MCP answer to a request's outcome: the app's result read as `T`
+/// (complete, at 2026-07-28), its error, or the proxy's.
+fn answer<T: DeserializeOwned>(
+    outcome: Result<McpReply, InvokeError>,
+    caller: &Caller,
+    method: &str,
+    target: &str,
+) -> Result<T, McpError> {
+    match outcome {
+        Ok(McpReply::Result(raw)) => {
+            let not_mcp = |error: serde_json::Error| {
+                McpError::internal_error(
+                    format!("the app's {method} result is not a valid MCP result: {error}"),
+                    None,
+                )
+            };
+            let mut result: Value = serde_json::from_str(raw.get()).map_err(not_mcp)?;
+            // 2026-07-28 results say they are complete; an app need not.
+            if caller.speaks_2026()
+                && let Some(object) = result.as_object_mut()
+            {
+                object
+                    .entry("resultType")
+                    .or_insert_with(|| Value::from("complete"));
+            }
+            serde_json::from_value(result).map_err(not_mcp)
+        }
+        Ok(McpReply::Error(failure)) => {
+            if failure.code == RESOURCE_NOT_FOUND && method == "resources/read" {
+                return Err(caller.resource_not_found(failure.message, target));
+            }
+            let data = failure
+                .data
+                .as_ref()
+                .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+            Err(McpError::new(
+                ErrorCode(failure.code),
+                failure.message,
+                data,
+            ))
+        }
+        Err(error @ InvokeError::UnknownResource { .. }) => {
+            Err(caller.resource_not_found(error.to_string(), target))
+        }
+        Err(error @ InvokeError::UnknownPrompt { .. }) => {
+            Err(McpError::invalid_params(error.to_string(), None))
+        }
+        Err(error) => Err(McpError::internal_error(error.to_string(), None)),
+    }
+}
+
 /// The MCP notification of a change in a session.
 pub fn change_notification(change: &SessionEvent) -> Option<rmcp::model::ServerNotification> {
     let message = match change {
@@ -196,20 +264,13 @@ pub async fn ask<P: Serialize, T: DeserializeOwned>(
     } = ask;
     let meta = (!context.meta.0.is_empty()).then_some(&context.meta);
     let caller = Caller::of(context, meta);
-    let mut params = serde_json::to_value(params)
-        .map_err(|error| McpError::internal_error(error.to_string(), None))?;
-    if let (Some(meta), Some(object)) = (meta, params.as_object_mut()) {
-        object.insert(
-            "_meta".into(),
-            serde_json::to_value(meta).unwrap_or_default(),
-        );
-    }
+    let params = with_meta(params, meta)?;
     let jsonrpc_id = serde_json::to_string(&context.id).unwrap_or_default();
     let registered = in_flight.register(session_id, &jsonrpc_id);
     let request = AppRequest {
         method,
         target,
-        params_json: params.to_string(),
+        params_json: params,
     };
     // Log records of the request reach the client when it asked for them.
     let log_level = log_level(hub, session_id, &context.meta);
@@ -254,47 +315,7 @@ pub async fn ask<P: Serialize, T: DeserializeOwned>(
             return Err(McpError::internal_error("the request was cancelled by the client", None));
         }
     };
-    match outcome {
-        Ok(McpReply::Result(raw)) => {
-            let not_mcp = |error: serde_json::Error| {
-                McpError::internal_error(
-                    format!("the app's {method} result is not a valid MCP result: {error}"),
-                    None,
-                )
-            };
-            let mut result: Value = serde_json::from_str(raw.get()).map_err(not_mcp)?;
-            // 2026-07-28 results say they are complete; an app need not.
-            if caller.speaks_2026()
-                && let Some(object) = result.as_object_mut()
-            {
-                object
-                    .entry("resultType")
-                    .or_insert_with(|| Value::from("complete"));
-            }
-            serde_json::from_value(result).map_err(not_mcp)
-        }
-        Ok(McpReply::Error(failure)) => {
-            let data = failure
-                .data
-                .as_ref()
-                .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
-            if failure.code == RESOURCE_NOT_FOUND && method == "resources/read" {
-                return Err(caller.resource_not_found(failure.message, target));
-            }
-            Err(McpError::new(
-                ErrorCode(failure.code),
-                failure.message,
-                data,
-            ))
-        }
-        Err(error @ InvokeError::UnknownResource { .. }) => {
-            Err(caller.resource_not_found(error.to_string(), target))
-        }
-        Err(error @ InvokeError::UnknownPrompt { .. }) => {
-            Err(McpError::invalid_params(error.to_string(), None))
-        }
-        Err(error) => Err(McpError::internal_error(error.to_string(), None)),
-    }
+    answer(outcome, &caller, method, target)
 }
 
 #[cfg(test)]
