@@ -460,3 +460,52 @@ async fn typescript_sdk_sse_client_configured_as_openclaw_does() {
         assert_eq!(line["progress"], json!([0, 50, 100]));
     }
 }
+
+#[tokio::test]
+async fn subscribed_resource_updates_and_list_changes_reach_the_stream() {
+    let server = TestServer::start().await;
+    let mut body = legacy_session_body();
+    body["resources"] = json!([
+        {"uri": "notes://a", "name": "a"},
+        {"uri": "notes://b", "name": "b"}
+    ]);
+    let session = server.rest().register(&body).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    client.request(&initialize_body(1, "2024-11-05")).await;
+    let subscribed = client
+        .request(&json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                         "params": {"uri": "notes://b"}}))
+        .await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+
+    // Only the subscribed resource is announced.
+    app.send_json(json!({"type": "resource_updated", "uri": "notes://a"}))
+        .await;
+    app.send_json(json!({"type": "resource_updated", "uri": "notes://b"}))
+        .await;
+    let updated = client.next_message().await;
+    assert_eq!(
+        updated,
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+               "params": {"uri": "notes://b"}})
+    );
+
+    // A prompt list that changes is announced; the same resources are not.
+    let tools = legacy_session_body()["tools"].clone();
+    let reply = server
+        .rest()
+        .put_tools(
+            &session.id,
+            &json!({"tools": tools, "prompts": [{"name": "greet"}]}),
+        )
+        .await;
+    assert_eq!(reply.status(), 200);
+    let changed = client.next_message().await;
+    assert_eq!(
+        changed,
+        json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
+    );
+}

@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use openclaw_proxy_core::metrics::McpMethod;
-use openclaw_proxy_core::{ClientAddr, HubError, Tool};
+use openclaw_proxy_core::{ClientAddr, HubError, SessionEvent, Tool};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
@@ -135,14 +135,25 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
 }
 
 /// Watches the stream's session: `notifications/tools/list_changed` when
-/// its tools change, the end of the stream when the session is gone or the
-/// server shuts down.
+/// its tools change (looked at every [`WATCH_INTERVAL`], so a change made on
+/// another node is seen too), `notifications/resources/updated` for a
+/// resource the client subscribed to and the list changes of resources and
+/// prompts as they happen here, and the end of the stream when the session
+/// is gone or the server shuts down.
 async fn watch(state: McpState, stream: Arc<LegacyStream>, mut tools: Option<Arc<[Tool]>>) {
     let hub = &state.hub;
+    let mut changes = hub.watch(&stream.session_id).await.ok();
     loop {
         tokio::select! {
             () = stream.closed.cancelled() => return,
             () = tokio::time::sleep(WATCH_INTERVAL) => {}
+            Some(change) = next_change(&mut changes) => {
+                if let Some(notification) = change_notification(&stream, &change) {
+                    let limit = hub.config().bridge_write_timeout;
+                    stream.deliver(&state.legacy, &notification, limit).await;
+                }
+                continue;
+            }
         }
         if hub.is_shutting_down() {
             state.legacy.close(&stream.id);
@@ -175,6 +186,41 @@ async fn watch(state: McpState, stream: Arc<LegacyStream>, mut tools: Option<Arc
             Err(error) => tracing::debug!(%error, "legacy SSE stream cannot look at its session"),
         }
     }
+}
+
+/// The next change of a watched session; never, once the feed ended.
+async fn next_change(
+    changes: &mut Option<tokio::sync::broadcast::Receiver<SessionEvent>>,
+) -> Option<SessionEvent> {
+    loop {
+        let Some(feed) = changes.as_mut() else {
+            return std::future::pending().await;
+        };
+        match feed.recv().await {
+            Ok(change) => return Some(change),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => *changes = None,
+        }
+    }
+}
+
+/// The notification a change makes on a legacy stream: a resource update
+/// only when the client subscribed to it; tool changes are the poll's.
+fn change_notification(stream: &LegacyStream, change: &SessionEvent) -> Option<String> {
+    let notification = match change {
+        SessionEvent::ResourceUpdated(uri) if stream.is_subscribed(uri) => {
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                               "params": {"uri": &**uri}})
+        }
+        SessionEvent::ResourcesChanged => {
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+        }
+        SessionEvent::PromptsChanged => {
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
+        }
+        SessionEvent::ResourceUpdated(_) | SessionEvent::ToolsChanged => return None,
+    };
+    Some(notification.to_string())
 }
 
 /// The endpoint URL of a stream: a path on the origin the client reached,
@@ -273,6 +319,9 @@ async fn accept_message(state: &McpState, session_id: String, request: Request) 
         header::ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
+    if let Some((uri, subscribe)) = subscription(&bytes) {
+        stream.subscribe(uri, subscribe);
+    }
     let initialize = is_initialize(&bytes);
     if !initialize && !headers.contains_key(HEADER_MCP_PROTOCOL_VERSION) {
         let version = stream
@@ -291,6 +340,26 @@ async fn accept_message(state: &McpState, session_id: String, request: Request) 
         permit,
     ));
     (StatusCode::ACCEPTED, "Accepted").into_response()
+}
+
+/// The URI of a `resources/subscribe` (`true`) or `resources/unsubscribe`
+/// request; `None` for anything else.
+fn subscription(body: &[u8]) -> Option<(String, bool)> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        uri: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request {
+        method: String,
+        params: Params,
+    }
+    let request: Request = serde_json::from_slice(body).ok()?;
+    match request.method.as_str() {
+        "resources/subscribe" => Some((request.params.uri, true)),
+        "resources/unsubscribe" => Some((request.params.uri, false)),
+        _ => None,
+    }
 }
 
 /// Whether `body` is an `initialize` request.

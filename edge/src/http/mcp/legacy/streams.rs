@@ -20,6 +20,9 @@ pub struct LegacyStreams {
     streams: Mutex<HashMap<Arc<str>, Arc<LegacyStream>>>,
 }
 
+/// Resources one stream may subscribe to.
+const MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// One open stream.
 #[derive(Debug)]
 pub(super) struct LegacyStream {
@@ -33,6 +36,8 @@ pub(super) struct LegacyStream {
     pub(super) pending: Arc<Semaphore>,
     /// The revision the stream's `initialize` negotiated, if any.
     protocol_version: Mutex<Option<String>>,
+    /// The resources the client subscribed to (`resources/subscribe`).
+    subscribed: Mutex<std::collections::HashSet<String>>,
 }
 
 impl LegacyStreams {
@@ -69,6 +74,7 @@ impl LegacyStreams {
             closed: CancellationToken::new(),
             pending: Arc::new(Semaphore::new(MAX_PENDING)),
             protocol_version: Mutex::new(None),
+            subscribed: Mutex::default(),
         });
         streams.insert(id, stream.clone());
         Ok((stream, receiver))
@@ -130,6 +136,30 @@ impl LegacyStream {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Notes a `resources/subscribe` (`true`) or `resources/unsubscribe`.
+    pub(super) fn subscribe(&self, uri: String, subscribe: bool) {
+        let mut subscribed = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if subscribe {
+            // Bounded as the tools are: a client cannot grow it forever.
+            if subscribed.len() < MAX_SUBSCRIPTIONS {
+                subscribed.insert(uri);
+            }
+        } else {
+            subscribed.remove(&uri);
+        }
+    }
+
+    /// Whether the client subscribed to `uri`.
+    pub(super) fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(uri)
     }
 
     pub(super) fn set_protocol_version(&self, version: String) {
