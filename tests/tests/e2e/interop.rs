@@ -104,3 +104,103 @@ async fn typescript_sdk_client_configured_as_openclaw_does() {
     assert_eq!(line["ok"], true);
     assert_eq!(line["progress"], serde_json::json!([0, 50, 100]));
 }
+
+/// Runs `sdk-resources-client.mjs` against a session; its one JSON line.
+async fn sdk_resources(
+    mcp_url: &str,
+    token: &str,
+    uri: &str,
+    prompt: &str,
+    arguments: &[&str],
+) -> serde_json::Value {
+    let node = node().await;
+    let output = tokio::process::Command::new(&node)
+        .arg(node_dir().join("sdk-resources-client.mjs"))
+        .args([mcp_url, token, uri, prompt])
+        .args(arguments)
+        .current_dir(node_dir())
+        .output()
+        .await
+        .expect("run the TypeScript SDK client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "client failed:\n{stdout}\n{stderr}"
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON line")
+}
+
+#[tokio::test]
+async fn typescript_sdk_lists_reads_and_gets_through_a_grpc_app() {
+    let server = TestServer::start().await;
+    let fixture = start_fixture(&server.http_url(), APP_TOKEN)
+        .await
+        .expect("fixture app");
+    let url = format!("{}/v1/mcp/{}", server.http_url(), fixture.session_id);
+    let line = sdk_resources(
+        &url,
+        OPENCLAW_TOKEN,
+        "test://static-text",
+        "test_prompt_with_arguments",
+        &["arg1=one", "arg2=two"],
+    )
+    .await;
+    assert!(
+        line["resources"]
+            .as_array()
+            .is_some_and(|uris| uris.iter().any(|uri| uri == "test://static-text")),
+        "{line}"
+    );
+    assert_eq!(
+        line["read"]["text"],
+        "This is the content of the static text resource."
+    );
+    let text = line["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("one") && text.contains("two"), "{line}");
+}
+
+#[tokio::test]
+async fn typescript_sdk_lists_reads_and_gets_through_a_websocket_app() {
+    let server = TestServer::start().await;
+    let mut body = legacy_session_body();
+    body["resources"] = serde_json::json!([{"uri": "notes://welcome", "name": "welcome"}]);
+    body["prompts"] = serde_json::json!([{"name": "greet", "arguments": [{"name": "who"}]}]);
+    let session = server.rest().register(&body).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let served = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "mcp_request" {
+                continue;
+            }
+            let id = frame["request_id"].clone();
+            let result = match frame["method"].as_str() {
+                Some("resources/read") => serde_json::json!({"contents": [
+                    {"uri": frame["params"]["uri"], "mimeType": "text/plain", "text": "Hello, agent!"}]}),
+                _ => serde_json::json!({"messages": [{"role": "user", "content": {"type": "text",
+                    "text": format!("Greet {}", frame["params"]["arguments"]["who"].as_str().unwrap_or("?"))}}]}),
+            };
+            app.send_json(
+                serde_json::json!({"type": "mcp_result", "request_id": id, "result": result}),
+            )
+            .await;
+        }
+    });
+    let line = sdk_resources(
+        &session.mcp_url,
+        OPENCLAW_TOKEN,
+        "notes://welcome",
+        "greet",
+        &["who=Ada"],
+    )
+    .await;
+    assert_eq!(line["resources"], serde_json::json!(["notes://welcome"]));
+    assert_eq!(line["prompts"], serde_json::json!(["greet"]));
+    assert_eq!(line["read"]["text"], "Hello, agent!");
+    assert_eq!(line["messages"][0]["content"]["text"], "Greet Ada");
+    served.abort();
+}
