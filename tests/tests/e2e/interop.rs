@@ -204,3 +204,97 @@ async fn typescript_sdk_lists_reads_and_gets_through_a_websocket_app() {
     assert_eq!(line["messages"][0]["content"]["text"], "Greet Ada");
     served.abort();
 }
+
+#[tokio::test]
+async fn python_sdk_lists_reads_and_gets_through_both_bridges() {
+    let python = openclaw_proxy_tests::processes::mcp_python(std::path::Path::new(env!(
+        "CARGO_TARGET_TMPDIR"
+    )))
+    .await;
+    let script = node_dir()
+        .parent()
+        .expect("tests/")
+        .join("python/sdk_resources_client.py");
+    let run = |url: String,
+               uri: &'static str,
+               prompt: &'static str,
+               arguments: &'static [&'static str]| {
+        let (python, script) = (python.clone(), script.clone());
+        async move {
+            let output = tokio::process::Command::new(&python)
+                .arg(&script)
+                .args([url.as_str(), OPENCLAW_TOKEN, uri, prompt])
+                .args(arguments)
+                .output()
+                .await
+                .expect("run the Python SDK client");
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                output.status.success(),
+                "client failed:\n{stdout}\n{stderr}"
+            );
+            serde_json::from_str::<serde_json::Value>(stdout.trim()).expect("one JSON line")
+        }
+    };
+
+    // The gRPC bridge: the conformance fixture.
+    let server = TestServer::start().await;
+    let fixture = start_fixture(&server.http_url(), APP_TOKEN)
+        .await
+        .expect("fixture app");
+    let url = format!("{}/v1/mcp/{}", server.http_url(), fixture.session_id);
+    let line = run(
+        url,
+        "test://static-text",
+        "test_prompt_with_arguments",
+        &["arg1=one", "arg2=two"],
+    )
+    .await;
+    assert_eq!(
+        line["read"]["text"],
+        "This is the content of the static text resource."
+    );
+    assert!(
+        line["prompts"]
+            .as_array()
+            .is_some_and(|names| names.iter().any(|name| name == "test_simple_prompt")),
+        "{line}"
+    );
+
+    // The WebSocket bridge.
+    let mut body = legacy_session_body();
+    body["resources"] = serde_json::json!([{"uri": "notes://welcome", "name": "welcome"}]);
+    body["prompts"] = serde_json::json!([{"name": "greet", "arguments": [{"name": "who"}]}]);
+    let session = server.rest().register(&body).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let served = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "mcp_request" {
+                continue;
+            }
+            let result = match frame["method"].as_str() {
+                Some("resources/read") => serde_json::json!({"contents": [
+                    {"uri": frame["params"]["uri"], "text": "Hello, agent!"}]}),
+                _ => serde_json::json!({"messages": [{"role": "user", "content": {"type": "text",
+                    "text": format!("Greet {}", frame["params"]["arguments"]["who"].as_str().unwrap_or("?"))}}]}),
+            };
+            app.send_json(serde_json::json!({"type": "mcp_result",
+                "request_id": frame["request_id"], "result": result}))
+                .await;
+        }
+    });
+    let line = run(
+        session.mcp_url.clone(),
+        "notes://welcome",
+        "greet",
+        &["who=Ada"],
+    )
+    .await;
+    assert_eq!(line["resources"], serde_json::json!(["notes://welcome"]));
+    assert_eq!(line["read"]["text"], "Hello, agent!");
+    assert_eq!(line["messages"][0]["content"]["text"], "Greet Ada");
+    served.abort();
+}
