@@ -183,7 +183,70 @@ async fn resources_and_prompts_are_listed_read_and_fetched_through_a_websocket_a
 
     client.cancel().await.expect("close");
     drop(served);
-    let _ = session;
+
+    // Counted by method and outcome, as tool calls are.
+    let metrics = server.rest().metrics().await.text();
+    let count = |method: &str, outcome: &str| {
+        metrics
+            .lines()
+            .find(|line| {
+                line.starts_with("openclaw_proxy_app_requests_total")
+                    && line.contains(&format!("method=\"{method}\""))
+                    && line.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+    };
+    assert_eq!(count("resources/read", "ok"), Some(3.0), "{metrics}");
+    // The missing URI was answered by the app with an error; the unknown
+    // prompt never reached it.
+    assert_eq!(
+        count("resources/read", "tool_error"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(count("prompts/get", "ok"), Some(1.0), "{metrics}");
+    assert_eq!(count("prompts/get", "rejected"), Some(1.0), "{metrics}");
+    assert_eq!(count("completion/complete", "ok"), Some(1.0), "{metrics}");
+}
+
+#[tokio::test]
+async fn app_requests_share_the_sessions_call_limit() {
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_calls_per_session = 1)
+        .start()
+        .await;
+    let session = server.rest().register(&declaring_body()).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
+    // The app holds the first read unanswered; a second request is refused.
+    let first = tokio::spawn({
+        let peer = client.peer().clone();
+        async move {
+            peer.read_resource(ReadResourceRequestParams::new("notes://welcome"))
+                .await
+        }
+    });
+    let held = app.next_json().await.expect("mcp_request");
+    assert_eq!(held["type"], "mcp_request", "{held}");
+    let refused = client
+        .get_prompt(GetPromptRequestParams::new("summarise"))
+        .await
+        .expect_err("over the limit");
+    assert!(
+        format!("{refused:?}").contains("OPENCLAW_PROXY_MAX_CALLS_PER_SESSION"),
+        "{refused:?}"
+    );
+    app.send_json(
+        json!({"type": "mcp_result", "request_id": held["request_id"],
+                         "result": {"contents": [{"uri": "notes://welcome", "text": "hi"}]}}),
+    )
+    .await;
+    let read = no_hang(first).await.expect("join").expect("the held read");
+    assert_eq!(read.contents.len(), 1);
+    client.cancel().await.expect("close");
 }
 
 #[tokio::test]
