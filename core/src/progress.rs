@@ -156,6 +156,11 @@ impl ProgressSink {
         self.queue(CallEvent::Progress(report))
     }
 
+    /// The least severe log record the caller wants; `None` for none.
+    pub fn log_level(&self) -> Option<LogLevel> {
+        self.0.log_level
+    }
+
     /// Queues a log record if the caller wants its level; never waits.
     pub fn push_log(&self, level: LogLevel, record: Log) -> Logged {
         if self.0.log_level.is_none_or(|wanted| level < wanted) {

@@ -45,6 +45,9 @@ pub const CLIENT: &str = "Ocp-Client";
 /// Header carrying the W3C `traceparent` of the calling node's span, so the
 /// holding node's spans (and the app's) join the caller's trace.
 pub const TRACE_PARENT: &str = "traceparent";
+/// Header carrying the least severe log record the caller wants (an MCP
+/// level name); absent for none.
+pub const LOG_LEVEL: &str = "Ocp-Log-Level";
 
 /// [`proto::CallerInfo`] between nodes.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -79,6 +82,8 @@ impl Client {
 
 /// Reply kind: a progress report (body [`Progress`]).
 pub const KIND_PROGRESS: &str = "progress";
+/// Reply kind: a log record of the app (body [`LogRecord`]).
+pub const KIND_LOG: &str = "log";
 /// Reply kind: the holder is still working on the call (no body).
 pub const KIND_ALIVE: &str = "alive";
 /// Reply kind: the app's answer (body [`Answer`]).
@@ -335,6 +340,17 @@ fn unhex(text: &str) -> Option<TokenDigest> {
         *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
     }
     Some(digest)
+}
+
+/// An app log record relayed to the calling node: level, logger and data
+/// (JSON text, as the app wrote it).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct LogRecord {
+    pub level: String,
+    #[serde(default)]
+    pub logger: String,
+    #[serde(default)]
+    pub data_json: String,
 }
 
 /// A progress report relayed to the calling node.

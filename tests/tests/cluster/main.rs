@@ -1021,3 +1021,74 @@ async fn resources_and_prompts_on_one_node_are_read_from_another() {
     );
     app.abort();
 }
+
+#[tokio::test]
+async fn log_records_of_a_call_on_one_node_reach_a_client_on_another_at_its_level() {
+    let (_nats, nodes, _) = cluster(2, 300).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let created = a
+        .rest()
+        .token(APP_TOKEN)
+        .create_session(&legacy_session_body())
+        .await;
+    assert_eq!(created.status(), 200);
+    let id = created.json()["mcpSessionId"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+    let mut app = WsApp::connect(&bridge_url(a, &id), Some(APP_TOKEN))
+        .await
+        .expect("bridge on A");
+    let app = tokio::spawn(async move {
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "invoke_tool" {
+                continue;
+            }
+            let id = frame["request_id"].clone();
+            for (level, data) in [("debug", json!("quiet")), ("error", json!({"disk": "full"}))] {
+                app.send_json(json!({"type": "log", "request_id": id, "level": level,
+                                     "logger": "a", "data": data}))
+                    .await;
+            }
+            app.send_json(json!({"type": "invoke_result", "request_id": id, "ok": true,
+                                 "content": "done"}))
+                .await;
+        }
+    });
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/logLevel": "warning"});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "echo_text", "arguments": {"text": "x"}, "_meta": meta}});
+    // B learns of A's bridge shortly after the attach.
+    let mut messages = Vec::new();
+    for _ in 0..500 {
+        let reply = b
+            .rest()
+            .mcp(&format!("/v1/mcp/{id}"), &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "echo_text")
+            .header("accept", "application/json, text/event-stream")
+            .send()
+            .await;
+        let text = reply.text();
+        if text.contains("Bridge is not connected") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        messages = sse_messages(&text);
+        break;
+    }
+    let logs: Vec<&Value> = messages
+        .iter()
+        .filter(|message| message["method"] == "notifications/message")
+        .collect();
+    assert_eq!(logs.len(), 1, "only the error is at warning or above: {messages:?}");
+    assert_eq!(logs[0]["params"]["level"], "error");
+    assert_eq!(logs[0]["params"]["data"], json!({"disk": "full"}));
+    assert_eq!(messages.last().map(|m| m["id"].clone()), Some(json!(1)));
+    app.abort();
+}

@@ -15,13 +15,13 @@ use super::{ALIVE_INTERVAL, ANSWER_HEADERS_BYTES, Answering};
 use crate::call::CallContext;
 use crate::cluster::outbox::{Outbox, Outgoing};
 use crate::cluster::wire::{
-    self, Answer, Failure, Forwarded, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_PROGRESS,
-    Progress,
+    self, Answer, Failure, Forwarded, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_LOG,
+    KIND_PROGRESS, LogRecord, Progress,
 };
 use crate::escape::short_id as short;
 use crate::hub::{AppRequest, WeakHub};
 use crate::outcome::{InvokeError, Reply};
-use crate::progress::ProgressSink;
+use crate::progress::{CallEvent, LogLevel, ProgressSink};
 use crate::proto;
 use crate::trace;
 
@@ -149,6 +149,22 @@ impl Replies<'_> {
         self.publish(KIND_FAILURE, Bytes::from(body)).await;
     }
 
+    /// A progress report or a log record, relayed to the calling node.
+    async fn event(&self, event: CallEvent) {
+        match event {
+            CallEvent::Progress(report) => self.progress(report).await,
+            CallEvent::Log(record) => {
+                let body = serde_json::to_vec(&LogRecord {
+                    level: record.level,
+                    logger: record.logger,
+                    data_json: record.data_json,
+                })
+                .unwrap_or_default();
+                self.publish(KIND_LOG, Bytes::from(body)).await;
+            }
+        }
+    }
+
     async fn progress(&self, report: proto::ToolProgress) {
         let body = serde_json::to_vec(&Progress {
             progress: report.progress,
@@ -226,7 +242,9 @@ async fn answer_call(
         replies.failure(&error).await;
         return;
     };
-    let (sink, mut reports) = crate::progress::channel();
+    // Log records go back when the caller asked for them, at its level.
+    let log_level = header(wire::LOG_LEVEL).and_then(|name| LogLevel::parse(&name));
+    let (sink, mut reports) = crate::progress::channel_with_logs(log_level);
     let context = context_of(&header, sink);
     let span = forwarded_span(&session_id, &forwarded);
     trace::set_remote_parent(&span, &context.trace_parent);
@@ -255,12 +273,12 @@ async fn answer_call(
             biased;
             // Dropping the call tells the app to stop working on it.
             () = cancelled.cancelled() => return,
-            Some(report) = reports.recv() => replies.progress(report).await,
+            Some(event) = reports.recv_event() => replies.event(event).await,
             outcome = &mut invoke => break outcome,
         }
     };
-    while let Some(report) = reports.try_recv() {
-        replies.progress(report).await;
+    while let Some(event) = reports.try_recv_event() {
+        replies.event(event).await;
     }
     match outcome {
         Ok(reply) => replies.answer(&session_id, reply).await,

@@ -17,11 +17,12 @@ use crate::call::CallContext;
 use crate::cluster::Node;
 use crate::cluster::outbox::{Incoming, Outbox, Outgoing};
 use crate::cluster::wire::{
-    self, Asks, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_MCP_ERROR,
+    self, Asks, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_LOG, KIND_MCP_ERROR,
     KIND_MCP_RESULT, KIND_PROGRESS, Progress, ReadAnswer,
 };
 use crate::delivery::{Asked, RemoteCall};
 use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
+use crate::progress::LogLevel;
 use crate::proto;
 use crate::trace;
 
@@ -160,6 +161,14 @@ fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     if !trace_parent.is_empty() {
         headers.insert(wire::TRACE_PARENT, trace_parent.as_str());
     }
+    if let Some(level) = call
+        .context
+        .progress
+        .as_ref()
+        .and_then(|sink| sink.log_level())
+    {
+        headers.insert(wire::LOG_LEVEL, level.as_str());
+    }
     Ok(headers)
 }
 
@@ -215,6 +224,10 @@ impl Waited<'_> {
                     timer.as_mut().reset(silence_ends());
                     self.progress(&message.payload);
                 }
+                KIND_LOG => {
+                    timer.as_mut().reset(silence_ends());
+                    self.log(&message.payload);
+                }
                 KIND_ANSWER => {
                     abandon.call = None;
                     return Ok(answer(&message.payload).map(Reply::Tool));
@@ -249,6 +262,27 @@ impl Waited<'_> {
             )
         } else {
             unreachable()
+        }
+    }
+
+    /// Passes a log record on to the caller, if it wants its level.
+    fn log(&self, payload: &[u8]) {
+        let (Some(sink), Ok(record)) = (
+            &self.context.progress,
+            serde_json::from_slice::<wire::LogRecord>(payload),
+        ) else {
+            return;
+        };
+        if let Some(level) = LogLevel::parse(&record.level) {
+            sink.push_log(
+                level,
+                proto::Log {
+                    request_id: String::new(),
+                    level: record.level,
+                    logger: record.logger,
+                    data_json: record.data_json,
+                },
+            );
         }
     }
 
