@@ -1045,14 +1045,19 @@ async fn log_records_of_a_call_on_one_node_reach_a_client_on_another_at_its_leve
                 continue;
             }
             let id = frame["request_id"].clone();
-            for (level, data) in [("debug", json!("quiet")), ("error", json!({"disk": "full"}))] {
+            for (level, data) in [
+                ("debug", json!("quiet")),
+                ("error", json!({"disk": "full"})),
+            ] {
                 app.send_json(json!({"type": "log", "request_id": id, "level": level,
                                      "logger": "a", "data": data}))
                     .await;
             }
-            app.send_json(json!({"type": "invoke_result", "request_id": id, "ok": true,
-                                 "content": "done"}))
-                .await;
+            app.send_json(
+                json!({"type": "invoke_result", "request_id": id, "ok": true,
+                                 "content": "done"}),
+            )
+            .await;
         }
     });
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -1086,7 +1091,11 @@ async fn log_records_of_a_call_on_one_node_reach_a_client_on_another_at_its_leve
         .iter()
         .filter(|message| message["method"] == "notifications/message")
         .collect();
-    assert_eq!(logs.len(), 1, "only the error is at warning or above: {messages:?}");
+    assert_eq!(
+        logs.len(),
+        1,
+        "only the error is at warning or above: {messages:?}"
+    );
     assert_eq!(logs[0]["params"]["level"], "error");
     assert_eq!(logs[0]["params"]["data"], json!({"disk": "full"}));
     assert_eq!(messages.last().map(|m| m["id"].clone()), Some(json!(1)));

@@ -513,3 +513,36 @@ async fn a_listening_2026_client_hears_of_updated_resources_and_changed_lists() 
         "the resources did not change: {seen}"
     );
 }
+
+#[tokio::test]
+async fn a_read_comes_back_as_the_app_wrote_it_every_number_intact() {
+    let server = TestServer::start().await;
+    let session = server.rest().register(&declaring_body()).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let exact = r#"{"contents":[{"uri":"notes://welcome","text":"hi"}],"_meta":{"big":123456789012345678901234567890,"huge":1e400,"precise":0.1000000000000000055511151231257827}}"#;
+    let answered = tokio::spawn(async move {
+        let frame = app.next_json().await.expect("mcp_request");
+        assert_eq!(frame["params"]["extra"], json!({"kept": true}), "{frame}");
+        let id = frame["request_id"].as_str().expect("request id").to_owned();
+        let text = format!(r#"{{"type":"mcp_result","request_id":"{id}","result":{exact}}}"#);
+        app.send(tokio_tungstenite::tungstenite::Message::Text(text.into()))
+            .await;
+        app
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "resources/read",
+                      "params": {"uri": "notes://welcome", "extra": {"kept": true}}});
+    let reply = mcp_post(&session.mcp_url, &body)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "application/json, text/event-stream")
+        .send()
+        .await;
+    assert_eq!(reply.status(), 200);
+    assert_eq!(
+        reply.text(),
+        format!(r#"{{"jsonrpc":"2.0","id":5,"result":{exact}}}"#)
+    );
+    let _app = answered.await.expect("join");
+}

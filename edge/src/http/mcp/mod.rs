@@ -183,6 +183,26 @@ pub(super) async fn handle_message(
         .instrument(span)
         .await;
     }
+    // A request the app answers, in its plain shape: its result comes back
+    // as the app wrote it. A session that asked for log records is left to
+    // rmcp's path, which streams them.
+    if let Some(revision) = direct::headers_allow(&parts.headers)
+        && state.hub.log_level(&session_id).is_none()
+        && let Some(request) = direct::parse_request(&bytes, revision)
+    {
+        *method = McpMethod::of(request.method());
+        let span = request_span(request.method(), &session_id, request.target());
+        return direct::answer_request(
+            &state.hub,
+            &state.in_flight,
+            &session_id,
+            &parts.headers,
+            peer,
+            request,
+        )
+        .instrument(span)
+        .await;
+    }
     if let Some(jsonrpc_id) = jsonrpc::cancelled_request(&bytes) {
         *method = McpMethod::Notification;
         // rmcp ignores this in stateless mode: the call is found here.

@@ -16,6 +16,7 @@
 //! Which requests the path takes is `parse.rs`; this file answers them.
 
 mod parse;
+mod request;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -42,6 +43,7 @@ use super::call::{
 use crate::http::sse;
 
 pub use parse::{DirectCall, MAX_NESTING, Revision, headers_allow, parse};
+pub use request::{DirectRequest, answer_request, parse_request};
 
 /// `{}` with any whitespace: an empty `_meta`, which the app is not sent.
 fn is_empty_object(text: &str) -> bool {

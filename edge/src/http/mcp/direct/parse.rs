@@ -19,7 +19,7 @@ use crate::http::mcp::call::trace_parent_of;
 pub const MAX_NESTING: usize = 128;
 
 /// Whether no array or object in `json` lies deeper than `limit`.
-fn nesting_within(json: &[u8], limit: usize) -> bool {
+pub(super) fn nesting_within(json: &[u8], limit: usize) -> bool {
     let (mut depth, mut in_string, mut escaped) = (0_usize, false, false);
     for &byte in json {
         if in_string {
