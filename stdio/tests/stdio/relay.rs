@@ -413,3 +413,72 @@ async fn stdio_benchmark_smoke_run() {
     assert_eq!(report.errors, 0);
     assert_eq!(report.calls, 100);
 }
+
+#[tokio::test]
+async fn log_records_and_resource_updates_reach_the_stdio_client() {
+    let server = TestServer::start().await;
+    let mut body = legacy_session_body();
+    body["resources"] = json!([{"uri": "notes://a", "name": "a"}]);
+    let session = server.rest().register(&body).await;
+    let id = session.id;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    wait_for_bridge(&server, &id).await;
+    let mut relay = RawChild::spawn(command(
+        &["--session-id", &id],
+        &env(&server.http_url(), OPENCLAW_TOKEN),
+    ));
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+
+    // A call whose client asked for warnings: the app's warning arrives
+    // before the result, its debug record not at all.
+    let mut with_level = meta.clone();
+    with_level["io.modelcontextprotocol/logLevel"] = json!("warning");
+    relay
+        .send(request(
+            2,
+            "tools/call",
+            json!({"name": "echo_text", "arguments": {}, "_meta": with_level}),
+        ))
+        .await;
+    let frame = app.next_json().await.expect("invoke");
+    for level in ["debug", "warning"] {
+        app.send_json(
+            json!({"type": "log", "request_id": frame["request_id"], "level": level,
+                             "data": level}),
+        )
+        .await;
+    }
+    app.send_json(json!({"type": "invoke_result", "request_id": frame["request_id"], "ok": true, "content": "done"}))
+        .await;
+    let logged = relay.recv().await;
+    assert_eq!(logged["method"], "notifications/message", "{logged}");
+    assert_eq!(logged["params"]["level"], "warning");
+    let reply = relay.recv().await;
+    assert_eq!(reply["id"], 2, "{reply}");
+
+    // A 2026-07-28 subscription held open through the relay.
+    relay
+        .send(request(
+            3,
+            "subscriptions/listen",
+            json!({"_meta": meta, "notifications": {"resourceSubscriptions": ["notes://a"]}}),
+        ))
+        .await;
+    let acknowledged = relay.recv().await;
+    assert_eq!(
+        acknowledged["method"], "notifications/subscriptions/acknowledged",
+        "{acknowledged}"
+    );
+    app.send_json(json!({"type": "resource_updated", "uri": "notes://a"}))
+        .await;
+    let updated = relay.recv().await;
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], "notes://a");
+}
