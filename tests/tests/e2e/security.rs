@@ -521,6 +521,15 @@ impl CapturedLogs {
     /// runtime) until the guard drops: everything of ours down to TRACE,
     /// other crates from INFO.
     pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+        // Whether a log line is wanted at all is decided once per line, for
+        // every thread, from the subscribers there are: with none but this
+        // thread's, a line another test's thread reached first could stay
+        // "never" for this one. A global subscriber that wants every line
+        // (and writes none) keeps each line's fate to the thread's own.
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
         let writer = self.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(
