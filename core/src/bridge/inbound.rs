@@ -58,7 +58,7 @@ impl Bridge {
             }
             Some(app_message::Kind::Pong(_)) => {}
             Some(app_message::Kind::UpdateTools(update)) => {
-                self.change(SessionChange::Declarations(update));
+                self.change(SessionChange::Declarations(Box::new(update)));
             }
             Some(app_message::Kind::Hello(_)) => self.notify(notice(
                 format!(

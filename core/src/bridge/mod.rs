@@ -112,8 +112,10 @@ const CHANGES_CAPACITY: usize = 16;
 /// bridge's owner to apply (the bridge knows no sessions).
 #[derive(Debug)]
 pub(crate) enum SessionChange {
-    /// New tools and, where set, new resources, templates and prompts.
-    Declarations(proto::UpdateTools),
+    /// New tools and, where set, new resources, templates and prompts;
+    /// boxed, as the channel reserves its first 32 slots per bridge up
+    /// front and an update is over a hundred bytes.
+    Declarations(Box<proto::UpdateTools>),
     /// One of the session's resources changed.
     ResourceUpdated(String),
 }
@@ -561,4 +563,21 @@ pub(crate) fn notice(message: String, request_id: String) -> ProxyMessage {
         message,
         request_id,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_bridge_reserves_per_channel_slot_stays_small() {
+        // Each bridge's channels reserve their first block of 32 slots up
+        // front: every byte of a slot is 32 bytes of every idle session.
+        assert!(
+            std::mem::size_of::<SessionChange>() <= 32,
+            "a change is {} bytes",
+            std::mem::size_of::<SessionChange>()
+        );
+        assert_eq!(std::mem::size_of::<Queued>(), 8);
+    }
 }

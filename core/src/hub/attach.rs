@@ -177,7 +177,7 @@ impl Hub {
             SessionChange::Declarations(update) => {
                 let (hub, bridge, id) = (self.clone(), bridge.clone(), session.clone());
                 tokio::spawn(async move {
-                    let answer = hub.update_tools(&id, update).await;
+                    let answer = hub.update_tools(&id, *update).await;
                     bridge.notify(tools_updated(answer));
                 });
             }
