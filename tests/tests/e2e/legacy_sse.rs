@@ -476,8 +476,10 @@ async fn subscribed_resource_updates_and_list_changes_reach_the_stream() {
     let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
     client.request(&initialize_body(1, "2024-11-05")).await;
     let subscribed = client
-        .request(&json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
-                         "params": {"uri": "notes://b"}}))
+        .request(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                         "params": {"uri": "notes://b"}}),
+        )
         .await;
     assert_eq!(subscribed["result"], json!({}), "{subscribed}");
 
