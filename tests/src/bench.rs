@@ -11,6 +11,7 @@
 //! raw JSON-RPC, no SDK), because they share the machine with the server and
 //! every cycle they spend is one the server does not get.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -33,7 +34,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_tungstenite::tungstenite::Message;
 use tonic::transport::Channel;
 
-use openclaw_proxy_app::{App, CallContext, Tool, ToolError};
+use openclaw_proxy_app::{
+    App, CallContext, Content, McpError, Prompt, PromptArgument, PromptMessage, ReadRequest,
+    Resource, ResourceContents, Tool, ToolError,
+};
 
 use crate::grpc_app::with_token;
 use crate::session::TestSession;
@@ -82,6 +86,57 @@ impl Protocol {
     }
 }
 
+/// The MCP request the load's clients send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Method {
+    /// `tools/call` of the `echo` tool; the app echoes the arguments.
+    #[default]
+    #[value(name = "tools/call")]
+    ToolsCall,
+    /// `resources/read` of the session's one resource ([`BENCH_URI`]),
+    /// which the app answers over the bridge's generic `mcp_request`.
+    #[value(name = "resources/read")]
+    ResourcesRead,
+    /// `prompts/get` of the session's one prompt ([`BENCH_PROMPT`]) with a
+    /// `text` argument, which the app answers over the bridge's generic
+    /// `mcp_request`, its one message holding that text.
+    #[value(name = "prompts/get")]
+    PromptsGet,
+    /// `resources/list`, which the proxy answers from the session's
+    /// declaration without asking the app.
+    #[value(name = "resources/list")]
+    ResourcesList,
+}
+
+impl Method {
+    /// The MCP method's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ToolsCall => "tools/call",
+            Self::ResourcesRead => "resources/read",
+            Self::PromptsGet => "prompts/get",
+            Self::ResourcesList => "resources/list",
+        }
+    }
+
+    /// Whether the load's sessions must declare the bench resource and
+    /// prompt: for every method but `tools/call`, whose sessions stay as
+    /// they always were (one `echo` tool).
+    pub fn needs_catalog(self) -> bool {
+        self != Self::ToolsCall
+    }
+}
+
+/// The URI of the one resource a session of a [`Method::needs_catalog`]
+/// load declares.
+pub const BENCH_URI: &str = "bench://doc";
+
+/// The name of the one prompt such a session declares.
+pub const BENCH_PROMPT: &str = "bench_prompt";
+
+/// What the bench app's resource holds.
+pub const BENCH_DOC_TEXT: &str = "The bench document: a short text read again and again.";
+
 /// Where the server is and how to authenticate.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -129,6 +184,8 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// Stop after this many calls instead (for smoke runs).
     pub max_calls: Option<u64>,
+    /// The MCP request the clients send.
+    pub method: Method,
     /// The protocol revision of the MCP clients.
     pub protocol: Protocol,
     /// Whether each call asks for progress (a `progressToken`).
@@ -223,22 +280,25 @@ pub async fn start_apps(
     bridge: BridgeKind,
     sessions: usize,
 ) -> anyhow::Result<Vec<String>> {
-    start_apps_with(target, bridge, GrpcApp::Lean, sessions, 0).await
+    start_apps_with(target, bridge, GrpcApp::Lean, sessions, 0, false).await
 }
 
 /// [`start_apps`] with the choice of gRPC app, and apps that report
-/// progress `reports` times per call before answering.
+/// progress `reports` times per call before answering. With `catalog`,
+/// each session also declares the bench resource ([`BENCH_URI`]) and
+/// prompt ([`BENCH_PROMPT`]), which its app serves.
 pub async fn start_apps_with(
     target: &Target,
     bridge: BridgeKind,
     grpc_app: GrpcApp,
     sessions: usize,
     reports: u32,
+    catalog: bool,
 ) -> anyhow::Result<Vec<String>> {
     if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Crate {
         let mut ids = Vec::with_capacity(sessions);
         for _ in 0..sessions {
-            ids.push(start_crate_app(target, reports).await?);
+            ids.push(start_crate_app(target, reports, catalog).await?);
         }
         return Ok(ids);
     }
@@ -257,12 +317,12 @@ pub async fn start_apps_with(
         }
         let id = match &channel {
             Some(channel) => {
-                let id = register_grpc(channel.clone(), &target.app_token).await?;
+                let id = register_grpc(channel.clone(), &target.app_token, catalog).await?;
                 start_grpc_app(channel.clone(), &target.app_token, &id, reports).await?;
                 id
             }
             None => {
-                let id = register_rest(&http, target).await?;
+                let id = register_rest(&http, target, catalog).await?;
                 start_ws_app(target, &id, reports).await?;
                 id
             }
@@ -278,11 +338,19 @@ const GRPC_BRIDGES_PER_CONNECTION: usize = 100;
 const ECHO_SCHEMA: &str =
     r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#;
 
-async fn register_rest(http: &reqwest::Client, target: &Target) -> anyhow::Result<String> {
-    let body = json!({
+async fn register_rest(
+    http: &reqwest::Client,
+    target: &Target,
+    catalog: bool,
+) -> anyhow::Result<String> {
+    let mut body = json!({
         "device_id": "loadgen", "device_name": "loadgen", "app_version": "1", "chat_id": "load",
         "tools": [{"name": "echo", "description": "Echo.", "input_schema": serde_json::from_str::<Value>(ECHO_SCHEMA)?}]
     });
+    if catalog {
+        body["resources"] = json!([{"uri": BENCH_URI, "name": "doc", "mimeType": "text/plain"}]);
+        body["prompts"] = json!([{"name": BENCH_PROMPT, "arguments": [{"name": "text"}]}]);
+    }
     let reply: Value = http
         .post(format!("{}/v1/chat/sessions", target.base_url))
         .bearer_auth(&target.app_token)
@@ -295,7 +363,26 @@ async fn register_rest(http: &reqwest::Client, target: &Target) -> anyhow::Resul
     Ok(TestSession::from_rest_reply(&reply)?.id)
 }
 
-async fn register_grpc(channel: Channel, token: &str) -> anyhow::Result<String> {
+async fn register_grpc(channel: Channel, token: &str, catalog: bool) -> anyhow::Result<String> {
+    let (resources, prompts) = if catalog {
+        let resource = proto::ResourceDefinition {
+            uri: BENCH_URI.into(),
+            name: "doc".into(),
+            mime_type: "text/plain".into(),
+            ..Default::default()
+        };
+        let prompt = proto::PromptDefinition {
+            name: BENCH_PROMPT.into(),
+            arguments: vec![proto::PromptArgument {
+                name: "text".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        (vec![resource], vec![prompt])
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let request = proto::CreateSessionRequest {
         metadata: Some(proto::SessionMetadata {
             device_id: "loadgen".into(),
@@ -308,6 +395,8 @@ async fn register_grpc(channel: Channel, token: &str) -> anyhow::Result<String> 
             input_schema_json: ECHO_SCHEMA.into(),
             ..Default::default()
         }],
+        resources,
+        prompts,
         ..Default::default()
     };
     Ok(SessionServiceClient::new(channel)
@@ -325,6 +414,50 @@ struct InvokeFrame<'a> {
     request_id: Option<&'a str>,
     #[serde(default, borrow)]
     arguments: Option<&'a RawValue>,
+    /// An `mcp_request`'s method and params.
+    #[serde(default)]
+    method: Option<&'a str>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// The `text` argument of a `prompts/get` request, as JSON text.
+#[derive(Deserialize)]
+struct PromptParams<'a> {
+    #[serde(borrow)]
+    arguments: PromptArguments<'a>,
+}
+
+#[derive(Deserialize)]
+struct PromptArguments<'a> {
+    #[serde(borrow)]
+    text: &'a RawValue,
+}
+
+/// The bench app's answer to an MCP request other than `tools/call`: the
+/// result object as JSON text, or a JSON-RPC error's code and message (a
+/// method it does not serve, a prompt without its `text` argument).
+fn bench_mcp_result(method: &str, params: Option<&str>) -> Result<String, (i32, &'static str)> {
+    match method {
+        "resources/read" => Ok(format!(
+            r#"{{"contents":[{{"uri":{},"mimeType":"text/plain","text":{}}}]}}"#,
+            Value::from(BENCH_URI),
+            Value::from(BENCH_DOC_TEXT)
+        )),
+        "prompts/get" => {
+            match params.and_then(|params| serde_json::from_str::<PromptParams<'_>>(params).ok()) {
+                Some(params) => Ok(format!(
+                    r#"{{"messages":[{{"role":"user","content":{{"type":"text","text":{}}}}}]}}"#,
+                    params.arguments.text.get()
+                )),
+                None => Err((-32602, "the prompt takes a text argument")),
+            }
+        }
+        _ => Err((
+            -32601,
+            "the bench app serves resources/read and prompts/get only",
+        )),
+    }
 }
 
 /// A WebSocket app that answers every call with its arguments, after
@@ -370,6 +503,22 @@ async fn start_ws_app(target: &Target, session_id: &str, reports: u32) -> anyhow
                     Value::from(request_id),
                     frame.arguments.map_or("null", RawValue::get)
                 ),
+                ("mcp_request", Some(request_id)) => {
+                    let (key, answer) = match bench_mcp_result(
+                        frame.method.unwrap_or_default(),
+                        frame.params.map(RawValue::get),
+                    ) {
+                        Ok(result) => ("result", result),
+                        Err((code, message)) => (
+                            "error",
+                            format!(r#"{{"code":{code},"message":{}}}"#, Value::from(message)),
+                        ),
+                    };
+                    format!(
+                        r#"{{"type":"mcp_result","request_id":{},"{key}":{answer}}}"#,
+                        Value::from(request_id)
+                    )
+                }
                 ("ping", _) => r#"{"type":"pong"}"#.to_owned(),
                 _ => continue,
             };
@@ -382,9 +531,10 @@ async fn start_ws_app(target: &Target, session_id: &str, reports: u32) -> anyhow
 }
 
 /// A gRPC app written with the app crate that answers every call with its
-/// arguments (after `reports` progress reports); it registers its own
-/// session and serves until the runtime ends.
-async fn start_crate_app(target: &Target, reports: u32) -> anyhow::Result<String> {
+/// arguments (after `reports` progress reports), and with `catalog` also
+/// serves the bench resource and prompt; it registers its own session and
+/// serves until the runtime ends.
+async fn start_crate_app(target: &Target, reports: u32, catalog: bool) -> anyhow::Result<String> {
     let echo = move |arguments: Value, call: CallContext| async move {
         for step in 1..=reports {
             call.progress(f64::from(step), Some(f64::from(reports)), "")
@@ -392,7 +542,7 @@ async fn start_crate_app(target: &Target, reports: u32) -> anyhow::Result<String
         }
         Ok::<_, ToolError>(arguments)
     };
-    let serving = App::builder(target.base_url.clone())
+    let mut builder = App::builder(target.base_url.clone())
         .app_token(target.app_token.clone())
         .device_id("loadgen")
         .app_version(env!("CARGO_PKG_VERSION"))
@@ -403,10 +553,27 @@ async fn start_crate_app(target: &Target, reports: u32) -> anyhow::Result<String
             "Echo.",
             serde_json::from_str(ECHO_SCHEMA)?,
             echo,
-        ))
-        .build()?
-        .serve()
-        .await?;
+        ));
+    if catalog {
+        let read = |_: ReadRequest, _: CallContext| async {
+            Ok::<_, McpError>(
+                ResourceContents::text(BENCH_URI, BENCH_DOC_TEXT).mime_type("text/plain"),
+            )
+        };
+        let get = |arguments: HashMap<String, String>, _: CallContext| async move {
+            let text = arguments.get("text").cloned().unwrap_or_default();
+            Ok::<_, McpError>(vec![PromptMessage::user(Content::text(text))])
+        };
+        builder = builder
+            .resource(Resource::new(BENCH_URI, "doc", read).mime_type("text/plain"))
+            .prompt(Prompt::with_arguments(
+                BENCH_PROMPT,
+                "",
+                [PromptArgument::new("text")],
+                get,
+            ));
+    }
+    let serving = builder.build()?.serve().await?;
     let id = serving.session().session_id;
     tokio::spawn(async move {
         let mut serving = serving;
@@ -468,6 +635,23 @@ async fn start_grpc_app(
                         error: String::new(),
                     })
                 }
+                Some(proxy_message::Kind::McpRequest(request)) => {
+                    let outcome =
+                        match bench_mcp_result(&request.method, Some(&request.params_json)) {
+                            Ok(result) => proto::mcp_result::Outcome::ResultJson(result),
+                            Err((code, message)) => {
+                                proto::mcp_result::Outcome::Error(proto::McpError {
+                                    code,
+                                    message: message.into(),
+                                    data_json: String::new(),
+                                })
+                            }
+                        };
+                    app_message::Kind::McpResult(proto::McpResult {
+                        request_id: request.request_id,
+                        outcome: Some(outcome),
+                    })
+                }
                 Some(proxy_message::Kind::Ping(ping)) => {
                     app_message::Kind::Pong(proto::Pong { nonce: ping.nonce })
                 }
@@ -491,6 +675,7 @@ struct McpConnection {
     authority: String,
     path: String,
     token: String,
+    method: Method,
     protocol: Protocol,
     progress: bool,
     vendor_meta: bool,
@@ -513,6 +698,7 @@ impl McpConnection {
             authority: target.mcp_authority().to_owned(),
             path: format!("/v1/mcp/{session_id}"),
             token: format!("Bearer {}", target.openclaw_token),
+            method: config.method,
             protocol: config.protocol,
             progress: config.progress,
             vendor_meta: config.vendor_meta,
@@ -520,19 +706,26 @@ impl McpConnection {
         })
     }
 
-    /// Posts one JSON-RPC message; `tool` names the tool a 2026-07-28
-    /// `tools/call` calls, for its `Mcp-Method` and `Mcp-Name` headers.
-    async fn post(&mut self, body: String, tool: Option<&str>) -> anyhow::Result<(u16, Bytes)> {
+    /// Posts one JSON-RPC message; at 2026-07-28, `method` and `name` (the
+    /// tool called, the URI read, the prompt got) are its `Mcp-Method` and
+    /// `Mcp-Name` headers.
+    async fn post(
+        &mut self,
+        body: String,
+        method: Option<&str>,
+        name: Option<&str>,
+    ) -> anyhow::Result<(u16, Bytes)> {
         let mut request = hyper::Request::post(&self.path)
             .header("host", &self.authority)
             .header("authorization", &self.token)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header("mcp-protocol-version", self.protocol.name());
-        if let (Protocol::V2026_07_28, Some(tool)) = (self.protocol, tool) {
-            request = request
-                .header("mcp-method", "tools/call")
-                .header("mcp-name", tool);
+        if let (Protocol::V2026_07_28, Some(method)) = (self.protocol, method) {
+            request = request.header("mcp-method", method);
+            if let Some(name) = name {
+                request = request.header("mcp-name", name);
+            }
         }
         let request = request.body(Full::new(Bytes::from(body)))?;
         self.sender.ready().await?;
@@ -542,9 +735,19 @@ impl McpConnection {
         Ok((status, body))
     }
 
-    /// One `tools/call`; true when the echo came back exactly (after the
-    /// app's progress notifications, when the call asks for progress).
-    async fn echo_call(&mut self, id: u64, text: &str) -> bool {
+    /// One request of the load's method; true when the answer is exactly
+    /// the one expected. `text` is what a `tools/call` echoes and a
+    /// `prompts/get` renders.
+    async fn call(&mut self, id: u64, text: &str) -> bool {
+        match self.method {
+            Method::ToolsCall => self.echo_call(id, text).await,
+            method => self.catalog_request(method, id, text).await,
+        }
+    }
+
+    /// The `,"_meta":{...}` a request's params end with, empty when it
+    /// carries none.
+    fn meta(&self, id: u64) -> String {
         let mut keys = Vec::new();
         if self.progress {
             keys.push(format!(r#""progressToken":{id}"#));
@@ -557,16 +760,22 @@ impl McpConnection {
         if self.protocol == Protocol::V2026_07_28 {
             keys.push(META_2026.to_owned());
         }
-        let meta = if keys.is_empty() {
+        if keys.is_empty() {
             String::new()
         } else {
             format!(r#","_meta":{{{}}}"#, keys.join(","))
-        };
+        }
+    }
+
+    /// One `tools/call`; true when the echo came back exactly (after the
+    /// app's progress notifications, when the call asks for progress).
+    async fn echo_call(&mut self, id: u64, text: &str) -> bool {
+        let meta = self.meta(id);
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{meta}}}}}"#,
             Value::from(text)
         );
-        let Ok((200, body)) = self.post(body, Some("echo")).await else {
+        let Ok((200, body)) = self.post(body, Some("tools/call"), Some("echo")).await else {
             return false;
         };
         let is_reply = |reply: &Value| {
@@ -594,6 +803,49 @@ impl McpConnection {
             })
             && is_reply(reply)
     }
+
+    /// One `resources/read`, `prompts/get` or `resources/list`; true when
+    /// the answer is the bench resource's contents, the prompt rendered
+    /// with `text`, or the list holding the bench resource. (The app
+    /// answers at once, so the answer is JSON, never a stream.)
+    async fn catalog_request(&mut self, method: Method, id: u64, text: &str) -> bool {
+        let meta = self.meta(id);
+        let (params, name) = match method {
+            Method::ResourcesRead => (
+                format!(r#""uri":{}{meta}"#, Value::from(BENCH_URI)),
+                Some(BENCH_URI),
+            ),
+            Method::PromptsGet => (
+                format!(
+                    r#""name":{},"arguments":{{"text":{}}}{meta}"#,
+                    Value::from(BENCH_PROMPT),
+                    Value::from(text)
+                ),
+                Some(BENCH_PROMPT),
+            ),
+            _ => (meta.trim_start_matches(',').to_owned(), None),
+        };
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{}","params":{{{params}}}}}"#,
+            method.name()
+        );
+        let Ok((200, body)) = self.post(body, Some(method.name()), name).await else {
+            return false;
+        };
+        let Ok(reply) = serde_json::from_slice::<Value>(&body) else {
+            return false;
+        };
+        let result = &reply["result"];
+        reply["id"] == id
+            && match method {
+                Method::ResourcesRead => {
+                    result["contents"][0]["uri"] == BENCH_URI
+                        && result["contents"][0]["text"] == BENCH_DOC_TEXT
+                }
+                Method::PromptsGet => result["messages"][0]["content"]["text"] == text,
+                _ => result["resources"][0]["uri"] == BENCH_URI,
+            }
+    }
 }
 
 /// Runs MCP clients against sessions whose apps are already started.
@@ -604,6 +856,9 @@ pub async fn drive_calls(
     if session_ids.is_empty() {
         bail!("no sessions to call");
     }
+    if config.method != Method::ToolsCall && config.reports_per_call() > 0 {
+        bail!("the app reports progress on tools/call only");
+    }
     let mut connections = Vec::with_capacity(config.concurrency);
     for worker in 0..config.concurrency {
         let session = &session_ids[worker % session_ids.len()];
@@ -613,11 +868,11 @@ pub async fn drive_calls(
         if config.protocol == Protocol::V2025_11_25 {
             let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "loadgen", "version": "1"}}});
-            connection.post(init.to_string(), None).await?;
+            connection.post(init.to_string(), None, None).await?;
         }
         let mut ready = false;
         for _ in 0..200 {
-            if connection.echo_call(0, "warm-up").await {
+            if connection.call(0, "warm-up").await {
                 ready = true;
                 break;
             }
@@ -643,7 +898,7 @@ pub async fn drive_calls(
                 n += 1;
                 let text = format!("w{worker}-{n}");
                 let begun = Instant::now();
-                let ok = connection.echo_call(n, &text).await;
+                let ok = connection.call(n, &text).await;
                 let micros = u32::try_from(begun.elapsed().as_micros()).unwrap_or(u32::MAX);
                 if ok {
                     latencies.push(micros);
@@ -673,6 +928,7 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
         config.grpc_app,
         config.sessions.max(1),
         config.reports_per_call(),
+        config.method.needs_catalog(),
     )
     .await?;
     drive_calls(config, &sessions).await
@@ -681,7 +937,11 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
 /// The report as one JSON line.
 pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
     let line = json!({
-        "bench": "mcp_tools_call",
+        "bench": match config.method {
+            Method::ToolsCall => "mcp_tools_call",
+            _ => "mcp_request",
+        },
+        "method": config.method.name(),
         "bridge": config.bridge.name(),
         "app": match (config.bridge, config.grpc_app) {
             (BridgeKind::Grpc, GrpcApp::Crate) => "crate",
@@ -756,6 +1016,7 @@ pub async fn measure_memory(
         sessions: 1,
         duration: Duration::from_secs(60),
         max_calls: Some(1),
+        method: Method::ToolsCall,
         protocol: Protocol::default(),
         progress: false,
         progress_reports: 0,
@@ -856,7 +1117,7 @@ pub async fn measure_abuse(
     let mut sessions = Vec::with_capacity(bridges);
     let mut sockets = Vec::with_capacity(bridges);
     for _ in 0..bridges {
-        let id = register_rest(&http, target).await?;
+        let id = register_rest(&http, target, false).await?;
         let url = format!("ws://{}/v1/chat/sessions/{id}/bridge", target.authority());
         let mut request = url.into_client_request()?;
         request.headers_mut().insert(

@@ -12,7 +12,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use crate::bench::{self, BridgeKind, GrpcApp, LoadConfig, Protocol, Target};
+use crate::bench::{self, BridgeKind, GrpcApp, LoadConfig, Method, Protocol, Target};
 use crate::rest::Rest;
 
 /// A proxy started by this process, killed when dropped.
@@ -339,6 +339,7 @@ impl ClusterRound {
                         sessions: 1,
                         duration: self.duration,
                         max_calls: None,
+                        method: Method::ToolsCall,
                         protocol: Protocol::default(),
                         progress: false,
                         progress_reports: 0,

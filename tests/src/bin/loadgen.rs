@@ -5,6 +5,7 @@
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app crate
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --protocol 2026-07-28 --progress
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --method resources/read
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --bridges 500 --calls 2000
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
@@ -38,7 +39,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use openclaw_proxy_tests::bench::{self, BridgeKind, GrpcApp, LoadConfig, Protocol, Target};
+use openclaw_proxy_tests::bench::{
+    self, BridgeKind, GrpcApp, LoadConfig, Method, Protocol, Target,
+};
 use openclaw_proxy_tests::processes::{ClusterRound, Node};
 
 #[derive(Parser)]
@@ -50,7 +53,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// MCP tools/call throughput and latency with N concurrent clients.
+    /// MCP tools/call (or another request, `--method`) throughput and
+    /// latency with N concurrent clients.
     Calls {
         #[command(flatten)]
         server: ServerArgs,
@@ -67,6 +71,12 @@ enum Command {
         /// Seconds to run.
         #[arg(long, default_value_t = 10)]
         duration: u64,
+        /// The MCP request to send instead of tools/call: resources/read and
+        /// prompts/get travel over the bridge to the app, resources/list is
+        /// answered by the proxy. The sessions then also declare one
+        /// resource and one prompt.
+        #[arg(long, value_enum, default_value = "tools/call")]
+        method: Method,
         /// The MCP protocol revision the clients speak: 2025-11-25 (an
         /// `initialize` first) or 2026-07-28 (per-request `_meta` and the
         /// `Mcp-Method`/`Mcp-Name` headers).
@@ -250,6 +260,7 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             sessions,
             duration,
+            method,
             protocol,
             progress,
             progress_reports,
@@ -264,6 +275,7 @@ async fn main() -> anyhow::Result<()> {
                 sessions: sessions.max(1),
                 duration: Duration::from_secs(duration),
                 max_calls: None,
+                method,
                 protocol,
                 progress,
                 progress_reports,

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use openclaw_proxy_tests::bench::{self, GrpcApp, LoadConfig, Protocol, Target};
+use openclaw_proxy_tests::bench::{self, GrpcApp, LoadConfig, Method, Protocol, Target};
 use openclaw_proxy_tests::processes;
 use openclaw_proxy_tests::*;
 
@@ -33,6 +33,7 @@ async fn load_generator_smoke_run_on_both_bridges() {
             sessions: 2,
             duration: Duration::from_secs(120),
             max_calls: Some(300),
+            method: Method::ToolsCall,
             protocol: Protocol::default(),
             progress: false,
             progress_reports: 0,
@@ -74,6 +75,7 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
                 sessions: 2,
                 duration: Duration::from_secs(120),
                 max_calls: Some(100),
+                method: Method::ToolsCall,
                 protocol,
                 progress,
                 progress_reports,
@@ -90,6 +92,51 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
             assert_eq!(line["progress"], progress, "{case}");
             assert_eq!(line["progress_reports"], progress_reports, "{case}");
             assert_eq!(line["vendor_meta"], vendor_meta, "{case}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn load_generator_smoke_run_of_resources_and_prompts() {
+    // Every answer is checked: the resource's contents, the prompt rendered
+    // with each request's own text, the list holding the resource.
+    for (bridge, grpc_app) in [
+        (BridgeKind::Ws, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Crate),
+    ] {
+        for method in [
+            Method::ResourcesRead,
+            Method::PromptsGet,
+            Method::ResourcesList,
+        ] {
+            for (protocol, progress, vendor_meta) in [
+                (Protocol::V2025_11_25, false, false),
+                (Protocol::V2026_07_28, true, true),
+            ] {
+                let server = TestServer::start().await;
+                let config = LoadConfig {
+                    target: target(&server),
+                    bridge,
+                    grpc_app,
+                    concurrency: 4,
+                    sessions: 2,
+                    duration: Duration::from_secs(120),
+                    max_calls: Some(100),
+                    method,
+                    protocol,
+                    progress,
+                    progress_reports: 0,
+                    vendor_meta,
+                };
+                let report = bench::run_load(&config).await.expect("load run");
+                let case = format!("{bridge:?} {grpc_app:?} {method:?} {protocol:?}");
+                assert_eq!(report.errors, 0, "{case}");
+                assert_eq!(report.calls, 100, "{case}");
+                let line = bench::report_json(&config, &report);
+                assert_eq!(line["bench"], "mcp_request", "{case}");
+                assert_eq!(line["method"], method.name(), "{case}");
+            }
         }
     }
 }
@@ -128,6 +175,7 @@ async fn wrong_answers_count_as_errors() {
         sessions: 1,
         duration: Duration::from_secs(120),
         max_calls: Some(20),
+        method: Method::ToolsCall,
         protocol: Protocol::default(),
         progress: false,
         progress_reports: 0,
