@@ -145,7 +145,13 @@ fn answer<T: DeserializeOwned>(
 
 /// The MCP notification of a change in a session.
 pub fn change_notification(change: &SessionEvent) -> Option<rmcp::model::ServerNotification> {
-    let message = match change {
+    serde_json::from_value(change_message(change)).ok()
+}
+
+/// The JSON-RPC notification (`method`, `params`) of a change in a session,
+/// for every transport that carries changes.
+pub fn change_message(change: &SessionEvent) -> Value {
+    match change {
         SessionEvent::ResourceUpdated(uri) => {
             json!({"method": "notifications/resources/updated", "params": {"uri": &**uri}})
         }
@@ -154,8 +160,7 @@ pub fn change_notification(change: &SessionEvent) -> Option<rmcp::model::ServerN
             json!({"method": "notifications/resources/list_changed"})
         }
         SessionEvent::PromptsChanged => json!({"method": "notifications/prompts/list_changed"}),
-    };
-    serde_json::from_value(message).ok()
+    }
 }
 
 /// Catalog entries (MCP objects) as rmcp's types.

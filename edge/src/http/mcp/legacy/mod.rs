@@ -207,19 +207,13 @@ async fn next_change(
 /// The notification a change makes on a legacy stream: a resource update
 /// only when the client subscribed to it; tool changes are the poll's.
 fn change_notification(stream: &LegacyStream, change: &SessionEvent) -> Option<String> {
-    let notification = match change {
-        SessionEvent::ResourceUpdated(uri) if stream.is_subscribed(uri) => {
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
-                               "params": {"uri": &**uri}})
-        }
-        SessionEvent::ResourcesChanged => {
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
-        }
-        SessionEvent::PromptsChanged => {
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
-        }
-        SessionEvent::ResourceUpdated(_) | SessionEvent::ToolsChanged => return None,
-    };
+    match change {
+        SessionEvent::ResourceUpdated(uri) if !stream.is_subscribed(uri) => return None,
+        SessionEvent::ToolsChanged => return None,
+        _ => {}
+    }
+    let mut notification = super::served::change_message(change);
+    notification["jsonrpc"] = Value::from("2.0");
     Some(notification.to_string())
 }
 
