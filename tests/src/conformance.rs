@@ -9,13 +9,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use openclaw_proxy_app::{
     App, AppBuilder, CacheScope, CallContext, Completion, CompletionRequest, Content,
     GetPromptResult, LogLevel, McpError, Prompt, PromptMessage, ReadRequest, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate, Serving, Tool, ToolError, schemars,
+    Resource, ResourceContents, ResourceTemplate, Serving, Tool, ToolError, Update, schemars,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -29,7 +31,7 @@ pub const WAV_SILENCE: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZ
 pub const JSON_SCHEMA_2020_12: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}"##;
 
 /// The fixture's tools: name, description, input schema.
-const FIXTURE_TOOLS: [(&str, &str, &str); 10] = [
+const FIXTURE_TOOLS: [(&str, &str, &str); 11] = [
     ("test_simple_text", "Returns simple text content.", PLAIN),
     ("test_image_content", "Returns image content.", PLAIN),
     ("test_audio_content", "Returns audio content.", PLAIN),
@@ -55,6 +57,11 @@ const FIXTURE_TOOLS: [(&str, &str, &str); 10] = [
     ),
     (
         "test_tool_with_logging",
+        "Writes three log records while it runs, then answers.",
+        PLAIN,
+    ),
+    (
+        "test_logging_tool",
         "Writes three log records while it runs, then answers.",
         PLAIN,
     ),
@@ -111,7 +118,7 @@ fn answer(tool: &str, arguments: Value) -> (Vec<f64>, Result<Value, &'static str
             vec![0.0, 50.0, 100.0],
             Ok(json!([text("Progress test completed")])),
         ),
-        "test_tool_with_logging" => (
+        "test_tool_with_logging" | "test_logging_tool" => (
             vec![],
             Ok(json!([text("Tool with logging executed successfully")])),
         ),
@@ -228,9 +235,9 @@ struct EmbeddedResourceArguments {
     resource_uri: String,
 }
 
-/// The fixture's prompts and its completion handler.
-fn with_prompts(app: AppBuilder) -> AppBuilder {
-    app.prompt(
+/// The fixture's prompts.
+fn fixture_prompts() -> Vec<Prompt> {
+    vec![
         Prompt::with_arguments(
             "test_simple_prompt",
             "A simple prompt without arguments",
@@ -242,8 +249,6 @@ fn with_prompts(app: AppBuilder) -> AppBuilder {
             },
         )
         .title("Simple Test Prompt"),
-    )
-    .prompt(
         Prompt::new(
             "test_prompt_with_arguments",
             "A prompt with required arguments",
@@ -255,8 +260,6 @@ fn with_prompts(app: AppBuilder) -> AppBuilder {
             },
         )
         .title("Prompt With Arguments"),
-    )
-    .prompt(
         Prompt::new(
             "test_prompt_with_embedded_resource",
             "A prompt that includes an embedded resource",
@@ -273,8 +276,6 @@ fn with_prompts(app: AppBuilder) -> AppBuilder {
             },
         )
         .title("Prompt With Embedded Resource"),
-    )
-    .prompt(
         Prompt::with_arguments(
             "test_prompt_with_image",
             "A prompt that includes image content",
@@ -287,11 +288,16 @@ fn with_prompts(app: AppBuilder) -> AppBuilder {
             },
         )
         .title("Prompt With Image"),
-    )
-    // As the reference server: completion is declared, and minimal.
-    .completion(|_: CompletionRequest, _: CallContext| async {
-        Ok::<_, McpError>(Completion::empty().total(0).has_more(false))
-    })
+    ]
+}
+
+/// The fixture's completion handler.
+fn with_completion(app: AppBuilder) -> AppBuilder {
+    app
+        // As the reference server: completion is declared, and minimal.
+        .completion(|_: CompletionRequest, _: CallContext| async {
+            Ok::<_, McpError>(Completion::empty().total(0).has_more(false))
+        })
 }
 
 /// The fixture app, written with the app crate: it registers its session
@@ -299,47 +305,147 @@ fn with_prompts(app: AppBuilder) -> AppBuilder {
 pub struct Fixture {
     /// The session the suite calls.
     pub session_id: String,
-    _serving: Serving,
+    _serving: Arc<Serving>,
 }
 
 /// Registers the fixture session over gRPC and serves its bridge until the
 /// returned fixture is dropped.
 pub async fn start_fixture(base_url: &str, app_token: &str) -> anyhow::Result<Fixture> {
+    let changes = ListChanges::default();
     let mut app = App::builder(base_url)
         .app_token(app_token)
         .device_id("conformance")
         .device_name("conformance fixture")
         .app_version(env!("CARGO_PKG_VERSION"))
         .chat_id("conformance");
-    for (name, description, schema) in FIXTURE_TOOLS {
-        let schema: Value = serde_json::from_str(schema)?;
-        app = app.tool(Tool::with_schema(
-            name,
-            description,
-            schema,
-            |arguments: Value, call: CallContext| async move {
-                let (steps, result) = answer(call.tool_name(), arguments);
-                for progress in steps {
-                    call.progress(progress, Some(100.0), "").await;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                if call.tool_name() == "test_tool_with_logging" {
-                    for (index, record) in TOOL_LOGS.into_iter().enumerate() {
-                        if index > 0 {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                        call.log(LogLevel::Info, "", record).await;
-                    }
-                }
-                result.map_err(ToolError::new)
-            },
-        ));
+    for tool in fixture_tools(&changes) {
+        app = app.tool(tool);
     }
-    let serving = with_prompts(with_resources(app)).build()?.serve().await?;
+    for prompt in fixture_prompts() {
+        app = app.prompt(prompt);
+    }
+    let serving = Arc::new(
+        with_completion(with_resources(app))
+            .build()?
+            .serve()
+            .await?,
+    );
+    // Set once, by this function, on a fresh value: it cannot be set already.
+    let _ = changes.serving.set(Arc::downgrade(&serving));
     Ok(Fixture {
         session_id: serving.session().session_id,
         _serving: serving,
     })
+}
+
+/// The fixture's tools: the suite's, answered by [`answer`], and the two
+/// hooks with which it changes the fixture's lists.
+fn fixture_tools(changes: &ListChanges) -> Vec<Tool> {
+    let mut tools = Vec::with_capacity(FIXTURE_TOOLS.len() + 2);
+    for (name, description, schema) in FIXTURE_TOOLS {
+        // The schemas are this file's constants.
+        let schema: Value = serde_json::from_str(schema).unwrap_or_default();
+        tools.push(Tool::with_schema(name, description, schema, answer_call));
+    }
+    for (name, description) in [
+        (TRIGGER_TOOL_CHANGE, "Adds or removes a tool."),
+        (TRIGGER_PROMPT_CHANGE, "Adds or removes a prompt."),
+    ] {
+        let changes = changes.clone();
+        let schema: Value = serde_json::from_str(PLAIN).unwrap_or_default();
+        tools.push(Tool::with_schema(
+            name,
+            description,
+            schema,
+            move |_: Value, call: CallContext| {
+                let changes = changes.clone();
+                async move { changes.toggle(call.tool_name()).await }
+            },
+        ));
+    }
+    tools
+}
+
+/// One call of a suite tool: its progress, its log records, its answer.
+async fn answer_call(arguments: Value, call: CallContext) -> Result<Value, ToolError> {
+    let (steps, result) = answer(call.tool_name(), arguments);
+    for progress in steps {
+        call.progress(progress, Some(100.0), "").await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if matches!(
+        call.tool_name(),
+        "test_tool_with_logging" | "test_logging_tool"
+    ) {
+        for (index, record) in TOOL_LOGS.into_iter().enumerate() {
+            if index > 0 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            call.log(LogLevel::Info, "", record).await;
+        }
+    }
+    result.map_err(ToolError::new)
+}
+
+/// The suite's hook that changes the tool list.
+const TRIGGER_TOOL_CHANGE: &str = "test_trigger_tool_change";
+/// The suite's hook that changes the prompt list.
+const TRIGGER_PROMPT_CHANGE: &str = "test_trigger_prompt_change";
+
+/// What the hooks change: each call adds the extra tool (or prompt) when it
+/// is absent and removes it when present, through [`Serving::update`], so
+/// that every call is a real change that listening clients hear of.
+#[derive(Clone, Default)]
+struct ListChanges {
+    /// The serving fixture; weak, so that dropping the fixture still stops
+    /// it although its own tools hold this.
+    serving: Arc<OnceLock<Weak<Serving>>>,
+    extra_tool: Arc<AtomicBool>,
+    extra_prompt: Arc<AtomicBool>,
+}
+
+impl ListChanges {
+    async fn toggle(&self, hook: &str) -> Result<Value, ToolError> {
+        let serving = self
+            .serving
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| ToolError::new("the fixture is not serving"))?;
+        let update = if hook == TRIGGER_TOOL_CHANGE {
+            let mut tools = fixture_tools(self);
+            // `fetch_xor` answers the previous state: present, so now absent.
+            if !self.extra_tool.fetch_xor(true, Ordering::SeqCst) {
+                let schema: Value = serde_json::from_str(PLAIN).unwrap_or_default();
+                tools.push(Tool::with_schema(
+                    "test_dynamic_tool",
+                    "Present every other time the tool list changes.",
+                    schema,
+                    answer_call,
+                ));
+            }
+            Update::new().tools(tools)
+        } else {
+            let mut prompts = fixture_prompts();
+            if !self.extra_prompt.fetch_xor(true, Ordering::SeqCst) {
+                prompts.push(Prompt::with_arguments(
+                    "test_dynamic_prompt",
+                    "Present every other time the prompt list changes.",
+                    [],
+                    |_: Value, _: CallContext| async {
+                        Ok::<_, McpError>(vec![PromptMessage::user(
+                            "A prompt that comes and goes.",
+                        )])
+                    },
+                ));
+            }
+            Update::new().prompts(prompts)
+        };
+        serving
+            .update(update)
+            .await
+            .map_err(|error| ToolError::new(error.to_string()))?;
+        Ok(json!([{"type": "text", "text": format!("{hook}: the list changed")}]))
+    }
 }
 
 /// `tests/node`, where the pinned Node.js tools live.
