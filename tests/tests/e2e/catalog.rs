@@ -292,6 +292,86 @@ async fn at_2026_07_28_a_missing_resource_is_invalid_params_and_lists_carry_cach
 }
 
 #[tokio::test]
+async fn at_2026_07_28_requests_take_the_direct_path_and_answer_as_rmcp_does() {
+    let server = TestServer::start().await;
+    let session = server.rest().register(&declaring_body()).await;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let _served = serve_notes(app);
+    // A log level in `_meta` leaves a request to rmcp (its records need a
+    // stream); the app writes none, so both answers must be the same.
+    let ask = |method: &'static str, params: Value, via_rmcp: bool| {
+        let mut meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                              "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                              "io.modelcontextprotocol/clientCapabilities": {}});
+        if via_rmcp {
+            meta["io.modelcontextprotocol/logLevel"] = json!("emergency");
+        }
+        let mut params = params;
+        params["_meta"] = meta;
+        let name = params["uri"]
+            .as_str()
+            .or(params["name"].as_str())
+            .map(str::to_owned);
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+        let mut request = mcp_post(&session.mcp_url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(name) = name {
+            request = request.header("mcp-name", &name);
+        }
+        async move {
+            let response = request.send().await;
+            let served_by = response
+                .headers()
+                .get("openclaw-proxy-served-by")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let text = response.text();
+            let answer = match serde_json::from_str::<Value>(&text) {
+                Ok(answer) => answer,
+                Err(_) => sse_messages(&text).pop().unwrap_or_default(),
+            };
+            (served_by, text, answer)
+        }
+    };
+    let requests = [
+        ("resources/read", json!({"uri": "notes://welcome"})),
+        ("resources/read", json!({"uri": "notes://by-id/7"})),
+        ("resources/read", json!({"uri": "notes://missing"})),
+        (
+            "prompts/get",
+            json!({"name": "summarise", "arguments": {"ticket": "T-1"}}),
+        ),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "summarise"},
+                                       "argument": {"name": "ticket", "value": "T"}}),
+        ),
+    ];
+    for (method, params) in requests {
+        let (served_by, direct_text, direct) = ask(method, params.clone(), false).await;
+        assert_eq!(
+            served_by.as_deref(),
+            Some("direct"),
+            "{method} {params}: {direct_text}"
+        );
+        let (served_by, _, typed) = ask(method, params.clone(), true).await;
+        assert_eq!(served_by, None, "{method} {params}");
+        assert_eq!(direct, typed, "{method} {params}");
+    }
+    // The app's text is kept as written; the hints rmcp would add follow it.
+    let (_, text, read) = ask("resources/read", json!({"uri": "notes://welcome"}), false).await;
+    assert_eq!(
+        text,
+        r#"{"jsonrpc":"2.0","id":9,"result":{"contents":[{"mimeType":"text/plain","text":"Hello, agent!","uri":"notes://welcome"}],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#,
+        "{read}"
+    );
+}
+
+#[tokio::test]
 async fn a_declaration_with_a_problem_is_refused_naming_its_field() {
     let server = TestServer::start().await;
     let cases = [

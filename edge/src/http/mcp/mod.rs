@@ -188,7 +188,7 @@ pub(super) async fn handle_message(
     // rmcp's path, which streams them.
     if let Some(revision) = direct::headers_allow(&parts.headers)
         && state.hub.log_level(&session_id).is_none()
-        && let Some(request) = direct::parse_request(&bytes, revision)
+        && let Some(request) = direct::parse_request(&bytes, revision, &parts.headers)
     {
         *method = McpMethod::of(request.method());
         let span = request_span(request.method(), &session_id, request.target());

@@ -182,9 +182,9 @@ pub struct DirectCall {
 /// reaches the app as sent (a `1e400` included, at every revision, which
 /// rmcp's tree would refuse).
 #[derive(Default, Deserialize)]
-struct MetaKeys<'a> {
+pub(super) struct MetaKeys<'a> {
     #[serde(rename = "progressToken", default)]
-    progress_token: Option<ProgressToken>,
+    pub(super) progress_token: Option<ProgressToken>,
     /// Present at all (even `null`). Below 2026-07-28 that leaves the
     /// request to rmcp, which negotiates a revision named there; at
     /// 2026-07-28 it must decode ([`MetaKeys::valid_at_2026`]).
@@ -194,7 +194,7 @@ struct MetaKeys<'a> {
         borrow,
         deserialize_with = "present"
     )]
-    protocol_version: Option<&'a RawValue>,
+    pub(super) protocol_version: Option<&'a RawValue>,
     /// Present at all; judged by [`MetaKeys::valid_at_2026`].
     #[serde(
         rename = "io.modelcontextprotocol/clientCapabilities",
@@ -204,11 +204,11 @@ struct MetaKeys<'a> {
     )]
     client_capabilities: Option<&'a RawValue>,
     #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
-    client_info: Option<Implementation>,
+    pub(super) client_info: Option<Implementation>,
     #[serde(default)]
-    traceparent: Option<String>,
+    pub(super) traceparent: Option<String>,
     #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
-    log_level: Option<String>,
+    pub(super) log_level: Option<String>,
 }
 
 /// A key that is there, whatever its value (`null` included).
@@ -220,7 +220,7 @@ impl MetaKeys<'_> {
     /// Whether a 2026-07-28 request is valid as rmcp judges it
     /// (`RequestMetaObject::missing_required_keys`): `_meta` names that
     /// revision and declares the client's capabilities, both readable.
-    fn valid_at_2026(&self) -> bool {
+    pub(super) fn valid_at_2026(&self) -> bool {
         let revision = self
             .protocol_version
             .and_then(|raw| serde_json::from_str::<ProtocolVersion>(raw.get()).ok());
@@ -244,13 +244,19 @@ impl DirectCall {
 }
 
 /// Whether the SEP-2243 headers of a 2026-07-28 request name exactly its
-/// method and tool, as rmcp checks them; a Base64-wrapped name is left to
-/// rmcp, which decodes it.
-fn standard_headers_match(headers: &HeaderMap, tool: &str) -> bool {
-    let name = single(headers, HEADER_MCP_NAME);
-    single(headers, HEADER_MCP_METHOD) == Some("tools/call")
-        && name == Some(tool)
-        && !(tool.starts_with(BASE64_HEADER_PREFIX) && tool.ends_with(BASE64_HEADER_SUFFIX))
+/// method and what it names (the tool, prompt or URI; `None` for a method
+/// that names nothing), as rmcp checks them; a Base64-wrapped name is left
+/// to rmcp, which decodes it.
+pub(super) fn standard_headers_match(
+    headers: &HeaderMap,
+    method: &str,
+    name: Option<&str>,
+) -> bool {
+    single(headers, HEADER_MCP_METHOD) == Some(method)
+        && name.is_none_or(|name| {
+            single(headers, HEADER_MCP_NAME) == Some(name)
+                && !(name.starts_with(BASE64_HEADER_PREFIX) && name.ends_with(BASE64_HEADER_SUFFIX))
+        })
 }
 
 /// Parses `body` when it is exactly a `tools/call` request this path
@@ -285,7 +291,8 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
         Revision::WithInitialize => keys.protocol_version.is_none(),
         // Valid as rmcp judges validity, headers included.
         Revision::PerRequest => {
-            keys.valid_at_2026() && standard_headers_match(headers, &params.name)
+            keys.valid_at_2026()
+                && standard_headers_match(headers, "tools/call", Some(&params.name))
         }
     };
     if !acceptable {

@@ -3,11 +3,12 @@
 //! client wrote them and the app's result comes back as the app wrote it,
 //! byte for byte, as tool results do.
 //!
-//! Only the plain shapes up to 2025-11-25 are taken here: a request of
-//! 2026-07-28 (checked against its headers and `_meta` by rmcp), one whose
-//! client wants log records (they need a stream), and anything unusual go
-//! to rmcp, whose typed answer keeps every content type but not every
-//! number's text.
+//! The plain shapes are taken at every revision: up to 2025-11-25, and at
+//! 2026-07-28 when `_meta` and the `Mcp-Method`/`Mcp-Name` headers are
+//! valid as rmcp judges them (a read's answer then gets the caching hints
+//! rmcp would fill in, and a missing resource is `-32602`). One whose client
+//! wants log records (they need a stream) and anything unusual go to rmcp,
+//! whose typed answer keeps every content type but not every number's text.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,16 +18,19 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use openclaw_proxy_core::outcome::McpReply;
 use openclaw_proxy_core::{AppRequest, CallContext, Hub, InvokeError, Origin, Transport};
-use rmcp::model::RequestId;
+use rmcp::model::{Implementation, RequestId};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::super::call::{InFlight, caller_of, trace_parent_of};
+use super::parse::{MetaKeys, Revision, standard_headers_match};
 use super::{MAX_NESTING, json_response, parse};
 
 /// The JSON-RPC code of a resource that does not exist, up to 2025-11-25.
 const RESOURCE_NOT_FOUND: i32 = -32002;
+/// The same at 2026-07-28, which names the URI as an invalid param.
+const INVALID_PARAMS: i32 = -32602;
 
 /// A request the app answers, as the direct path takes it.
 pub struct DirectRequest {
@@ -38,6 +42,9 @@ pub struct DirectRequest {
     /// The params as the client wrote them.
     params: Box<RawValue>,
     trace_parent: Option<String>,
+    /// The client's identity from `_meta` (2026-07-28).
+    client_info: Option<Implementation>,
+    revision: Revision,
 }
 
 impl DirectRequest {
@@ -62,15 +69,15 @@ struct Wire {
 
 /// The keys of the params the direct path reads; the rest travels unread.
 #[derive(Deserialize)]
-struct Params {
+struct Params<'a> {
     #[serde(default)]
     uri: Option<String>,
     #[serde(default)]
     name: Option<String>,
     #[serde(rename = "ref", default)]
     reference: Option<Reference>,
-    #[serde(rename = "_meta", default)]
-    meta: Option<Meta>,
+    #[serde(rename = "_meta", default, borrow)]
+    meta: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -81,52 +88,63 @@ struct Reference {
     uri: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Meta {
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
-    protocol_version: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
-    log_level: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    traceparent: Option<String>,
-}
-
 /// The request in `body`, if the direct path can answer it: a request
 /// (not a notification) of one of the three methods, params an object
-/// naming what it asks for, no revision or log level in its `_meta`, at a
-/// revision before 2026-07-28.
-pub fn parse_request(body: &Bytes, revision: parse::Revision) -> Option<DirectRequest> {
-    if revision != parse::Revision::WithInitialize || !parse::nesting_within(body, MAX_NESTING) {
+/// naming what it asks for, no log level in its `_meta`; up to 2025-11-25
+/// no revision in `_meta` either (rmcp negotiates those), at 2026-07-28 a
+/// `_meta` and headers rmcp would accept.
+pub fn parse_request(
+    body: &Bytes,
+    revision: Revision,
+    headers: &HeaderMap,
+) -> Option<DirectRequest> {
+    if !parse::nesting_within(body, MAX_NESTING) {
         return None;
     }
     let wire: Wire = serde_json::from_slice(body).ok()?;
     if wire.jsonrpc != "2.0" || !wire.params.get().starts_with('{') {
         return None;
     }
-    let params: Params = serde_json::from_str(wire.params.get()).ok()?;
-    let meta = params.meta.unwrap_or(Meta {
-        protocol_version: None,
-        log_level: None,
-        traceparent: None,
-    });
-    if meta.protocol_version.is_some() || meta.log_level.is_some() {
-        return None;
-    }
-    let (method, target) = match wire.method.as_str() {
-        "resources/read" => ("resources/read", params.uri?),
-        "prompts/get" => ("prompts/get", params.name?),
+    let params: Params<'_> = serde_json::from_str(wire.params.get()).ok()?;
+    let meta: MetaKeys<'_> = match params.meta {
+        Some(raw) if raw.get().starts_with('{') => serde_json::from_str(raw.get()).ok()?,
+        Some(_) => return None,
+        None => MetaKeys::default(),
+    };
+    let (method, target, named) = match wire.method.as_str() {
+        "resources/read" => ("resources/read", params.uri?, true),
+        "prompts/get" => ("prompts/get", params.name?, true),
         "completion/complete" => {
             let reference = params.reference?;
-            ("completion/complete", reference.name.or(reference.uri)?)
+            let target = reference.name.or(reference.uri)?;
+            ("completion/complete", target, false)
         }
         _ => return None,
     };
+    let acceptable = meta.log_level.is_none()
+        && match revision {
+            Revision::WithInitialize => meta.protocol_version.is_none(),
+            Revision::PerRequest => {
+                meta.valid_at_2026()
+                    && standard_headers_match(headers, method, named.then_some(target.as_str()))
+            }
+        };
+    if !acceptable {
+        return None;
+    }
+    let MetaKeys {
+        client_info,
+        traceparent,
+        ..
+    } = meta;
     Some(DirectRequest {
         id: wire.id,
         method,
         target,
+        trace_parent: traceparent,
+        client_info,
+        revision,
         params: wire.params,
-        trace_parent: meta.traceparent,
     })
 }
 
@@ -170,13 +188,15 @@ pub async fn answer_request(
         target,
         params,
         trace_parent,
+        client_info,
+        revision,
     } = request;
     let version = headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|value| value.to_str().ok());
     let context = CallContext {
         meta_json: String::new(),
-        client: caller_of(None, version),
+        client: caller_of(client_info.as_ref(), version),
         progress: None,
         trace_parent: trace_parent_of(trace_parent.as_deref(), headers),
         origin: Origin::new(Transport::Mcp, peer),
@@ -192,11 +212,63 @@ pub async fn answer_request(
         outcome = hub.request(session_id, asked, context) => outcome,
         () = registered.cancelled() => Err(InvokeError::Remote("the request was cancelled by the client".into())),
     };
-    json_response(StatusCode::OK, answer_body(&id, &target, outcome))
+    let answered = Answered {
+        id: &id,
+        method,
+        target: &target,
+        revision,
+    };
+    json_response(StatusCode::OK, answered.body(outcome))
 }
 
-/// The JSON-RPC answer to a request's outcome.
-fn answer_body(id: &RequestId, target: &str, outcome: Result<McpReply, InvokeError>) -> Vec<u8> {
+/// What the answer to a request says besides its outcome.
+struct Answered<'a> {
+    id: &'a RequestId,
+    method: &'static str,
+    target: &'a str,
+    revision: Revision,
+}
+
+impl Answered<'_> {
+    /// The JSON-RPC answer to the request's outcome, as rmcp would give it
+    /// at the request's revision, with the app's result as it wrote it.
+    fn body(&self, outcome: Result<McpReply, InvokeError>) -> Vec<u8> {
+        let Self {
+            id,
+            method,
+            target,
+            revision,
+        } = *self;
+        let not_found = match revision {
+            Revision::WithInitialize => RESOURCE_NOT_FOUND,
+            Revision::PerRequest => INVALID_PARAMS,
+        };
+        let result = |result: Box<RawValue>| match revision {
+            // rmcp leaves `resultType` out for clients before 2026-07-28.
+            Revision::WithInitialize => without_result_type(result),
+            // And completes it at 2026-07-28.
+            Revision::PerRequest => completed_at_2026(result, method == "resources/read"),
+        };
+        answer_body(
+            id,
+            target,
+            not_found,
+            outcome.map(|reply| match reply {
+                McpReply::Result(raw) => McpReply::Result(result(raw)),
+                other => other,
+            }),
+        )
+    }
+}
+
+/// The JSON-RPC answer to a request's outcome; a missing resource is
+/// `not_found`, carrying its URI.
+fn answer_body(
+    id: &RequestId,
+    target: &str,
+    not_found: i32,
+    outcome: Result<McpReply, InvokeError>,
+) -> Vec<u8> {
     let error = |code: i32, message: &str, data: Option<&RawValue>| {
         serde_json::to_vec(&ErrorAnswer {
             jsonrpc: "2.0",
@@ -211,29 +283,25 @@ fn answer_body(id: &RequestId, target: &str, outcome: Result<McpReply, InvokeErr
     };
     let uri_data = || RawValue::from_string(serde_json::json!({ "uri": target }).to_string()).ok();
     match outcome {
-        Ok(McpReply::Result(result)) => {
-            // rmcp leaves `resultType` out for clients before 2026-07-28.
-            let result = without_result_type(result);
-            serde_json::to_vec(&Answer {
-                jsonrpc: "2.0",
-                id,
-                result: &result,
-            })
-            .unwrap_or_default()
-        }
+        Ok(McpReply::Result(result)) => serde_json::to_vec(&Answer {
+            jsonrpc: "2.0",
+            id,
+            result: &result,
+        })
+        .unwrap_or_default(),
         Ok(McpReply::Error(failure)) if failure.code == RESOURCE_NOT_FOUND => {
             let data = failure.data.or_else(uri_data);
-            error(failure.code, &failure.message, data.as_deref())
+            error(not_found, &failure.message, data.as_deref())
         }
         Ok(McpReply::Error(failure)) => {
             error(failure.code, &failure.message, failure.data.as_deref())
         }
         Err(failure @ InvokeError::UnknownResource { .. }) => {
             let data = uri_data();
-            error(RESOURCE_NOT_FOUND, &failure.to_string(), data.as_deref())
+            error(not_found, &failure.to_string(), data.as_deref())
         }
         Err(failure @ InvokeError::UnknownPrompt { .. }) => {
-            error(-32602, &failure.to_string(), None)
+            error(INVALID_PARAMS, &failure.to_string(), None)
         }
         Err(failure) => error(-32603, &failure.to_string(), None),
     }
@@ -254,37 +322,142 @@ fn without_result_type(result: Box<RawValue>) -> Box<RawValue> {
     serde_json::value::to_raw_value(&object).unwrap_or(result)
 }
 
+/// The keys of a result that rmcp completes at 2026-07-28, as far as the
+/// direct path reads them. A key counts when present at all (`null` included), so that none
+/// is written twice.
+#[derive(Deserialize)]
+struct CacheHints<'a> {
+    #[serde(rename = "ttlMs", default, borrow, deserialize_with = "present")]
+    ttl_ms: Option<&'a RawValue>,
+    #[serde(rename = "cacheScope", default, borrow, deserialize_with = "present")]
+    cache_scope: Option<&'a RawValue>,
+    #[serde(rename = "resultType", default)]
+    result_type: Option<String>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(value: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(value).map(Some)
+}
+
+/// A result as rmcp completes it at 2026-07-28: `resultType: "complete"`
+/// when the app named no type, and for a complete read (`cacheable`) the
+/// caching hints the app gave none of (`ttlMs: 0`, `cacheScope:
+/// "private"`); written after the app's own text, which is kept as it is.
+fn completed_at_2026(result: Box<RawValue>, cacheable: bool) -> Box<RawValue> {
+    let Ok(hints) = serde_json::from_str::<CacheHints<'_>>(result.get()) else {
+        return result;
+    };
+    let mut missing = Vec::new();
+    if hints.result_type.is_none() {
+        missing.push(r#""resultType":"complete""#);
+    }
+    let complete = hints
+        .result_type
+        .as_deref()
+        .is_none_or(|kind| kind == "complete");
+    if cacheable && complete && hints.ttl_ms.is_none() {
+        missing.push(r#""ttlMs":0"#);
+    }
+    if cacheable && complete && hints.cache_scope.is_none() {
+        missing.push(r#""cacheScope":"private""#);
+    }
+    let text = result.get().trim_end();
+    let Some(inside) = text.strip_suffix('}') else {
+        return result;
+    };
+    if missing.is_empty() {
+        return result;
+    }
+    let separator = if super::is_empty_object(text) {
+        ""
+    } else {
+        ","
+    };
+    let extended = format!("{inside}{separator}{}}}", missing.join(","));
+    RawValue::from_string(extended).unwrap_or(result)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn body(text: &str) -> Bytes {
+        Bytes::from(text.to_owned())
+    }
+
     #[test]
-    fn only_plain_requests_before_2026_are_taken() {
-        let body = |text: &str| Bytes::from(text.to_owned());
+    fn plain_requests_are_taken_and_others_left_to_rmcp() {
+        let none = HeaderMap::new();
         let read = body(
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a:1","x":1e400}}"#,
         );
-        let taken = parse_request(&read, parse::Revision::WithInitialize).expect("taken");
+        let taken = parse_request(&read, Revision::WithInitialize, &none).expect("taken");
         assert_eq!((taken.method(), taken.target()), ("resources/read", "a:1"));
         assert_eq!(taken.params.get(), r#"{"uri":"a:1","x":1e400}"#);
-        assert!(parse_request(&read, parse::Revision::PerRequest).is_none());
+        // 2026-07-28 needs its `_meta` and headers.
+        assert!(parse_request(&read, Revision::PerRequest, &none).is_none());
         for refused in [
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{}}"#,
             r#"{"jsonrpc":"2.0","method":"resources/read","params":{"uri":"a:1"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/logLevel":"info"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":[1]}"#,
         ] {
             assert!(
-                parse_request(&body(refused), parse::Revision::WithInitialize).is_none(),
+                parse_request(&body(refused), Revision::WithInitialize, &none).is_none(),
                 "{refused}"
             );
         }
         let complete = body(
             r#"{"jsonrpc":"2.0","id":"c","method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"x"}}}"#,
         );
-        let taken = parse_request(&complete, parse::Revision::WithInitialize).expect("taken");
+        let taken = parse_request(&complete, Revision::WithInitialize, &none).expect("taken");
         assert_eq!(taken.target(), "p");
+    }
+
+    #[test]
+    fn at_2026_the_meta_and_the_headers_must_be_valid() {
+        let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}"#;
+        let read = body(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":"a:1","_meta":{meta}}}}}"#
+        ));
+        let headers = |method: &str, name: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            headers.insert("mcp-method", method.parse().expect("header"));
+            if let Some(name) = name {
+                headers.insert("mcp-name", name.parse().expect("header"));
+            }
+            headers
+        };
+        let taken = parse_request(
+            &read,
+            Revision::PerRequest,
+            &headers("resources/read", Some("a:1")),
+        )
+        .expect("taken");
+        assert_eq!(
+            taken.client_info.map(|info| info.name).as_deref(),
+            Some("c")
+        );
+        for wrong in [
+            headers("resources/read", None),
+            headers("resources/read", Some("a:2")),
+            headers("prompts/get", Some("a:1")),
+        ] {
+            assert!(parse_request(&read, Revision::PerRequest, &wrong).is_none());
+        }
+        let no_capabilities = body(
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a:1","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        );
+        assert!(
+            parse_request(
+                &no_capabilities,
+                Revision::PerRequest,
+                &headers("resources/read", Some("a:1"))
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -294,18 +467,45 @@ mod tests {
             r#"{"contents":[{"uri":"a:1","text":"x"}],"_meta":{"n":1e400}}"#.into(),
         )
         .expect("json");
-        let answer = answer_body(&id, "a:1", Ok(McpReply::Result(result)));
+        let answer = answer_body(&id, "a:1", RESOURCE_NOT_FOUND, Ok(McpReply::Result(result)));
         assert_eq!(
             String::from_utf8_lossy(&answer),
             r#"{"jsonrpc":"2.0","id":7,"result":{"contents":[{"uri":"a:1","text":"x"}],"_meta":{"n":1e400}}}"#
         );
-        let missing = answer_body(
-            &id,
-            "a:2",
-            Err(InvokeError::UnknownResource { uri: "a:2".into() }),
+        for not_found in [RESOURCE_NOT_FOUND, INVALID_PARAMS] {
+            let missing = answer_body(
+                &id,
+                "a:2",
+                not_found,
+                Err(InvokeError::UnknownResource { uri: "a:2".into() }),
+            );
+            let missing: serde_json::Value = serde_json::from_slice(&missing).expect("json");
+            assert_eq!(missing["error"]["code"], not_found);
+            assert_eq!(missing["error"]["data"]["uri"], "a:2");
+        }
+    }
+
+    #[test]
+    fn a_2026_result_gets_what_rmcp_adds_and_keeps_its_own() {
+        let raw = |text: &str| RawValue::from_string(text.to_owned()).expect("json");
+        let read = |text: &str| completed_at_2026(raw(text), true).get().to_owned();
+        assert_eq!(
+            read(r#"{"contents":[],"x":1e400}"#),
+            r#"{"contents":[],"x":1e400,"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#
         );
-        let missing: serde_json::Value = serde_json::from_slice(&missing).expect("json");
-        assert_eq!(missing["error"]["code"], -32002);
-        assert_eq!(missing["error"]["data"]["uri"], "a:2");
+        assert_eq!(
+            read("{ }"),
+            r#"{ "resultType":"complete","ttlMs":0,"cacheScope":"private"}"#
+        );
+        assert_eq!(
+            read(r#"{"contents":[],"ttlMs":5,"resultType":"complete"}"#),
+            r#"{"contents":[],"ttlMs":5,"resultType":"complete","cacheScope":"private"}"#
+        );
+        let own = r#"{"contents":[],"ttlMs":5,"cacheScope":"public","resultType":"complete"}"#;
+        assert_eq!(read(own), own);
+        let incomplete = r#"{"resultType":"input_required"}"#;
+        assert_eq!(read(incomplete), incomplete);
+        let prompt = completed_at_2026(raw(r#"{"messages":[]}"#), false);
+        assert_eq!(prompt.get(), r#"{"messages":[],"resultType":"complete"}"#);
     }
 }
