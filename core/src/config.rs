@@ -38,6 +38,12 @@ pub struct CoreConfig {
     /// The largest message a bridge carries, in bytes: an invocation that
     /// would be larger fails alone, and the bridge stays up.
     pub max_message_bytes: usize,
+    /// How long a request of the app to an MCP client (elicitation,
+    /// sampling, roots) may wait for its answer. The call's own timeout is
+    /// paused meanwhile: a person may take minutes to answer.
+    pub client_request_timeout: Duration,
+    /// How many requests to its client one call may have outstanding.
+    pub max_client_requests_per_call: usize,
     /// Ceilings on sessions, tools, calls and session creation.
     pub limits: Limits,
 }
@@ -57,6 +63,8 @@ impl Default for CoreConfig {
             missed_pings_allowed: 3,
             bridge_write_timeout: Duration::from_secs(10),
             max_message_bytes: 4 * 1024 * 1024,
+            client_request_timeout: Duration::from_secs(600),
+            max_client_requests_per_call: 4,
             limits: Limits::default(),
         }
     }

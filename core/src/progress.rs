@@ -12,6 +12,11 @@
 //! Log records share the queue (and its thinning) when the caller asked for
 //! them, at a level ([`channel_with_logs`]); a record below that level is
 //! refused at once, so no record the client does not want is ever queued.
+//!
+//! So do the app's requests to the caller ([`ClientAsk`]: elicitation,
+//! sampling, roots), when the caller's transport can carry them
+//! ([`Askable`]). A request never gives way: the app waits for its answer,
+//! and their number per call is bounded where they are accepted.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,6 +80,108 @@ pub enum CallEvent {
     Progress(ToolProgress),
     /// A log record at a level the caller asked for.
     Log(Log),
+    /// A request for the caller to answer.
+    Ask(ClientAsk),
+}
+
+/// A request of the app to the MCP client of one of its calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientAsk {
+    /// The call's request id.
+    pub request_id: String,
+    /// The app's id of this request, unique among the call's outstanding
+    /// ones.
+    pub id: String,
+    /// The MCP method ([`AskMethod`]).
+    pub method: AskMethod,
+    /// The params as the app wrote them: a JSON object.
+    pub params_json: String,
+}
+
+/// What an app may ask the MCP client of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AskMethod {
+    /// `elicitation/create`: ask the user (a form, or a URL to visit).
+    Elicitation,
+    /// `sampling/createMessage`: ask the client's model.
+    Sampling,
+    /// `roots/list`: the client's roots.
+    Roots,
+}
+
+impl AskMethod {
+    /// Every method, in label order.
+    pub const ALL: [Self; 3] = [Self::Elicitation, Self::Sampling, Self::Roots];
+
+    /// The method MCP names `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|method| method.as_str() == name)
+    }
+
+    /// Its MCP name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation/create",
+            Self::Sampling => "sampling/createMessage",
+            Self::Roots => "roots/list",
+        }
+    }
+
+    /// The client capability MCP requires for it.
+    pub fn capability(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+}
+
+/// Which requests a call's caller can be sent, as far as its transport and
+/// its declared capabilities tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Askable {
+    /// None: the path the call took cannot carry a request to its client.
+    #[default]
+    Nothing,
+    /// Those its capabilities declare (known per request at 2026-07-28).
+    Declared {
+        /// `elicitation`.
+        elicitation: bool,
+        /// `sampling`.
+        sampling: bool,
+        /// `roots`.
+        roots: bool,
+    },
+    /// Any: the client's capabilities are not known here (declared at
+    /// `initialize`, which a stateless endpoint does not keep); a client
+    /// without one answers "method not found", which the app gets.
+    Any,
+}
+
+impl Askable {
+    /// Why `method` cannot be asked, or `None` when it can.
+    pub fn refusal(self, method: AskMethod) -> Option<String> {
+        let declared = match (self, method) {
+            (Self::Any, _) => return None,
+            (Self::Nothing, _) => {
+                return Some(format!(
+                    "the MCP client of this call cannot be sent {}: the way its request came in carries no requests back to it",
+                    method.as_str()
+                ));
+            }
+            (Self::Declared { elicitation, .. }, AskMethod::Elicitation) => elicitation,
+            (Self::Declared { sampling, .. }, AskMethod::Sampling) => sampling,
+            (Self::Declared { roots, .. }, AskMethod::Roots) => roots,
+        };
+        (!declared).then(|| {
+            format!(
+                "the MCP client of this call did not declare the {} capability, so it cannot be sent {}",
+                method.capability(),
+                method.as_str()
+            )
+        })
+    }
 }
 
 /// Reports waiting per call before the oldest gives way.
@@ -92,6 +199,8 @@ struct Shared {
     senders: AtomicUsize,
     /// The least severe log record the caller wants; `None` for none.
     log_level: Option<LogLevel>,
+    /// Which requests of the app the caller can be sent.
+    askable: Askable,
 }
 
 impl Shared {
@@ -115,11 +224,21 @@ pub fn channel() -> (ProgressSink, ProgressReceiver) {
 /// A sink and its receiver that also take log records at `log_level` or
 /// above (none when `None`).
 pub fn channel_with_logs(log_level: Option<LogLevel>) -> (ProgressSink, ProgressReceiver) {
+    call_channel(log_level, Askable::Nothing)
+}
+
+/// A sink and its receiver for everything a call may send its caller: log
+/// records at `log_level` or above, and the requests `askable` allows.
+pub fn call_channel(
+    log_level: Option<LogLevel>,
+    askable: Askable,
+) -> (ProgressSink, ProgressReceiver) {
     let shared = Arc::new(Shared {
         queue: Mutex::default(),
         notify: Notify::new(),
         senders: AtomicUsize::new(1),
         log_level,
+        askable,
     });
     (ProgressSink(shared.clone()), ProgressReceiver(shared))
 }
@@ -161,6 +280,17 @@ impl ProgressSink {
         self.0.log_level
     }
 
+    /// Which requests of the app the caller can be sent.
+    pub fn askable(&self) -> Askable {
+        self.0.askable
+    }
+
+    /// Queues a request for the caller; it never gives way. The caller
+    /// checks [`Self::askable`] first.
+    pub fn push_ask(&self, ask: ClientAsk) {
+        self.queue(CallEvent::Ask(ask));
+    }
+
     /// Queues a log record if the caller wants its level; never waits.
     pub fn push_log(&self, level: LogLevel, record: Log) -> Logged {
         if self.0.log_level.is_none_or(|wanted| level < wanted) {
@@ -177,12 +307,21 @@ impl ProgressSink {
         let kept_all = {
             let mut queue = self.0.queue();
             let full = queue.reports.len() >= CAPACITY;
-            if full {
-                queue.reports.pop_front();
+            // The oldest report or record gives way; a request never does.
+            let gives_way = if full {
+                queue
+                    .reports
+                    .iter()
+                    .position(|event| !matches!(event, CallEvent::Ask(_)))
+            } else {
+                None
+            };
+            if let Some(oldest) = gives_way {
+                queue.reports.remove(oldest);
                 queue.thinned += 1;
             }
             queue.reports.push_back(event);
-            !full
+            gives_way.is_none()
         };
         self.0.notify.notify_one();
         kept_all
@@ -239,7 +378,7 @@ impl ProgressReceiver {
         loop {
             match self.recv_event().await? {
                 CallEvent::Progress(report) => return Some(report),
-                CallEvent::Log(_) => {}
+                CallEvent::Log(_) | CallEvent::Ask(_) => {}
             }
         }
     }
@@ -249,7 +388,7 @@ impl ProgressReceiver {
         loop {
             match self.try_recv_event()? {
                 CallEvent::Progress(report) => return Some(report),
-                CallEvent::Log(_) => {}
+                CallEvent::Log(_) | CallEvent::Ask(_) => {}
             }
         }
     }
@@ -322,6 +461,49 @@ mod tests {
         );
         assert!(LogLevel::parse("warning") == Some(LogLevel::Warning));
         assert!(LogLevel::parse("verbose").is_none());
+    }
+
+    #[tokio::test]
+    async fn requests_never_give_way_to_a_flood_of_reports() {
+        let (sink, mut receiver) = call_channel(None, Askable::Any);
+        let ask = ClientAsk {
+            request_id: "s:1".into(),
+            id: "a".into(),
+            method: AskMethod::Elicitation,
+            params_json: "{}".into(),
+        };
+        sink.push(report(0.0));
+        sink.push_ask(ask.clone());
+        for n in 1..=1000 {
+            sink.push(report(f64::from(n)));
+        }
+        drop(sink);
+        let mut asks = 0;
+        while let Some(event) = receiver.recv_event().await {
+            if let CallEvent::Ask(seen) = event {
+                assert_eq!(seen, ask);
+                asks += 1;
+            }
+        }
+        assert_eq!(asks, 1, "the request survived the flood");
+        assert_eq!(receiver.thinned(), 1001 - (CAPACITY as u64 - 1));
+    }
+
+    #[test]
+    fn a_request_is_refused_naming_what_the_client_lacks() {
+        assert!(Askable::Any.refusal(AskMethod::Sampling).is_none());
+        let declared = Askable::Declared {
+            elicitation: true,
+            sampling: false,
+            roots: false,
+        };
+        assert!(declared.refusal(AskMethod::Elicitation).is_none());
+        let refused = declared.refusal(AskMethod::Sampling).expect("refused");
+        assert!(refused.contains("sampling capability"), "{refused}");
+        let nothing = Askable::Nothing.refusal(AskMethod::Roots).expect("refused");
+        assert!(nothing.contains("roots/list"), "{nothing}");
+        assert_eq!(AskMethod::parse("roots/list"), Some(AskMethod::Roots));
+        assert_eq!(AskMethod::parse("tools/call"), None);
     }
 
     #[tokio::test]

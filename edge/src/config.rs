@@ -125,6 +125,16 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub hello_timeout_seconds: u64,
 
+    /// Seconds an app's request to an MCP client (elicitation, sampling, roots) may wait for its answer; the call's own timeout is paused meanwhile.
+    #[arg(long, env = "OPENCLAW_PROXY_CLIENT_REQUEST_TIMEOUT_SECONDS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=SECONDS_PER_DAY))]
+    pub client_request_timeout_seconds: u64,
+
+    /// Requests to its MCP client that one call may have waiting at once.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_CLIENT_REQUESTS_PER_CALL", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_client_requests_per_call: u64,
+
     /// The longest limit a tool may ask for with its own timeout_seconds, in seconds.
     #[arg(long, env = "OPENCLAW_PROXY_MAX_TOOL_TIMEOUT_SECONDS", default_value_t = 3600,
           value_parser = clap::value_parser!(u64).range(1..=SECONDS_PER_DAY))]
@@ -345,6 +355,9 @@ impl ServerConfig {
             ping_interval: Duration::from_secs(self.ping_interval_seconds.max(1)),
             bridge_write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
             max_message_bytes: self.max_body_bytes,
+            client_request_timeout: Duration::from_secs(self.client_request_timeout_seconds),
+            max_client_requests_per_call: usize::try_from(self.max_client_requests_per_call)
+                .unwrap_or(usize::MAX),
             limits: Limits {
                 max_sessions: self.max_sessions,
                 max_tools_per_session: self.max_tools_per_session,

@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use openclaw_proxy_app::{
-    App, AppBuilder, CacheScope, CallContext, Completion, CompletionRequest, Content,
+    App, AppBuilder, CacheScope, CallContext, Completion, CompletionRequest, Content, Elicitation,
     GetPromptResult, LogLevel, McpError, Prompt, PromptMessage, ReadRequest, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate, Serving, Tool, ToolError, Update, schemars,
+    Resource, ResourceContents, ResourceTemplate, Sampling, Serving, Tool, ToolError, Update,
+    schemars,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -347,6 +348,10 @@ fn fixture_tools(changes: &ListChanges) -> Vec<Tool> {
         let schema: Value = serde_json::from_str(schema).unwrap_or_default();
         tools.push(Tool::with_schema(name, description, schema, answer_call));
     }
+    for (name, description, schema) in ASKING_TOOLS {
+        let schema: Value = serde_json::from_str(schema).unwrap_or_default();
+        tools.push(Tool::with_schema(name, description, schema, ask_client));
+    }
     for (name, description) in [
         (TRIGGER_TOOL_CHANGE, "Adds or removes a tool."),
         (TRIGGER_PROMPT_CHANGE, "Adds or removes a prompt."),
@@ -364,6 +369,97 @@ fn fixture_tools(changes: &ListChanges) -> Vec<Tool> {
         ));
     }
     tools
+}
+
+/// The tools that ask the client something: name, description, input
+/// schema.
+const ASKING_TOOLS: [(&str, &str, &str); 4] = [
+    (
+        "test_sampling",
+        "Asks the client's model to answer a prompt.",
+        r#"{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}"#,
+    ),
+    (
+        "test_elicitation",
+        "Asks the user for a username and an email address.",
+        r#"{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}"#,
+    ),
+    (
+        "test_elicitation_sep1034_defaults",
+        "Asks the user for a form whose fields have defaults.",
+        PLAIN,
+    ),
+    (
+        "test_elicitation_sep1330_enums",
+        "Asks the user to choose from every kind of enum.",
+        PLAIN,
+    ),
+];
+
+/// One call of a tool that asks the client: what it asks, and the client's
+/// answer as text.
+async fn ask_client(arguments: Value, call: CallContext) -> Result<Value, ToolError> {
+    let text = |text: String| Ok(json!([{"type": "text", "text": text}]));
+    let argument = |name: &str| arguments[name].as_str().unwrap_or_default().to_owned();
+    let failed = |error: openclaw_proxy_app::AskError| ToolError::new(error.to_string());
+    let form = match call.tool_name() {
+        "test_sampling" => {
+            let sampled = call
+                .sample(Sampling::new(100).user(argument("prompt")))
+                .await
+                .map_err(failed)?;
+            return text(format!(
+                "LLM response: {}",
+                sampled.text().unwrap_or_default()
+            ));
+        }
+        "test_elicitation" => Elicitation::form(
+            argument("message"),
+            json!({"type": "object", "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"}},
+                "required": ["username", "email"]}),
+        ),
+        "test_elicitation_sep1034_defaults" => Elicitation::form(
+            "Please review and update the form fields with defaults",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {"type": "string", "description": "User status",
+                           "enum": ["active", "inactive", "pending"], "default": "active"},
+                "verified": {"type": "boolean", "description": "Verification status", "default": true}},
+                "required": []}),
+        ),
+        _ => Elicitation::form(
+            "Please select options from the enum fields",
+            json!({"type": "object", "properties": {
+                "untitledSingle": {"type": "string", "description": "Select one option",
+                                   "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {"type": "string", "description": "Select one option with titles",
+                                 "oneOf": [{"const": "value1", "title": "First Option"},
+                                           {"const": "value2", "title": "Second Option"},
+                                           {"const": "value3", "title": "Third Option"}]},
+                "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
+                               "enum": ["opt1", "opt2", "opt3"],
+                               "enumNames": ["Option One", "Option Two", "Option Three"]},
+                "untitledMulti": {"type": "array", "description": "Select multiple options",
+                                  "minItems": 1, "maxItems": 3,
+                                  "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                "titledMulti": {"type": "array", "description": "Select multiple options with titles",
+                                "minItems": 1, "maxItems": 3,
+                                "items": {"anyOf": [{"const": "value1", "title": "First Choice"},
+                                                    {"const": "value2", "title": "Second Choice"},
+                                                    {"const": "value3", "title": "Third Choice"}]}}},
+                "required": []}),
+        ),
+    };
+    let answer = call.elicit(form).await.map_err(failed)?;
+    let content = serde_json::to_string(&answer.content).unwrap_or_default();
+    text(format!(
+        "Elicitation completed: action={:?}, content={content}",
+        answer.action
+    ))
 }
 
 /// One call of a suite tool: its progress, its log records, its answer.

@@ -39,6 +39,7 @@ impl Bridge {
                 }
             }
             Some(app_message::Kind::Log(record)) => self.log(record),
+            Some(app_message::Kind::ClientRequest(request)) => self.ask(request),
             Some(app_message::Kind::ResourceUpdated(updated)) => {
                 self.change(SessionChange::ResourceUpdated(updated.uri));
             }

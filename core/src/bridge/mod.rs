@@ -20,7 +20,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+mod asks;
 mod inbound;
+
+pub use asks::{ClientAnswer, ClientWait, Unanswerable};
 
 use crate::audit::Origin;
 use crate::escape::short_id;
@@ -70,6 +73,8 @@ struct Waiting {
     /// The tool called or the MCP method requested, for messages about
     /// this call.
     tool: Box<str>,
+    /// Its requests to its client, once it made one.
+    asks: Option<Box<asks::Asks>>,
 }
 
 /// Where the app's answer goes: a tool call waits for a `ToolResult`, an
@@ -142,6 +147,8 @@ pub(crate) struct Bridge {
     /// Warnings the app can cause (malformed messages, unexpected results)
     /// are rate-limited per bridge.
     warnings: crate::log_budget::LogBudget,
+    /// How many requests to its client one call may have outstanding.
+    max_asks_per_call: usize,
 }
 
 impl Bridge {
@@ -151,6 +158,7 @@ impl Bridge {
         session_id: Arc<str>,
         origin: Origin,
         metrics: Arc<Metrics>,
+        max_asks_per_call: usize,
     ) -> (
         Arc<Self>,
         mpsc::Receiver<Queued>,
@@ -169,6 +177,7 @@ impl Bridge {
             queued: AtomicU64::new(0),
             taken: AtomicU64::new(0),
             warnings: crate::log_budget::LogBudget::default(),
+            max_asks_per_call,
         });
         (bridge, receiver, updates)
     }
@@ -251,6 +260,7 @@ impl Bridge {
                 answer,
                 progress,
                 tool: what.into(),
+                asks: None,
             },
         );
         Ok(())

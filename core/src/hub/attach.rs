@@ -37,8 +37,12 @@ impl Hub {
         }
         let record = self.record(&hello.session_id).await?;
         let id = record.id.clone();
-        let (bridge, receiver, changes) =
-            Bridge::new(id.clone(), origin, self.inner.metrics.clone());
+        let (bridge, receiver, changes) = Bridge::new(
+            id.clone(),
+            origin,
+            self.inner.metrics.clone(),
+            self.inner.config.max_client_requests_per_call,
+        );
         // First in the queue, before any invocation a call could queue once
         // the bridge is installed.
         bridge.notify(proxy(proxy_message::Kind::Attached(proto::Attached {

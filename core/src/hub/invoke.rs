@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{Hub, HubError, Local};
@@ -285,7 +286,9 @@ impl Hub {
         let limit = self.inner.config.limits.max_calls_per_session;
         let mut call = CallInFlight::start(self, &record.id, local, bridge, request_id, limit)?;
         let answer = register(bridge, request_id).map_err(InvokeError::BridgeEnded)?;
-        let outcome = tokio::time::timeout(timeout, async {
+        // Pinned here and lent: moved into `within_time`, it would be laid
+        // out twice in this future's state.
+        let work = std::pin::pin!(async {
             bridge
                 .send(message)
                 .await
@@ -293,10 +296,25 @@ impl Hub {
             answer
                 .await
                 .unwrap_or(Err(InvokeError::BridgeEnded(BridgeEnd::Disconnected)))
-        })
+        });
+        let outcome = async {
+            // Inline, not a function of its own: this future is part of
+            // every call's, so it stays small.
+            let started = Instant::now();
+            let mut deadline = started + timeout;
+            let mut work = work;
+            loop {
+                if let Ok(outcome) = tokio::time::timeout_at(deadline, work.as_mut()).await {
+                    return outcome;
+                }
+                match self.next_deadline(bridge, request_id, started, timeout) {
+                    Some(next) => deadline = next,
+                    None => return Err(InvokeError::Timeout(timeout)),
+                }
+            }
+        }
         .instrument(span.clone())
-        .await
-        .unwrap_or(Err(InvokeError::Timeout(timeout)));
+        .await;
         span.record("outcome", CallOutcome::of(&outcome).as_str());
         if let Err(InvokeError::Timeout(limit)) = &outcome {
             call.cancel_reason =
@@ -312,6 +330,40 @@ impl Hub {
         }
         drop(call);
         outcome
+    }
+
+    /// When a call that started at `started` with `timeout` must be looked
+    /// at again, its deadline having passed; `None` when its time is up.
+    /// The time it waits for its client does not count: while the app's
+    /// request to the client is outstanding the clock is paused, and a
+    /// request that waits longer than the client-request timeout is ended
+    /// (the app gets an error) and the clock goes on.
+    fn next_deadline(
+        &self,
+        bridge: &Bridge,
+        request_id: &str,
+        started: Instant,
+        timeout: Duration,
+    ) -> Option<Instant> {
+        let now = Instant::now();
+        let ask_limit = self.inner.config.client_request_timeout;
+        let wait = bridge.client_wait(request_id);
+        match wait.since {
+            Some(since) if now >= since + ask_limit => {
+                bridge.expire_asks(request_id, ask_limit);
+                Some(now)
+            }
+            // Waiting for the client: wake when its time is up, or when the
+            // call's would be if the client answered now (then look again).
+            Some(since) => {
+                let worked = since
+                    .saturating_duration_since(started)
+                    .saturating_sub(wait.paused);
+                let left = timeout.saturating_sub(worked).max(LOOK_AGAIN_AT_LEAST);
+                Some((since + ask_limit).min(now + left))
+            }
+            None => Some(started + timeout + wait.paused).filter(|deadline| now < *deadline),
+        }
     }
 
     /// A message for the app, boxed at once, as the bridge's queue carries
@@ -336,6 +388,11 @@ impl Hub {
         Ok(message)
     }
 }
+
+/// While a call waits for its client, how often at most its clock is looked
+/// at again (the client may answer any moment, and the call's remaining
+/// time starts then).
+const LOOK_AGAIN_AT_LEAST: Duration = Duration::from_secs(1);
 
 /// A round trip, prepared: the bridge attached here and what the call's
 /// bookkeeping needs.

@@ -29,6 +29,7 @@
 //! shutdown, readiness).
 
 mod access;
+mod answers;
 mod attach;
 mod changes;
 mod invoke;
@@ -38,6 +39,7 @@ mod sessions;
 #[cfg(test)]
 mod testing;
 
+pub use answers::{AnswerError, client_request_id, parse_client_request_id};
 pub use changes::SessionEvent;
 pub use request::AppRequest;
 pub use sessions::Deletion;

@@ -111,6 +111,33 @@ impl App {
     }
 }
 
+impl App {
+    /// Sends a request of the app to the client of the call `request_id`.
+    pub(super) async fn ask(&self, request_id: &str, id: &str, method: &str) {
+        let request = proto::ClientRequest {
+            request_id: request_id.to_owned(),
+            id: id.to_owned(),
+            method: method.to_owned(),
+            params_json: r#"{"message":"Sure?"}"#.to_owned(),
+        };
+        let message = proto::AppMessage {
+            kind: Some(app_message::Kind::ClientRequest(request)),
+        };
+        self.to_hub
+            .send(Inbound::Message(message))
+            .await
+            .expect("bridge reads");
+    }
+
+    /// The next `ClientResponse`.
+    pub(super) async fn next_client_response(&mut self) -> proto::ClientResponse {
+        match self.next().await {
+            Ok(proxy_message::Kind::ClientResponse(response)) => response,
+            other => panic!("expected a client response, got {other:?}"),
+        }
+    }
+}
+
 /// A call of `echo` running in a task of its own.
 pub(super) fn spawn_call(
     hub: &Hub,

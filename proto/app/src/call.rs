@@ -117,9 +117,20 @@ pub struct CallContext {
     cancel: CancellationToken,
     reason: Reason,
     scope: Reason,
+    asks: crate::ask::Asks,
 }
 
 impl CallContext {
+    /// The requests to the client waiting for answers ([`crate::ask`]).
+    pub(crate) fn asks(&self) -> &crate::ask::Asks {
+        &self.asks
+    }
+
+    /// Where messages to the proxy go.
+    pub(crate) fn outbound(&self) -> &mpsc::Sender<AppMessage> {
+        &self.outbound
+    }
+
     /// The session the call belongs to.
     pub fn session_id(&self) -> &str {
         &self.session_id
@@ -276,10 +287,11 @@ struct Entry {
 }
 
 /// The calls running right now, by request id, so that the proxy can cancel
-/// one of them.
+/// one of them; and their requests to the client waiting for answers.
 #[derive(Clone, Default)]
 pub(crate) struct InFlight {
     calls: Arc<Mutex<HashMap<String, Entry>>>,
+    pub(crate) asks: crate::ask::Asks,
 }
 
 impl InFlight {
@@ -350,6 +362,7 @@ pub(crate) fn begin(
         cancel,
         reason,
         scope: scope.reason.clone(),
+        asks: in_flight.asks.clone(),
     })
 }
 

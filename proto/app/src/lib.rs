@@ -58,6 +58,7 @@
 //!
 
 mod app;
+mod ask;
 mod call;
 mod completion;
 mod content;
@@ -71,6 +72,7 @@ mod tool;
 mod uri_template;
 
 pub use app::{App, AppBuilder, Serving};
+pub use ask::{AskError, ElicitAction, ElicitResult, Elicitation, Root, SampleResult, Sampling};
 pub use call::{CallContext, CancelReason, ClientInfo, LogLevel};
 pub use completion::{
     Completion, CompletionOutput, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES,

@@ -162,6 +162,9 @@ impl Replies<'_> {
                 .unwrap_or_default();
                 self.publish(KIND_LOG, Bytes::from(body)).await;
             }
+            // A caller on another node is not offered requests yet: its
+            // sink refuses them before they are queued.
+            CallEvent::Ask(_) => {}
         }
     }
 

@@ -382,7 +382,8 @@ pub async fn with_notifications<F: Future>(
 
 /// The notification of one event of a call: `notifications/progress` for
 /// a report (none when the client gave no `token`), `notifications/message`
-/// for a log record.
+/// for a log record; none for a request of the app (it is a request, which
+/// the direct path writes itself: [`super::direct`]).
 pub fn event_notification(
     token: Option<&ProgressToken>,
     event: CallEvent,
@@ -390,6 +391,7 @@ pub fn event_notification(
     match event {
         CallEvent::Progress(report) => Some(progress_notification(token?, report)),
         CallEvent::Log(record) => Some(super::logging::notification(record)),
+        CallEvent::Ask(_) => None,
     }
 }
 

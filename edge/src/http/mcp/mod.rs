@@ -34,6 +34,7 @@ use call::InFlight;
 use legacy::LegacyStreams;
 use service::McpService;
 
+pub mod answers;
 pub mod call;
 pub mod direct;
 pub mod jsonrpc;
@@ -202,6 +203,10 @@ pub(super) async fn handle_message(
         )
         .instrument(span)
         .await;
+    }
+    if let Some(reply) = answers::parse(&bytes) {
+        *method = McpMethod::Response;
+        return answers::deliver(&state.hub, &session_id, reply).await;
     }
     if let Some(jsonrpc_id) = jsonrpc::cancelled_request(&bytes) {
         *method = McpMethod::Notification;

@@ -15,7 +15,7 @@ use crate::http::spelling::pick;
 use crate::http::tool_body::{DeclarationsBody, ToolBody, tool_definitions};
 
 /// The frame types an app may send, for the messages that list them.
-const APP_FRAME_TYPES: &str = "\"invoke_result\", \"mcp_result\", \"progress\", \"log\", \"update_tools\", \"resource_updated\" or \"pong\"";
+const APP_FRAME_TYPES: &str = "\"invoke_result\", \"mcp_result\", \"progress\", \"log\", \"client_request\", \"update_tools\", \"resource_updated\" or \"pong\"";
 
 /// The JSON frames for one core message.
 pub(super) fn render(message: proto::ProxyMessage) -> Vec<Message> {
@@ -27,6 +27,9 @@ pub(super) fn render(message: proto::ProxyMessage) -> Vec<Message> {
         proxy_message::Kind::Attached(_) => return Vec::new(),
         proxy_message::Kind::Invoke(invoke) => return rendered(invoke_frame(&invoke)),
         proxy_message::Kind::McpRequest(request) => return rendered(mcp_request_frame(&request)),
+        proxy_message::Kind::ClientResponse(response) => {
+            return rendered(client_response_frame(&response));
+        }
         proxy_message::Kind::ToolsUpdated(updated) => json!({
             "type": "tools_updated",
             "tools": updated.tools,
@@ -127,6 +130,45 @@ fn mcp_request_frame(request: &proto::McpRequest) -> Result<String, serde_json::
     })
 }
 
+/// `client_response`: the client's answer to one `client_request`, its
+/// result exactly as the client sent it.
+fn client_response_frame(response: &proto::ClientResponse) -> Result<String, serde_json::Error> {
+    #[derive(Serialize)]
+    struct Frame<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        request_id: &'a str,
+        #[serde(rename = "requestId")]
+        request_id_camel: &'a str,
+        id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<&'a RawValue>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<Value>,
+    }
+    let (result, error) = match &response.outcome {
+        Some(proto::client_response::Outcome::ResultJson(json)) => {
+            (Some(serde_json::from_str::<&RawValue>(json)?), None)
+        }
+        Some(proto::client_response::Outcome::Error(error)) => {
+            let mut object = json!({"code": error.code, "message": error.message});
+            if !error.data_json.is_empty() {
+                object["data"] = serde_json::from_str(&error.data_json)?;
+            }
+            (None, Some(object))
+        }
+        None => (None, Some(json!({"code": -32603, "message": "no answer"}))),
+    };
+    serde_json::to_string(&Frame {
+        kind: "client_response",
+        request_id: &response.request_id,
+        request_id_camel: &response.request_id,
+        id: &response.id,
+        result,
+        error,
+    })
+}
+
 /// `invoke_tool`, serialized straight from the invocation (the call's hot
 /// path: no intermediate JSON tree). `_meta` and `client` are left out when
 /// there is nothing to say.
@@ -218,6 +260,12 @@ struct AppFrame<'a> {
     data: Option<&'a RawValue>,
     #[serde(borrow, default)]
     uri: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
 }
 
 /// Types one raw field; the error says what the field must be.
@@ -288,6 +336,7 @@ pub(super) fn parse_frame(text: &str) -> Result<Parsed, String> {
         }),
         "update_tools" => update_tools_of(&frame, text),
         "log" => log_of(&frame),
+        "client_request" => client_request_of(&frame),
         "resource_updated" => {
             let uri: Cow<'_, str> = typed(frame.uri, "uri", "a string")?
                 .ok_or_else(|| "resource_updated has no \"uri\"".to_owned())?;
@@ -372,6 +421,36 @@ fn log_of(frame: &AppFrame<'_>) -> Result<Parsed, String> {
             .map(|raw| raw.get().to_owned())
             .unwrap_or_default(),
     })))
+}
+
+/// A `client_request` frame: a request of the app to the client of the
+/// call it names.
+fn client_request_of(frame: &AppFrame<'_>) -> Result<Parsed, String> {
+    let request_id = request_id_of(frame)?
+        .ok_or_else(|| "client_request has no \"request_id\" (or \"requestId\")".to_owned())?;
+    let id: Cow<'_, str> = typed(frame.id, "id", "a string")?.ok_or_else(|| {
+        "client_request has no \"id\": give each request an id of its own".to_owned()
+    })?;
+    let method: Cow<'_, str> = typed(frame.method, "method", "a string")?
+        .ok_or_else(|| "client_request has no \"method\"".to_owned())?;
+    let params_json = match frame.params {
+        None => "{}".to_owned(),
+        Some(params) if params.get().starts_with('{') => params.get().to_owned(),
+        Some(params) => {
+            return Err(format!(
+                "\"params\" must be a JSON object, not {}",
+                truncate(params.get())
+            ));
+        }
+    };
+    Ok(to_core(app_message::Kind::ClientRequest(
+        proto::ClientRequest {
+            request_id,
+            id: id.into_owned(),
+            method: method.into_owned(),
+            params_json,
+        },
+    )))
 }
 
 /// A well-formed message for the core.

@@ -125,6 +125,9 @@ async fn serve_bridge(
             Some(proxy_message::Kind::McpRequest(request)) => {
                 shared.start_mcp_request(request, &bridge, scope);
             }
+            Some(proxy_message::Kind::ClientResponse(response)) => {
+                shared.in_flight.asks.answer(response);
+            }
             Some(proxy_message::Kind::Attached(_)) | None => {}
         }
     }

@@ -26,7 +26,8 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::Hub;
-use openclaw_proxy_core::progress::{CallEvent, LogLevel, ProgressReceiver};
+use openclaw_proxy_core::hub::client_request_id;
+use openclaw_proxy_core::progress::{Askable, CallEvent, ClientAsk, LogLevel, ProgressReceiver};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -142,11 +143,37 @@ fn status_of(revision: Revision, outcome: &Outcome) -> StatusCode {
     }
 }
 
-/// The notification message of one event of a call, as rmcp writes it;
-/// `None` for a progress report the client gave no token for.
+/// The message of one event of a call: a notification as rmcp writes it,
+/// or the JSON-RPC request of the app to the client; `None` for a progress
+/// report the client gave no token for.
 fn notification_message(token: Option<&ProgressToken>, event: CallEvent) -> Option<Vec<u8>> {
+    if let CallEvent::Ask(ask) = &event {
+        return Some(ask_message(ask));
+    }
     let message = ServerJsonRpcMessage::notification(event_notification(token, event)?);
     Some(serde_json::to_vec(&message).unwrap_or_default())
+}
+
+/// The JSON-RPC request that asks the client what the app asks, with the id
+/// its answer is routed back by ([`client_request_id`]) and the params as
+/// the app wrote them.
+fn ask_message(ask: &ClientAsk) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Request<'a> {
+        jsonrpc: &'static str,
+        id: String,
+        method: &'static str,
+        params: &'a RawValue,
+    }
+    // The core queues only params that read as a JSON object.
+    let params: Option<&RawValue> = serde_json::from_str(&ask.params_json).ok();
+    serde_json::to_vec(&Request {
+        jsonrpc: "2.0",
+        id: client_request_id(&ask.request_id, &ask.id),
+        method: ask.method.as_str(),
+        params: params.unwrap_or(RawValue::NULL),
+    })
+    .unwrap_or_default()
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
@@ -250,7 +277,14 @@ pub async fn answer(
         peer,
     };
     let answering = Answering { id, revision };
-    if progress.is_none() && log_level.is_none() {
+    // Up to 2025-11-25 the app's requests go on the call's stream; the
+    // client's capabilities were declared at `initialize`, which a
+    // stateless endpoint does not keep, so any may be asked.
+    let askable = match revision {
+        Revision::WithInitialize => Askable::Any,
+        Revision::PerRequest => Askable::Nothing,
+    };
+    if progress.is_none() && log_level.is_none() && askable == Askable::Nothing {
         let call = prepared.call(session_id);
         let outcome = call_tool(hub, in_flight, call, None, std::future::pending()).await;
         return answering.json(outcome);
@@ -259,6 +293,7 @@ pub async fn answer(
     let listening = Listening {
         token: progress,
         log_level,
+        askable,
     };
     answer_with_progress(hub, in_flight, session_id, prepared, listening, answering).await
 }
@@ -285,10 +320,13 @@ struct Listening {
     token: Option<ProgressToken>,
     /// The least severe log record it wants.
     log_level: Option<LogLevel>,
+    /// Which requests of the app it can be sent.
+    askable: Askable,
 }
 
-/// Answers a call whose client asked for progress or logs: as rmcp
-/// answers, JSON when the result comes first, SSE once a notification does.
+/// Answers a call whose client may hear of it before the answer (progress,
+/// logs, the app's requests): as rmcp answers, JSON when the result comes
+/// first, SSE once a notification or request does.
 async fn answer_with_progress(
     hub: Hub,
     in_flight: Arc<InFlight>,
@@ -300,8 +338,12 @@ async fn answer_with_progress(
     // The core keeps the app's reports for this call; they are read here
     // and written on the answer, so a call whose app never reports costs
     // no notification at all.
-    let Listening { token, log_level } = listening;
-    let (sink, mut reports) = openclaw_proxy_core::progress::channel_with_logs(log_level);
+    let Listening {
+        token,
+        log_level,
+        askable,
+    } = listening;
+    let (sink, mut reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
     let tool = prepared.name.clone();
     let session = session_id.clone();
     let mut running = Box::pin(async move {

@@ -47,6 +47,11 @@ macro_rules! label_value {
     };
 }
 
+mod client_requests;
+
+pub use client_requests::AskOutcome;
+use client_requests::ClientRequestMetrics;
+
 /// How a tool call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CallOutcome {
@@ -300,6 +305,8 @@ pub enum McpMethod {
     LoggingSetLevel,
     /// Any notification (`notifications/...`).
     Notification,
+    /// A client's JSON-RPC response to a request the app sent it.
+    Response,
     /// Another method, a batch, or a body that is not JSON-RPC.
     Other,
     /// Refused before the body was read (authentication, unknown session).
@@ -343,6 +350,7 @@ impl McpMethod {
             Self::CompletionComplete => "completion/complete",
             Self::LoggingSetLevel => "logging/setLevel",
             Self::Notification => "notification",
+            Self::Response => "response",
             Self::Other => "other",
             Self::Unread => "unread",
         }
@@ -396,6 +404,7 @@ pub struct Metrics {
     app_logs: [Counter; Logged::ALL.len()],
     dropped: [Counter; DropReason::ALL.len()],
     auth_failures: [Counter; Surface::ALL.len()],
+    client_requests: ClientRequestMetrics,
 }
 
 impl Metrics {
@@ -439,6 +448,7 @@ impl Metrics {
             mcp_requests.clone(),
         );
         let (app_requests, app_logs) = register_app_metrics(&mut registry);
+        let client_requests = ClientRequestMetrics::register(&mut registry);
         let drops = Family::<ReasonLabels, Counter>::default();
         let dropped =
             DropReason::ALL.map(|reason| drops.get_or_create(&ReasonLabels { reason }).clone());
@@ -476,6 +486,7 @@ impl Metrics {
             app_logs,
             dropped,
             auth_failures,
+            client_requests,
         }
     }
 
@@ -490,6 +501,22 @@ impl Metrics {
         self.app_requests
             .get_or_create(&RequestLabels { method, outcome })
             .inc();
+    }
+
+    /// A request of an app now waits for its client.
+    pub fn client_request_asked(&self) {
+        self.client_requests.asked();
+    }
+
+    /// Counts a request of an app to a client that ended (`was_pending`:
+    /// it had been waiting for the client, and no longer does).
+    pub fn client_request_ended(
+        &self,
+        method: Option<crate::progress::AskMethod>,
+        outcome: AskOutcome,
+        was_pending: bool,
+    ) {
+        self.client_requests.ended(method, outcome, was_pending);
     }
 
     /// Counts a log record an app wrote during a call.
