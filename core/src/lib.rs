@@ -27,6 +27,7 @@ pub mod log_budget;
 pub mod metrics;
 pub mod outcome;
 pub mod progress;
+pub mod request_state;
 pub mod tools;
 pub mod trace;
 

@@ -160,6 +160,13 @@ pub enum Askable {
 }
 
 impl Askable {
+    /// A client that declared none of the capabilities.
+    pub const NOTHING_DECLARED: Self = Self::Declared {
+        elicitation: false,
+        sampling: false,
+        roots: false,
+    };
+
     /// Why `method` cannot be asked, or `None` when it can.
     pub fn refusal(self, method: AskMethod) -> Option<String> {
         let declared = match (self, method) {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use openclaw_proxy_core::limits::{AddressRange, CreateRate};
+use openclaw_proxy_core::request_state::StateKey;
 use openclaw_proxy_core::{BearerToken, CoreConfig, Limits};
 
 const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
@@ -129,6 +130,10 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_CLIENT_REQUEST_TIMEOUT_SECONDS", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(1..=SECONDS_PER_DAY))]
     pub client_request_timeout_seconds: u64,
+
+    /// Secret that seals the requestState of 2026-07-28 input_required results; the same on every node of a cluster (default: random per process).
+    #[arg(long, env = "OPENCLAW_PROXY_REQUEST_STATE_KEY", hide_env_values = true)]
+    pub request_state_key: Option<String>,
 
     /// Requests to its MCP client that one call may have waiting at once.
     #[arg(long, env = "OPENCLAW_PROXY_MAX_CLIENT_REQUESTS_PER_CALL", default_value_t = 4,
@@ -356,6 +361,12 @@ impl ServerConfig {
             bridge_write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
             max_message_bytes: self.max_body_bytes,
             client_request_timeout: Duration::from_secs(self.client_request_timeout_seconds),
+            request_state_key: self
+                .request_state_key
+                .as_deref()
+                .map(str::trim)
+                .filter(|key| !key.is_empty())
+                .map_or_else(StateKey::random, |key| StateKey::new(key.as_bytes())),
             max_client_requests_per_call: usize::try_from(self.max_client_requests_per_call)
                 .unwrap_or(usize::MAX),
             limits: Limits {

@@ -352,6 +352,10 @@ fn fixture_tools(changes: &ListChanges) -> Vec<Tool> {
         let schema: Value = serde_json::from_str(schema).unwrap_or_default();
         tools.push(Tool::with_schema(name, description, schema, ask_client));
     }
+    for (name, description) in ROUND_TRIP_TOOLS {
+        let schema: Value = serde_json::from_str(PLAIN).unwrap_or_default();
+        tools.push(Tool::with_schema(name, description, schema, round_trips));
+    }
     for (name, description) in [
         (TRIGGER_TOOL_CHANGE, "Adds or removes a tool."),
         (TRIGGER_PROMPT_CHANGE, "Adds or removes a prompt."),
@@ -460,6 +464,113 @@ async fn ask_client(arguments: Value, call: CallContext) -> Result<Value, ToolEr
         "Elicitation completed: action={:?}, content={content}",
         answer.action
     ))
+}
+
+/// The tools whose requests to the client become `input_required` results
+/// at 2026-07-28 (and SSE requests before): name, description.
+const ROUND_TRIP_TOOLS: [(&str, &str); 9] = [
+    ("test_streaming_elicitation", "Asks the user's name."),
+    (
+        "test_input_required_result_elicitation",
+        "Asks the user's name.",
+    ),
+    (
+        "test_input_required_result_sampling",
+        "Asks the client's model a question.",
+    ),
+    (
+        "test_input_required_result_list_roots",
+        "Asks the client for its roots.",
+    ),
+    (
+        "test_input_required_result_request_state",
+        "Asks for a confirmation.",
+    ),
+    (
+        "test_input_required_result_tampered_state",
+        "Asks for a confirmation.",
+    ),
+    (
+        "test_input_required_result_multiple_inputs",
+        "Asks three things at once.",
+    ),
+    (
+        "test_input_required_result_multi_round",
+        "Asks twice, one after the other.",
+    ),
+    (
+        "test_input_required_result_capabilities",
+        "Asks the user and the model at once.",
+    ),
+];
+
+/// The requests of [`ROUND_TRIP_TOOLS`], by key.
+fn round_trip_request(key: &str) -> (&'static str, Value) {
+    let form = |message: &str, field: &str| {
+        json!({"message": message, "requestedSchema": {"type": "object",
+               "properties": {field: {"type": "string"}}, "required": [field]}})
+    };
+    match key {
+        "capital_question" => (
+            "sampling/createMessage",
+            json!({"messages": [{"role": "user", "content": {"type": "text",
+                   "text": "What is the capital of France?"}}], "maxTokens": 100}),
+        ),
+        "client_roots" => ("roots/list", json!({})),
+        "step2" => (
+            "elicitation/create",
+            form("What is your favourite colour?", "color"),
+        ),
+        "confirm" => ("elicitation/create", form("Please confirm", "ok")),
+        _ => ("elicitation/create", form("What is your name?", "name")),
+    }
+}
+
+/// One call of a [`ROUND_TRIP_TOOLS`] tool: its requests, in rounds, and
+/// what the client answered.
+async fn round_trips(_: Value, call: CallContext) -> Result<Value, ToolError> {
+    let ask = |key: &'static str| {
+        let call = call.clone();
+        async move {
+            let (method, params) = round_trip_request(key);
+            call.ask_keyed(key, method, params).await
+        }
+    };
+    let failed = |error: openclaw_proxy_app::AskError| ToolError::new(error.to_string());
+    let answers = match call.tool_name() {
+        "test_input_required_result_sampling" => {
+            vec![ask("capital_question").await.map_err(failed)?]
+        }
+        "test_input_required_result_list_roots" => vec![ask("client_roots").await.map_err(failed)?],
+        "test_input_required_result_request_state"
+        | "test_input_required_result_tampered_state" => {
+            vec![ask("confirm").await.map_err(failed)?, "state-ok".to_owned()]
+        }
+        "test_input_required_result_multiple_inputs" => {
+            let (name, capital, roots) = tokio::join!(
+                ask("user_name"),
+                ask("capital_question"),
+                ask("client_roots")
+            );
+            vec![
+                name.map_err(failed)?,
+                capital.map_err(failed)?,
+                roots.map_err(failed)?,
+            ]
+        }
+        "test_input_required_result_multi_round" => {
+            let first = ask("step1").await.map_err(failed)?;
+            vec![first, ask("step2").await.map_err(failed)?]
+        }
+        "test_input_required_result_capabilities" => {
+            // The client may declare only one of the two: use what it can
+            // answer.
+            let (name, capital) = tokio::join!(ask("user_name"), ask("capital_question"));
+            name.into_iter().chain(capital).collect()
+        }
+        _ => vec![ask("user_name").await.map_err(failed)?],
+    };
+    Ok(json!([{"type": "text", "text": format!("Answers: {}", answers.join(" | "))}]))
 }
 
 /// One call of a suite tool: its progress, its log records, its answer.

@@ -283,8 +283,27 @@ impl CallContext {
     /// Sends any request to the client (`method` and its params, an
     /// object) and returns its result as JSON text.
     pub async fn ask(&self, method: &str, params: Value) -> Result<String, AskError> {
+        let id = self
+            .asks()
+            .next_id
+            .fetch_add(1, Ordering::Relaxed)
+            .to_string();
+        self.ask_keyed(id, method, params).await
+    }
+
+    /// As [`Self::ask`], with the request's id chosen by the app (unique
+    /// among the call's outstanding requests). Clients at MCP 2026-07-28
+    /// see it as the key of the request in an `input_required` result, and
+    /// may answer a key before it is asked (a retried call carrying
+    /// `inputResponses`): a stable key lets such an answer be used.
+    pub async fn ask_keyed(
+        &self,
+        id: impl Into<String>,
+        method: &str,
+        params: Value,
+    ) -> Result<String, AskError> {
         let asks = self.asks();
-        let id = asks.next_id.fetch_add(1, Ordering::Relaxed).to_string();
+        let id = id.into();
         let key = (self.request_id().to_owned(), id.clone());
         let (sender, answer) = oneshot::channel();
         asks.lock().insert(key.clone(), sender);

@@ -57,6 +57,10 @@ impl McpState {
             service: service::service(edge.hub.clone(), &edge.config, in_flight.clone()),
             in_flight,
             legacy: Arc::default(),
+            rounds: direct::Rounds::new(
+                edge.hub.config().request_state_key.clone(),
+                edge.hub.config().client_request_timeout,
+            ),
             edge,
         }))
     }
@@ -80,6 +84,8 @@ pub struct McpShared {
     pub in_flight: Arc<InFlight>,
     /// The open streams of the legacy HTTP+SSE transport.
     pub legacy: Arc<LegacyStreams>,
+    /// 2026-07-28 calls waiting for their clients' answers.
+    pub rounds: direct::Rounds,
 }
 
 impl std::ops::Deref for McpShared {
@@ -176,6 +182,7 @@ pub(super) async fn handle_message(
         return direct::answer(
             &state.hub,
             &state.in_flight,
+            &state.rounds,
             &session_id,
             &parts.headers,
             peer,

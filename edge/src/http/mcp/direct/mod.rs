@@ -17,6 +17,7 @@
 
 mod parse;
 mod request;
+mod rounds;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -45,6 +46,7 @@ use crate::http::sse;
 
 pub use parse::{DirectCall, MAX_NESTING, Revision, headers_allow, parse};
 pub use request::{DirectRequest, answer_request, parse_request};
+pub use rounds::Rounds;
 
 /// `{}` with any whitespace: an empty `_meta`, which the app is not sent.
 fn is_empty_object(text: &str) -> bool {
@@ -242,6 +244,7 @@ impl Prepared {
 pub async fn answer(
     hub: &Hub,
     in_flight: &Arc<InFlight>,
+    rounds: &Rounds,
     session_id: &Arc<str>,
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
@@ -257,6 +260,9 @@ pub async fn answer(
         progress,
         log_level,
         revision,
+        askable,
+        input_responses,
+        request_state,
     } = call;
     // The level the request names (2026-07-28), else the session's.
     let log_level = log_level.or_else(|| hub.log_level(session_id));
@@ -276,14 +282,26 @@ pub async fn answer(
             .unwrap_or_default(),
         peer,
     };
+    if revision == Revision::PerRequest
+        && (askable != Askable::NOTHING_DECLARED || request_state.is_some())
+    {
+        let round = rounds::Round {
+            hub,
+            rounds,
+            session_id,
+            tool: prepared.name.clone(),
+            id,
+            token: progress,
+            answers: rounds::answers_of(input_responses.as_deref()),
+        };
+        if let Some(state) = request_state {
+            return round.resume(&state).await;
+        }
+        let (running, reports) =
+            spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
+        return round.start(running, reports).await;
+    }
     let answering = Answering { id, revision };
-    // Up to 2025-11-25 the app's requests go on the call's stream; the
-    // client's capabilities were declared at `initialize`, which a
-    // stateless endpoint does not keep, so any may be asked.
-    let askable = match revision {
-        Revision::WithInitialize => Askable::Any,
-        Revision::PerRequest => Askable::Nothing,
-    };
     if progress.is_none() && log_level.is_none() && askable == Askable::Nothing {
         let call = prepared.call(session_id);
         let outcome = call_tool(hub, in_flight, call, None, std::future::pending()).await;
@@ -296,6 +314,28 @@ pub async fn answer(
         askable,
     };
     answer_with_progress(hub, in_flight, session_id, prepared, listening, answering).await
+}
+
+/// The call's task and its events, for a call that may be parked.
+fn spawn_call(
+    hub: &Hub,
+    in_flight: &Arc<InFlight>,
+    session_id: &Arc<str>,
+    prepared: Prepared,
+    log_level: Option<LogLevel>,
+    askable: Askable,
+) -> (AbortOnDrop<Outcome>, ProgressReceiver) {
+    let (sink, reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
+    let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
+    let running = tokio::spawn(
+        async move {
+            let call = prepared.call(&session);
+            let progress = Some(Progress::Reports(sink));
+            call_tool(&hub, &in_flight, call, progress, std::future::pending()).await
+        }
+        .in_current_span(),
+    );
+    (AbortOnDrop(running), reports)
 }
 
 /// What the answer to a call needs: the request's id and revision.

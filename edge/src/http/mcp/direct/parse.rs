@@ -4,7 +4,7 @@
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, header};
-use openclaw_proxy_core::progress::LogLevel;
+use openclaw_proxy_core::progress::{Askable, LogLevel};
 use rmcp::model::{ClientCapabilities, Implementation, ProgressToken, ProtocolVersion, RequestId};
 use rmcp::transport::common::http_header::{
     BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME,
@@ -141,6 +141,13 @@ struct WireParams {
     /// Passed to the app as sent.
     #[serde(rename = "_meta", default)]
     meta: Option<Box<RawValue>>,
+    /// The client's answers to the requests of an `input_required` result
+    /// (2026-07-28), by key.
+    #[serde(rename = "inputResponses", default)]
+    input_responses: Option<Box<RawValue>>,
+    /// The `requestState` of that result, echoed (2026-07-28).
+    #[serde(rename = "requestState", default)]
+    request_state: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +177,12 @@ pub struct DirectCall {
     /// The least severe log record the client wants (2026-07-28 `_meta`).
     pub(super) log_level: Option<LogLevel>,
     pub(super) revision: Revision,
+    /// The requests the client can be sent, from its capabilities
+    /// (2026-07-28; before, they are not known: any).
+    pub(super) askable: Askable,
+    /// The answers and state of a retried call (2026-07-28).
+    pub(super) input_responses: Option<Box<RawValue>>,
+    pub(super) request_state: Option<String>,
 }
 
 /// What the edge reads of a request's `_meta`, read without building a tree
@@ -220,6 +233,21 @@ impl MetaKeys<'_> {
     /// Whether a 2026-07-28 request is valid as rmcp judges it
     /// (`RequestMetaObject::missing_required_keys`): `_meta` names that
     /// revision and declares the client's capabilities, both readable.
+    /// The requests a 2026-07-28 client's declared capabilities allow.
+    fn askable(&self) -> Askable {
+        let capabilities = self
+            .client_capabilities
+            .and_then(|raw| serde_json::from_str::<ClientCapabilities>(raw.get()).ok());
+        let Some(capabilities) = capabilities else {
+            return Askable::Nothing;
+        };
+        Askable::Declared {
+            elicitation: capabilities.elicitation.is_some(),
+            sampling: capabilities.sampling.is_some(),
+            roots: capabilities.roots.is_some(),
+        }
+    }
+
     pub(super) fn valid_at_2026(&self) -> bool {
         let revision = self
             .protocol_version
@@ -298,6 +326,7 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
     if !acceptable {
         return None;
     }
+    let askable = keys.askable();
     let MetaKeys {
         progress_token: progress,
         client_info,
@@ -310,6 +339,10 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
         None => None,
         Some(level) => Some(LogLevel::parse(&level)?),
     };
+    let askable = match revision {
+        Revision::WithInitialize => Askable::Any,
+        Revision::PerRequest => askable,
+    };
     Some(DirectCall {
         id: call.id,
         name: params.name,
@@ -320,5 +353,8 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
         progress,
         log_level,
         revision,
+        askable,
+        input_responses: params.input_responses,
+        request_state: params.request_state,
     })
 }

@@ -1,0 +1,396 @@
+//! Multi round-trip calls (MCP 2026-07-28): when the app asks the client
+//! something during a call, the call is answered with an `input_required`
+//! result carrying the app's requests (`inputRequests`, keyed by the app's
+//! own ids) and a sealed `requestState`; the client calls again with its
+//! answers (`inputResponses`) and that state, and the same app call goes on.
+//! The app sees one call, whatever the client's revision.
+//!
+//! Between rounds the call waits here, parked: its task keeps running (the
+//! app is waiting for answers) and the call's events are kept. A parked
+//! call is resumed once; one left parked past the client-request timeout is
+//! dropped, which cancels it. Answers the client gives before they are
+//! asked for (`inputResponses` on a first call) are kept for the call and
+//! answer the app's requests with those keys at once; keys nobody asks for
+//! are ignored. A request still unanswered after a retry is asked again.
+//!
+//! The app's requests are gathered for a moment ([`GATHER`]) before the
+//! result goes out, so that requests the app sends together reach the client
+//! in one result.
+//!
+//! Which node holds a parked call: the one that answered it. A retry that
+//! reaches another node is refused as unknown (routing it is cluster work
+//! still to come).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use openclaw_proxy_core::Hub;
+use openclaw_proxy_core::bridge::ClientAnswer;
+use openclaw_proxy_core::hub::client_request_id;
+use openclaw_proxy_core::progress::{CallEvent, ClientAsk, ProgressReceiver};
+use openclaw_proxy_core::request_state::{RequestState, StateError, StateKey};
+use rmcp::model::{ProgressToken, RequestId};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+
+use super::{AbortOnDrop, Outcome, Revision, answer_message, ended, json_response, status_of};
+use crate::http::sse;
+
+/// How long the app's requests are gathered after the first, so that those
+/// it sends together go out together.
+const GATHER: Duration = Duration::from_millis(20);
+
+/// Calls parked on this node at most; more are answered as the app's
+/// requests being refused.
+const MAX_PARKED: usize = 10_000;
+
+/// A call waiting for its client's answers.
+pub(super) struct Parked {
+    session_id: Arc<str>,
+    tool: String,
+    running: AbortOnDrop<Outcome>,
+    reports: ProgressReceiver,
+    /// The app's requests the client has not answered.
+    asks: Vec<ClientAsk>,
+    expires: Instant,
+}
+
+/// The calls parked on this node.
+#[derive(Debug)]
+pub struct Rounds {
+    parked: Mutex<HashMap<u64, Parked>>,
+    next: AtomicU64,
+    key: StateKey,
+    /// How long a parked call waits for the client's retry.
+    wait: Duration,
+}
+
+impl std::fmt::Debug for Parked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parked")
+            .field("tool", &self.tool)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rounds {
+    /// No parked call yet; states sealed with `key`; a call waits `wait`
+    /// for its client's retry.
+    pub fn new(key: StateKey, wait: Duration) -> Self {
+        Self {
+            parked: Mutex::default(),
+            next: AtomicU64::new(1),
+            key,
+            wait,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Parked>> {
+        self.parked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Parks a call; its sealed state. Calls whose wait is over are dropped
+    /// (which cancels them) on the way.
+    fn park(&self, parked: Parked) -> Result<String, Parked> {
+        let now = Instant::now();
+        let mut calls = self.lock();
+        calls.retain(|_, call| call.expires > now);
+        if calls.len() >= MAX_PARKED {
+            return Err(parked);
+        }
+        let call = self.next.fetch_add(1, Ordering::Relaxed);
+        let state = RequestState {
+            session_id: parked.session_id.to_string(),
+            call,
+            expires_unix: unix_now() + self.wait.as_secs(),
+        };
+        calls.insert(call, parked);
+        Ok(self.key.seal(&state))
+    }
+
+    /// Takes the call a retry names, checking that it is this session's and
+    /// this tool's.
+    fn resume(&self, state: &str, session_id: &str, tool: &str) -> Result<Parked, String> {
+        let state = self
+            .key
+            .open(state, unix_now())
+            .map_err(|error: StateError| error.to_string())?;
+        if state.session_id != session_id {
+            return Err("requestState belongs to another session".into());
+        }
+        let mut calls = self.lock();
+        match calls.get(&state.call) {
+            Some(parked) if parked.tool != tool => Err(format!(
+                "requestState belongs to a call of another tool; retry {:?} with it",
+                parked.tool
+            )),
+            Some(_) => calls
+                .remove(&state.call)
+                .ok_or_else(|| "the call is gone".to_owned()),
+            None => Err(
+                "no call waits for this requestState: it was resumed already, it ended, or it waits on another server; call the tool again"
+                    .into(),
+            ),
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
+/// What a round needs to answer the call and reach its app.
+pub(super) struct Round<'a> {
+    pub(super) hub: &'a Hub,
+    pub(super) rounds: &'a Rounds,
+    pub(super) session_id: &'a Arc<str>,
+    pub(super) tool: String,
+    pub(super) id: RequestId,
+    pub(super) token: Option<ProgressToken>,
+    /// The client's answers not used yet, by key.
+    pub(super) answers: HashMap<String, Box<RawValue>>,
+}
+
+/// The client's answers in a retried call's `inputResponses` (an object of
+/// results by key); anything else gives none.
+pub(super) fn answers_of(input_responses: Option<&RawValue>) -> HashMap<String, Box<RawValue>> {
+    input_responses
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default()
+}
+
+/// The JSON-RPC error answering a retry that cannot resume its call.
+fn refused(id: &RequestId, message: &str) -> Response {
+    let error = rmcp::ErrorData::invalid_params(message.to_owned(), None);
+    let body = serde_json::to_vec(&rmcp::model::ServerJsonRpcMessage::error(
+        error,
+        Some(id.clone()),
+    ))
+    .unwrap_or_default();
+    json_response(StatusCode::OK, body)
+}
+
+impl Round<'_> {
+    /// A retried call: the parked call its state names goes on with the
+    /// client's answers.
+    pub(super) async fn resume(mut self, state: &str) -> Response {
+        let parked = match self.rounds.resume(state, self.session_id, &self.tool) {
+            Ok(parked) => parked,
+            Err(message) => return refused(&self.id, &message),
+        };
+        let Parked {
+            running,
+            reports,
+            asks,
+            ..
+        } = parked;
+        let mut waiting = Vec::new();
+        for ask in asks {
+            if !self.answered(&ask).await {
+                waiting.push(ask);
+            }
+        }
+        self.run(running, reports, waiting, Vec::new()).await
+    }
+
+    /// A call's rounds from its start: `running` is the call's task,
+    /// `reports` its events.
+    pub(super) async fn start(
+        self,
+        running: AbortOnDrop<Outcome>,
+        reports: ProgressReceiver,
+    ) -> Response {
+        self.run(running, reports, Vec::new(), Vec::new()).await
+    }
+
+    /// Answers `ask` from the client's answers given ahead, if it gave one
+    /// for its key; whether it did.
+    async fn answered(&mut self, ask: &ClientAsk) -> bool {
+        let Some(answer) = self.answers.remove(&ask.id) else {
+            return false;
+        };
+        if !answer.get().starts_with('{') {
+            // Not a result: the request is asked again.
+            return false;
+        }
+        let minted = client_request_id(&ask.request_id, &ask.id);
+        let answer = ClientAnswer::Result(answer.get().to_owned());
+        // A call that ended meanwhile needs no answer.
+        let _ = self
+            .hub
+            .answer_client(self.session_id, &minted, answer)
+            .await;
+        true
+    }
+
+    /// Runs the call until it ends or asks what the client has not
+    /// answered; notifications are gathered and go out with the answer.
+    async fn run(
+        mut self,
+        mut running: AbortOnDrop<Outcome>,
+        mut reports: ProgressReceiver,
+        mut waiting: Vec<ClientAsk>,
+        mut notes: Vec<u8>,
+    ) -> Response {
+        loop {
+            if !waiting.is_empty() {
+                self.gather(&mut reports, &mut waiting, &mut notes).await;
+                if !waiting.is_empty() {
+                    return self.ask(running, reports, waiting, notes);
+                }
+            }
+            tokio::select! {
+                joined = &mut running.0 => {
+                    while let Some(event) = reports.try_recv_event() {
+                        self.note(event, &mut notes);
+                    }
+                    return self.finish(ended(joined), notes);
+                }
+                event = reports.recv_event() => match event {
+                    Some(CallEvent::Ask(ask)) => {
+                        if !self.answered(&ask).await {
+                            waiting.push(ask);
+                        }
+                    }
+                    Some(event) => self.note(event, &mut notes),
+                    None => {
+                        let outcome = ended((&mut running.0).await);
+                        return self.finish(outcome, notes);
+                    }
+                },
+            }
+        }
+    }
+
+    /// More of the app's requests that come within [`GATHER`] of the last.
+    async fn gather(
+        &mut self,
+        reports: &mut ProgressReceiver,
+        waiting: &mut Vec<ClientAsk>,
+        notes: &mut Vec<u8>,
+    ) {
+        while let Ok(Some(event)) = tokio::time::timeout(GATHER, reports.recv_event()).await {
+            match event {
+                CallEvent::Ask(ask) => {
+                    if !self.answered(&ask).await {
+                        waiting.push(ask);
+                    }
+                }
+                event => self.note(event, notes),
+            }
+        }
+    }
+
+    fn note(&self, event: CallEvent, notes: &mut Vec<u8>) {
+        if let Some(message) = super::notification_message(self.token.as_ref(), event) {
+            sse::push_json_event(notes, &message);
+        }
+    }
+
+    /// The answer: JSON, or an event stream when notifications came first.
+    fn respond(&self, message: Vec<u8>, status: StatusCode, mut notes: Vec<u8>) -> Response {
+        if notes.is_empty() {
+            return json_response(status, message);
+        }
+        sse::push_json_event(&mut notes, &message);
+        super::sse_response(Body::from(notes))
+    }
+
+    fn finish(&self, outcome: Outcome, notes: Vec<u8>) -> Response {
+        let status = status_of(Revision::PerRequest, &outcome);
+        let message = answer_message(&self.id, Revision::PerRequest, outcome);
+        self.respond(message, status, notes)
+    }
+
+    /// Parks the call and answers with its requests.
+    fn ask(
+        &self,
+        running: AbortOnDrop<Outcome>,
+        reports: ProgressReceiver,
+        waiting: Vec<ClientAsk>,
+        notes: Vec<u8>,
+    ) -> Response {
+        let requests = input_requests(&waiting);
+        let parked = Parked {
+            session_id: self.session_id.clone(),
+            tool: self.tool.clone(),
+            running,
+            reports,
+            asks: waiting,
+            expires: Instant::now() + self.rounds.wait,
+        };
+        match self.rounds.park(parked) {
+            Ok(state) => self.respond(
+                input_required(&self.id, &requests, &state),
+                StatusCode::OK,
+                notes,
+            ),
+            Err(_) => refused(
+                &self.id,
+                "this server holds too many calls waiting for their clients; try again later",
+            ),
+        }
+    }
+}
+
+/// The `inputRequests` of a result: each request by its key (the app's id),
+/// its params as the app wrote them.
+fn input_requests(asks: &[ClientAsk]) -> Box<RawValue> {
+    #[derive(Serialize)]
+    struct InputRequest<'a> {
+        method: &'static str,
+        params: &'a RawValue,
+    }
+    let mut text = String::from("{");
+    for (n, ask) in asks.iter().enumerate() {
+        // The core queues only params that read as a JSON object.
+        let params: &RawValue = serde_json::from_str(&ask.params_json).unwrap_or(RawValue::NULL);
+        let request = InputRequest {
+            method: ask.method.as_str(),
+            params,
+        };
+        if n > 0 {
+            text.push(',');
+        }
+        text.push_str(&serde_json::to_string(&ask.id).unwrap_or_default());
+        text.push(':');
+        text.push_str(&serde_json::to_string(&request).unwrap_or_default());
+    }
+    text.push('}');
+    RawValue::from_string(text).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+/// The JSON-RPC message of an `input_required` result.
+fn input_required(id: &RequestId, requests: &RawValue, state: &str) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Message<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        result: Result<'a>,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Result<'a> {
+        result_type: &'static str,
+        input_requests: &'a RawValue,
+        request_state: &'a str,
+    }
+    serde_json::to_vec(&Message {
+        jsonrpc: "2.0",
+        id,
+        result: Result {
+            result_type: "input_required",
+            input_requests: requests,
+            request_state: state,
+        },
+    })
+    .unwrap_or_default()
+}
