@@ -40,6 +40,20 @@ pub struct CoreConfig {
     pub max_message_bytes: usize,
     /// Ceilings on sessions, tools, calls and session creation.
     pub limits: Limits,
+    /// OAuth access tokens on the MCP side, when an issuer is configured.
+    pub oauth: Option<OAuthPolicy>,
+}
+
+/// What the hub's decisions need of the OAuth settings (the edge verifies
+/// the tokens themselves).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthPolicy {
+    /// The configured issuer: a session owner named without one is bound
+    /// to it.
+    pub issuer: String,
+    /// When true, only access tokens open the MCP side: the OpenClaw token
+    /// and the sessions' `mcp_token`s open nothing there.
+    pub only: bool,
 }
 
 impl Default for CoreConfig {
@@ -58,6 +72,7 @@ impl Default for CoreConfig {
             bridge_write_timeout: Duration::from_secs(10),
             max_message_bytes: 4 * 1024 * 1024,
             limits: Limits::default(),
+            oauth: None,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::{Hub, HubError, Local};
 use crate::audit;
 use crate::bridge::{Bridge, proxy};
 use crate::call::CallContext;
+use crate::caller::OAuthIdentity;
 use crate::delivery::{Asked, FromReply, RemoteCall};
 use crate::directory::SessionRecord;
 use crate::escape::short_id as short;
@@ -74,6 +75,7 @@ impl Hub {
             None,
             tool_name,
             context.origin,
+            context.caller.identity.clone(),
         );
         let outcome = self
             .invoke_routed(session_id, tool_name, arguments_json, context, &mut counted)
@@ -192,6 +194,7 @@ impl Hub {
         let CallContext {
             meta_json,
             client,
+            caller,
             progress,
             trace_parent,
             origin: _,
@@ -210,6 +213,7 @@ impl Hub {
                     meta_json,
                     client: Some(client),
                     trace_parent,
+                    caller: Some(caller.to_proto()),
                 })
             },
         )?;
@@ -376,6 +380,8 @@ pub(super) struct CallCounted<'a> {
     /// The tool called, or what the request names (a URI, a prompt).
     target: &'a str,
     client: Option<std::net::SocketAddr>,
+    /// What the OAuth access token that opened the call said, if one did.
+    caller: Option<Arc<OAuthIdentity>>,
     /// How the call reached the app; the caller's transport until then.
     pub transport: Transport,
     finished: bool,
@@ -388,6 +394,7 @@ impl<'a> CallCounted<'a> {
         method: Option<&'a str>,
         target: &'a str,
         origin: audit::Origin,
+        caller: Option<Arc<OAuthIdentity>>,
     ) -> Self {
         Self {
             metrics,
@@ -396,6 +403,7 @@ impl<'a> CallCounted<'a> {
             method,
             target,
             client: origin.client,
+            caller,
             transport: origin.transport,
             finished: false,
         }
@@ -420,6 +428,7 @@ impl<'a> CallCounted<'a> {
                     duration,
                     self.client,
                     self.transport,
+                    self.caller.as_deref(),
                 );
             }
             Some(method) => {
@@ -433,6 +442,7 @@ impl<'a> CallCounted<'a> {
                     duration,
                     self.client,
                     self.transport,
+                    self.caller.as_deref(),
                 );
             }
         }

@@ -59,6 +59,7 @@
 
 mod app;
 mod call;
+mod caller;
 mod completion;
 mod content;
 mod declarations;
@@ -72,6 +73,7 @@ mod uri_template;
 
 pub use app::{App, AppBuilder, Serving};
 pub use call::{CallContext, CancelReason, ClientInfo, LogLevel};
+pub use caller::{Caller, CallerKind};
 pub use completion::{
     Completion, CompletionOutput, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES,
 };
