@@ -19,6 +19,7 @@ mod oauth;
 mod observability;
 mod rest;
 mod security;
+mod sign_in;
 mod telemetry;
 mod tls;
 mod ws;
