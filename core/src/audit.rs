@@ -7,7 +7,8 @@
 //! in JSON lines). Every event carries the same fields, so one query covers
 //! them: `event`, `session` (the 8-character prefix), `client` (the peer's
 //! address, `-` when unknown), `transport`, and for tool calls `tool`,
-//! `outcome` and `duration_ms`; a bridge end adds `reason`. Never
+//! `outcome` and `duration_ms`, and `subject` and `client_id` (`-` unless
+//! an OAuth access token opened the call); a bridge end adds `reason`. Never
 //! arguments, results, error texts or tokens: what a tool was asked and
 //! answered is the app's business, and tokens are credentials.
 
@@ -15,6 +16,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::caller::OAuthIdentity;
 use crate::escape;
 use crate::metrics::{CallOutcome, Transport};
 
@@ -47,6 +49,30 @@ impl fmt::Display for Client {
         match self.0 {
             Some(address) => address.fmt(f),
             None => f.write_str("-"),
+        }
+    }
+}
+
+/// The OAuth subject of a call, escaped, or `-`.
+struct Subject<'a>(Option<&'a OAuthIdentity>);
+
+impl fmt::Display for Subject<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(identity) => escape::truncated(&identity.subject).fmt(f),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+/// The OAuth client of a call, escaped, or `-`.
+struct ClientId<'a>(Option<&'a OAuthIdentity>);
+
+impl fmt::Display for ClientId<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.map(|identity| identity.client_id.as_str()) {
+            Some(id) if !id.is_empty() => escape::truncated(id).fmt(f),
+            _ => f.write_str("-"),
         }
     }
 }
@@ -84,6 +110,7 @@ pub fn bridge_ended(session_id: &str, origin: Origin, reason: &str) {
 /// A request the app answers (`resources/read`, `prompts/get`, ...) that
 /// ended; `target` is what it names (a URI, a prompt). The fields are those
 /// of [`tool_call`].
+#[allow(clippy::too_many_arguments)]
 pub fn app_request(
     session_id: &str,
     method: &str,
@@ -92,6 +119,7 @@ pub fn app_request(
     duration: Duration,
     client: Option<SocketAddr>,
     transport: Transport,
+    caller: Option<&OAuthIdentity>,
 ) {
     tracing::info!(
         target: "audit",
@@ -103,6 +131,8 @@ pub fn app_request(
         duration_ms = duration.as_secs_f64() * 1000.0,
         client = %Client(client),
         transport = transport.as_str(),
+        subject = %Subject(caller),
+        client_id = %ClientId(caller),
     );
 }
 
@@ -116,6 +146,7 @@ pub fn tool_call(
     duration: Duration,
     client: Option<SocketAddr>,
     transport: Transport,
+    caller: Option<&OAuthIdentity>,
 ) {
     tracing::info!(
         target: "audit",
@@ -126,5 +157,7 @@ pub fn tool_call(
         duration_ms = duration.as_secs_f64() * 1000.0,
         client = %Client(client),
         transport = transport.as_str(),
+        subject = %Subject(caller),
+        client_id = %ClientId(caller),
     );
 }

@@ -13,13 +13,20 @@
 //! time: neither the content nor the length of the presented token shows in
 //! the response time. Which token opens what is decided in one place,
 //! [`crate::Hub::authorize`]; this module only says whether a token matches.
+//!
+//! The MCP side also accepts OAuth access tokens when an issuer is
+//! configured. The edge verifies them (signature, issuer, audience,
+//! lifetime, scopes) and hands the verdict here as an [`OAuthIdentity`];
+//! which sessions that identity opens is again the hub's decision.
 
 use std::fmt;
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use subtle::ConstantTimeEq;
 
+use crate::caller::{OAuthIdentity, Owner};
 use crate::error::ErrorKind;
 
 /// A SHA-256 digest of a token.
@@ -98,13 +105,16 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// What the directory keeps of a session's two tokens: their digests.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// What the directory keeps of a session's credentials: the digests of its
+/// two tokens, and the OAuth subject it is bound to, if any.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SessionCredentials {
     /// SHA-256 of the `session_token` (`ocps_…`).
     pub session_token_digest: TokenDigest,
     /// SHA-256 of the `mcp_token` (`ocpm_…`).
     pub mcp_token_digest: TokenDigest,
+    /// The subject whose access tokens open the session's MCP endpoint.
+    pub owner: Option<Owner>,
 }
 
 impl SessionCredentials {
@@ -116,11 +126,20 @@ impl SessionCredentials {
         };
         same(expected, &digest(presented))
     }
+
+    /// Whether a verified access token of `identity` opens this session:
+    /// only its owner's do.
+    pub fn owned_by(&self, identity: &OAuthIdentity) -> bool {
+        self.owner.as_ref().is_some_and(|owner| owner.is(identity))
+    }
 }
 
 impl fmt::Debug for SessionCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SessionCredentials(<digests>)")
+        f.debug_struct("SessionCredentials")
+            .field("digests", &"<digests>")
+            .field("owner", &self.owner)
+            .finish()
     }
 }
 
@@ -161,6 +180,7 @@ impl SessionTokens {
         SessionCredentials {
             session_token_digest: digest(&self.session_token),
             mcp_token_digest: digest(&self.mcp_token),
+            owner: None,
         }
     }
 }
@@ -197,6 +217,9 @@ pub struct Credential<'a> {
     pub side: Side,
     /// The bearer token, when an `Authorization: Bearer` header was sent.
     pub bearer: Option<&'a str>,
+    /// When the bearer is an OAuth access token the edge verified: what it
+    /// says. The bearer is then not compared with any static token.
+    pub oauth: Option<&'a Arc<OAuthIdentity>>,
 }
 
 impl<'a> Credential<'a> {
@@ -205,6 +228,7 @@ impl<'a> Credential<'a> {
         Self {
             side: Side::App,
             bearer: bearer(authorization),
+            oauth: None,
         }
     }
 
@@ -213,6 +237,16 @@ impl<'a> Credential<'a> {
         Self {
             side: Side::Mcp,
             bearer: bearer(authorization),
+            oauth: None,
+        }
+    }
+
+    /// An MCP request whose bearer is a verified OAuth access token.
+    pub fn oauth(identity: &'a Arc<OAuthIdentity>) -> Self {
+        Self {
+            side: Side::Mcp,
+            bearer: None,
+            oauth: Some(identity),
         }
     }
 
@@ -244,6 +278,7 @@ impl fmt::Debug for Credential<'_> {
         f.debug_struct("Credential")
             .field("side", &self.side)
             .field("bearer", &self.bearer.map(|_| "<redacted>"))
+            .field("oauth", &self.oauth.map(|identity| &identity.subject))
             .finish()
     }
 }
@@ -264,10 +299,19 @@ pub enum AuthError {
     )]
     SessionToken { global_allowed: bool },
     #[error(
-        "invalid or missing token for this session's MCP endpoint: send `Authorization: Bearer <mcp_token>` with the mcp_token returned when the session was created{}",
-        if *.global_allowed { ", or the OpenClaw token (OPENCLAW_PROXY_OPENCLAW_TOKEN)" } else { "" }
+        "invalid or missing token for this session's MCP endpoint: send `Authorization: Bearer <mcp_token>` with the mcp_token returned when the session was created{}{}",
+        if *.global_allowed { ", or the OpenClaw token (OPENCLAW_PROXY_OPENCLAW_TOKEN)" } else { "" },
+        if *.oauth { ", or an OAuth access token for this server (see the resource_metadata of WWW-Authenticate)" } else { "" }
     )]
-    McpToken { global_allowed: bool },
+    McpToken { global_allowed: bool, oauth: bool },
+    #[error(
+        "missing or refused token: this server's MCP endpoints take only OAuth access tokens; sign in at the authorization server named by the resource_metadata of WWW-Authenticate"
+    )]
+    OAuthOnly,
+    #[error(
+        "this access token opens only the sessions of its own subject, and this session is not bound to it; the app binds a session with `owner` when it creates it"
+    )]
+    NotOwner,
 }
 
 impl AuthError {
@@ -280,7 +324,7 @@ impl AuthError {
     pub fn side(&self) -> Side {
         match self {
             Self::AppToken | Self::NoAppToken | Self::SessionToken { .. } => Side::App,
-            Self::McpToken { .. } => Side::Mcp,
+            Self::McpToken { .. } | Self::OAuthOnly | Self::NotOwner => Side::Mcp,
         }
     }
 }

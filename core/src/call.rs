@@ -5,6 +5,7 @@
 //! both so that neither imports the other.
 
 use crate::audit::Origin;
+use crate::caller::Caller;
 use crate::progress::ProgressSink;
 use crate::proto;
 
@@ -14,8 +15,11 @@ use crate::proto;
 pub struct CallContext {
     /// The MCP request's `params._meta`, as JSON text; empty when it had none.
     pub meta_json: String,
-    /// Who is calling.
+    /// Which MCP client is calling, as it names itself.
     pub client: proto::CallerInfo,
+    /// Which credential opened the request, as far as the proxy verified
+    /// it; never the token.
+    pub caller: Caller,
     /// Where the app's progress reports go, if the caller wants them.
     pub progress: Option<ProgressSink>,
     /// The caller's W3C `traceparent` (from the MCP request or the node that

@@ -49,6 +49,20 @@ pub struct CoreConfig {
     pub request_state_key: crate::request_state::StateKey,
     /// Ceilings on sessions, tools, calls and session creation.
     pub limits: Limits,
+    /// OAuth access tokens on the MCP side, when an issuer is configured.
+    pub oauth: Option<OAuthPolicy>,
+}
+
+/// What the hub's decisions need of the OAuth settings (the edge verifies
+/// the tokens themselves).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthPolicy {
+    /// The configured issuer: a session owner named without one is bound
+    /// to it.
+    pub issuer: String,
+    /// When true, only access tokens open the MCP side: the OpenClaw token
+    /// and the sessions' `mcp_token`s open nothing there.
+    pub only: bool,
 }
 
 impl Default for CoreConfig {
@@ -70,6 +84,7 @@ impl Default for CoreConfig {
             max_client_requests_per_call: 4,
             request_state_key: crate::request_state::StateKey::random(),
             limits: Limits::default(),
+            oauth: None,
         }
     }
 }

@@ -103,7 +103,7 @@ impl GrpcService {
     /// Checks that the request may touch `session_id`.
     async fn authorize(&self, metadata: &MetadataMap, session_id: &str) -> Result<(), HubError> {
         let checked = self.hub.authorize(session_id, credential(metadata)).await;
-        self.counted(checked)
+        self.counted(checked).map(drop)
     }
 
     /// `result`, its refused credential counted among the auth failures.

@@ -5,9 +5,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use openclaw_proxy_core::config::OAuthPolicy;
 use openclaw_proxy_core::limits::{AddressRange, CreateRate};
 use openclaw_proxy_core::request_state::StateKey;
 use openclaw_proxy_core::{BearerToken, CoreConfig, Limits};
+
+use crate::oauth::{OAuthArgs, OAuthSettings};
 
 const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
 const SECONDS_PER_WEEK: u64 = 7 * SECONDS_PER_DAY;
@@ -291,6 +294,10 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_NATS_KV_REPLICAS", default_value_t = 1,
           value_parser = clap::value_parser!(u8).range(1..=5))]
     pub nats_kv_replicas: u8,
+
+    /// OAuth access tokens on the MCP endpoints (`OPENCLAW_PROXY_OAUTH_*`).
+    #[command(flatten)]
+    pub oauth: OAuthArgs,
 }
 
 /// How log lines are written.
@@ -379,6 +386,10 @@ impl ServerConfig {
             },
             // Short TTLs are swept often enough to hold them.
             sweep_interval: Duration::from_secs((self.session_ttl_seconds / 4).clamp(1, 15)),
+            oauth: self.oauth_settings().map(|oauth| OAuthPolicy {
+                issuer: oauth.issuer,
+                only: oauth.only,
+            }),
             ..CoreConfig::default()
         }
     }
@@ -405,6 +416,8 @@ pub struct EdgeConfig {
     pub shutdown_delay: Duration,
     /// Connection-level limits and timeouts.
     pub connections: ConnectionLimits,
+    /// OAuth access tokens on the MCP endpoints, when an issuer is set.
+    pub oauth: Option<OAuthSettings>,
 }
 
 /// What one client connection may hold, and for how long.
@@ -473,7 +486,15 @@ impl ServerConfig {
                 write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
                 trusted_proxies: self.trusted_proxies.clone(),
             },
+            oauth: self.oauth_settings(),
         }
+    }
+
+    /// The OAuth settings, when an issuer is set and they are usable (the
+    /// binary stops on unusable ones before it builds anything:
+    /// [`OAuthArgs::settings`]).
+    fn oauth_settings(&self) -> Option<OAuthSettings> {
+        self.oauth.settings().ok().flatten()
     }
 
     /// The exposure rule (docs/security.md, "No open server by accident"): a server reachable
@@ -486,6 +507,10 @@ impl ServerConfig {
         ]
         .into_iter()
         .filter(|(_, token)| token.trim().is_empty())
+        // With OAuth on, an empty OpenClaw token opens nothing.
+        .filter(|(name, _)| {
+            *name != "OPENCLAW_PROXY_OPENCLAW_TOKEN" || self.oauth_settings().is_none()
+        })
         .map(|(name, _)| name)
         .collect();
         if empty.is_empty() {

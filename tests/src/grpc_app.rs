@@ -120,8 +120,8 @@ pub struct GrpcBridge {
 /// What the proxy sent next, with pings answered on the way.
 #[derive(Debug)]
 pub enum Received {
-    /// A tool call.
-    Invoke(proto::InvokeTool),
+    /// A tool call (boxed: it is many times the size of the others).
+    Invoke(Box<proto::InvokeTool>),
     /// An error notice.
     Notice(proto::ErrorNotice),
     /// A call the app should stop working on.
@@ -162,7 +162,9 @@ impl GrpcBridge {
                 Err(status) => return Received::Ended(status),
                 Ok(None) => return Received::Ended(Status::ok("stream ended")),
                 Ok(Some(message)) => match message.kind {
-                    Some(proxy_message::Kind::Invoke(invoke)) => return Received::Invoke(invoke),
+                    Some(proxy_message::Kind::Invoke(invoke)) => {
+                        return Received::Invoke(Box::new(invoke));
+                    }
                     Some(proxy_message::Kind::Error(notice)) => return Received::Notice(notice),
                     Some(proxy_message::Kind::Cancel(cancel)) => return Received::Cancel(cancel),
                     Some(proxy_message::Kind::Ping(ping)) => {
@@ -187,7 +189,7 @@ impl GrpcBridge {
     /// The next invocation; panics on anything else.
     pub async fn next_invoke(&mut self) -> proto::InvokeTool {
         match self.next().await {
-            Received::Invoke(invoke) => invoke,
+            Received::Invoke(invoke) => *invoke,
             other => panic!("expected an invocation, got {other:?}"),
         }
     }

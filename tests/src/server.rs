@@ -6,9 +6,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use openclaw_proxy_core::config::OAuthPolicy;
 use openclaw_proxy_core::proto::{GetSessionRequest, GetSessionResponse};
 use openclaw_proxy_core::{BearerToken, CoreConfig, Hub, InvokeError, ToolOutcome};
 use openclaw_proxy_edge::EdgeConfig;
+use openclaw_proxy_edge::oauth::{JwksSource, OAuthSettings};
 use openclaw_proxy_edge::tls::TlsFiles;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -94,6 +96,56 @@ impl ServerBuilder {
     pub fn session_ttl(mut self, ttl: Duration) -> Self {
         self.core.session_ttl = ttl;
         self.set_seconds("OPENCLAW_PROXY_SESSION_TTL_SECONDS", ttl)
+    }
+
+    /// OAuth access tokens on the MCP side, checked with `settings` (for a
+    /// server in the test's process and the binary alike).
+    pub fn oauth(mut self, settings: OAuthSettings) -> Self {
+        self.core.oauth = Some(OAuthPolicy {
+            issuer: settings.issuer.clone(),
+            only: settings.only,
+        });
+        let algorithms: Vec<String> = settings
+            .algorithms
+            .iter()
+            .map(|alg| format!("{alg:?}"))
+            .collect();
+        let mut env = vec![
+            ("OPENCLAW_PROXY_OAUTH_ISSUER", settings.issuer.clone()),
+            ("OPENCLAW_PROXY_OAUTH_ALGORITHMS", algorithms.join(",")),
+            (
+                "OPENCLAW_PROXY_OAUTH_REQUIRED_SCOPES",
+                settings.required_scopes.join(","),
+            ),
+            (
+                "OPENCLAW_PROXY_OAUTH_LEEWAY_SECONDS",
+                settings.leeway.as_secs().to_string(),
+            ),
+            (
+                "OPENCLAW_PROXY_OAUTH_SUBJECT_CLAIM",
+                settings.subject_claim.clone(),
+            ),
+            ("OPENCLAW_PROXY_OAUTH_ONLY", settings.only.to_string()),
+            (
+                "OPENCLAW_PROXY_OAUTH_JWKS_REFRESH_SECONDS",
+                settings.jwks_refresh_min.as_secs().to_string(),
+            ),
+        ];
+        match &settings.jwks {
+            JwksSource::Discover => {}
+            JwksSource::Url(url) => env.push(("OPENCLAW_PROXY_OAUTH_JWKS_URL", url.clone())),
+            JwksSource::File(path) => {
+                env.push(("OPENCLAW_PROXY_OAUTH_JWKS_FILE", path.display().to_string()))
+            }
+        }
+        if let Some(audience) = &settings.audience {
+            env.push(("OPENCLAW_PROXY_OAUTH_AUDIENCE", audience.clone()));
+        }
+        self.edge.oauth = Some(settings);
+        for (name, value) in env {
+            self = self.set_env(name, &value);
+        }
+        self
     }
 
     /// Serves TLS on the port with these files.

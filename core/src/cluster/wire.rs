@@ -20,6 +20,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::auth::{SessionCredentials, TokenDigest};
+use crate::caller::Owner;
 use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::outcome::{BridgeEnd, InvokeError, McpFailure, McpReply, ToolOutcome};
@@ -42,6 +43,9 @@ pub const TIMEOUT_MS: &str = "Ocp-Timeout-Ms";
 pub const META: &str = "Ocp-Meta";
 /// Header carrying the caller's [`Client`] (JSON text).
 pub const CLIENT: &str = "Ocp-Client";
+/// Header carrying the verified [`Caller`] (JSON text); absent when no
+/// credential was needed, and from nodes of versions before it existed.
+pub const CALLER: &str = "Ocp-Caller";
 /// Header carrying the W3C `traceparent` of the calling node's span, so the
 /// holding node's spans (and the app's) join the caller's trace.
 pub const TRACE_PARENT: &str = "traceparent";
@@ -77,6 +81,51 @@ impl Client {
             version: self.version,
             protocol_version: self.protocol_version,
         }
+    }
+}
+
+/// [`crate::Caller`] between nodes: the fields of its gRPC form.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Caller {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub issuer: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+impl Caller {
+    /// The wire form of a caller.
+    pub fn of(caller: &crate::Caller) -> Self {
+        let proto::CallerIdentity {
+            kind,
+            issuer,
+            subject,
+            client_id,
+            scopes,
+        } = caller.to_proto();
+        Self {
+            kind,
+            issuer,
+            subject,
+            client_id,
+            scopes,
+        }
+    }
+
+    /// The caller it describes.
+    pub fn into_caller(self) -> crate::Caller {
+        crate::Caller::from_proto(proto::CallerIdentity {
+            kind: self.kind,
+            issuer: self.issuer,
+            subject: self.subject,
+            client_id: self.client_id,
+            scopes: self.scopes,
+        })
     }
 }
 
@@ -182,6 +231,17 @@ pub struct StoredSession {
     pub session_token_sha256: String,
     /// SHA-256 of the MCP token, hex.
     pub mcp_token_sha256: String,
+    /// The OAuth subject the session is bound to; absent when none (and in
+    /// entries written before sessions had owners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<StoredOwner>,
+}
+
+/// [`Owner`], stored.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoredOwner {
+    pub subject: String,
+    pub issuer: String,
 }
 
 /// A session's catalog, stored: each list left out when empty.
@@ -260,6 +320,10 @@ impl StoredSession {
             holder,
             session_token_sha256: hex(&record.credentials.session_token_digest),
             mcp_token_sha256: hex(&record.credentials.mcp_token_digest),
+            owner: record.credentials.owner.as_ref().map(|owner| StoredOwner {
+                subject: owner.subject.clone(),
+                issuer: owner.issuer.clone(),
+            }),
         }
     }
 
@@ -292,12 +356,16 @@ impl StoredSession {
     }
 
     /// The record's parts (its tools were validated when it was stored).
-    pub fn into_parts(self) -> Result<StoredParts, String> {
+    pub fn into_parts(mut self) -> Result<StoredParts, String> {
         let credentials = SessionCredentials {
             session_token_digest: unhex(&self.session_token_sha256)
                 .ok_or("session_token_sha256 is not 64 hex digits")?,
             mcp_token_digest: unhex(&self.mcp_token_sha256)
                 .ok_or("mcp_token_sha256 is not 64 hex digits")?,
+            owner: self.owner.take().map(|owner| Owner {
+                subject: owner.subject,
+                issuer: owner.issuer,
+            }),
         };
         let tools = self.tools_parsed();
         let catalog = self.catalog.parsed();

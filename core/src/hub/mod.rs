@@ -67,6 +67,8 @@ pub enum HubError {
     UnknownSession(String),
     #[error("session_id is empty: name the session returned by CreateSession")]
     MissingSessionId,
+    #[error("{0}")]
+    InvalidOwner(String),
     #[error(transparent)]
     InvalidTool(#[from] ToolError),
     #[error(transparent)]
@@ -88,9 +90,10 @@ impl HubError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::UnknownSession(_) => ErrorKind::NotFound,
-            Self::MissingSessionId | Self::InvalidTool(_) | Self::InvalidDeclaration(_) => {
-                ErrorKind::Invalid
-            }
+            Self::MissingSessionId
+            | Self::InvalidOwner(_)
+            | Self::InvalidTool(_)
+            | Self::InvalidDeclaration(_) => ErrorKind::Invalid,
             Self::ShuttingDown | Self::Unavailable(_) | Self::NoRandomness(_) => {
                 ErrorKind::Unavailable
             }

@@ -57,6 +57,7 @@ impl Hub {
             Some(request.method),
             request.target,
             context.origin,
+            context.caller.identity.clone(),
         );
         let outcome = self
             .request_routed(session_id, request, context, &mut counted)
@@ -124,6 +125,7 @@ impl Hub {
         } = request;
         let CallContext {
             client,
+            caller,
             progress,
             trace_parent,
             ..
@@ -141,6 +143,7 @@ impl Hub {
                     params_json,
                     client: Some(client),
                     trace_parent,
+                    caller: Some(caller.to_proto()),
                 })
             },
         )?;

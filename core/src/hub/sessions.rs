@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::{Hub, HubError};
 use crate::audit::{self, Origin};
-use crate::auth::{Credential, SessionTokens};
+use crate::auth::{Credential, SessionCredentials, SessionTokens};
+use crate::caller::Owner;
 use crate::catalog::{self, Catalog};
 use crate::directory::{Offer, SessionRecord};
 use crate::escape::short_id as short;
@@ -63,11 +64,15 @@ impl Hub {
         )?;
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let tokens = SessionTokens::mint()?;
+        let credentials = SessionCredentials {
+            owner: self.owner(request.owner)?,
+            ..tokens.credentials()
+        };
         let record = SessionRecord::new(
             id.clone(),
             request.metadata.unwrap_or_default(),
             self.inner.tool_sets.intern(tools),
-            tokens.credentials(),
+            credentials,
         )
         .with_catalog(catalog);
         self.inner.directory.create(Arc::new(record)).await?;
@@ -77,6 +82,32 @@ impl Hub {
             session_token: tokens.session_token,
             mcp_token: tokens.mcp_token,
         })
+    }
+
+    /// The owner a creation names, its issuer defaulting to the configured
+    /// one; a subject is required.
+    fn owner(&self, owner: Option<proto::SessionOwner>) -> Result<Option<Owner>, HubError> {
+        let Some(owner) = owner else {
+            return Ok(None);
+        };
+        if owner.subject.is_empty() {
+            return Err(HubError::InvalidOwner(
+                "owner.subject is empty: name the OAuth subject (the token's `sub`) the session belongs to, or leave owner out".into(),
+            ));
+        }
+        let issuer = match (owner.issuer, &self.inner.config.oauth) {
+            (issuer, _) if !issuer.is_empty() => issuer,
+            (_, Some(oauth)) => oauth.issuer.clone(),
+            (_, None) => {
+                return Err(HubError::InvalidOwner(
+                    "owner.issuer is empty and this server has no OAuth issuer configured (OPENCLAW_PROXY_OAUTH_ISSUER): name the issuer".into(),
+                ));
+            }
+        };
+        Ok(Some(Owner {
+            subject: owner.subject,
+            issuer,
+        }))
     }
 
     /// Deletes a session for a request from `origin` that presents
@@ -90,7 +121,7 @@ impl Hub {
         origin: Origin,
     ) -> Result<Deletion, HubError> {
         match self.authorize(session_id, credential).await {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(HubError::UnknownSession(_)) => return Ok(Deletion::AlreadyGone),
             Err(error) => return Err(error),
         }
@@ -131,6 +162,14 @@ impl Hub {
                 .map(|t| t.to_proto())
                 .collect(),
             prompts: catalog.prompts.iter().map(|p| p.to_proto()).collect(),
+            owner: record
+                .credentials
+                .owner
+                .as_ref()
+                .map(|owner| proto::SessionOwner {
+                    subject: owner.subject.clone(),
+                    issuer: owner.issuer.clone(),
+                }),
         })
     }
 

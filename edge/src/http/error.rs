@@ -8,6 +8,8 @@ use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::{AuthError, ErrorKind, HubError, LimitError, UnknownSession, escape};
 use serde_json::json;
 
+use crate::oauth::TokenError;
+
 /// Longest error message sent, in characters.
 const MESSAGE_LIMIT: usize = 1024;
 
@@ -16,6 +18,8 @@ const MESSAGE_LIMIT: usize = 1024;
 pub enum ApiError {
     #[error("{0}")]
     Unauthorized(#[from] AuthError),
+    #[error("{0}")]
+    Token(#[from] TokenError),
     #[error(
         "Content-Type {0:?} is not accepted: send the session as JSON with `Content-Type: application/json`"
     )]
@@ -74,6 +78,7 @@ impl ApiError {
         let plain = |status| (status, None);
         match self {
             Self::Unauthorized(error) => of_kind(error.kind()),
+            Self::Token(error) => token_refusal(error),
             Self::Hub(error) => of_kind(error.kind()),
             Self::UnknownSession(_) => of_kind(ErrorKind::NotFound),
             Self::UnsupportedMediaType(_) => plain(StatusCode::UNSUPPORTED_MEDIA_TYPE),
@@ -102,6 +107,8 @@ impl ApiError {
     fn code(&self) -> &'static str {
         match self {
             Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => "unauthorized",
+            Self::Token(error) => error.code(),
+            Self::Hub(HubError::InvalidOwner(_)) => "invalid_owner",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::MalformedJson(_) => "malformed_json",
             Self::InvalidBody(_) => "invalid_body",
@@ -148,6 +155,27 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The HTTP form of a refused access token (RFC 6750): 401 with
+/// `invalid_token`, or 403 with `insufficient_scope`, and the reason in
+/// `error_description` (quotes and backslashes, which would end the value,
+/// left out).
+fn token_refusal(error: &TokenError) -> (StatusCode, Option<(HeaderName, HeaderValue)>) {
+    let status = match error {
+        TokenError::MissingScope { .. } => StatusCode::FORBIDDEN,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    let description: String = escape::truncated_to(&error.to_string(), MESSAGE_LIMIT)
+        .chars()
+        .filter(|c| *c != '"' && *c != '\\' && !c.is_control())
+        .collect();
+    let challenge = format!(
+        "Bearer error=\"{}\", error_description=\"{description}\"",
+        error.code()
+    );
+    let value = HeaderValue::from_str(&challenge).unwrap_or(HeaderValue::from_static("Bearer"));
+    (status, Some((header::WWW_AUTHENTICATE, value)))
 }
 
 /// The HTTP form of each kind of refusal the core classifies: the one table.

@@ -13,7 +13,8 @@
 //!   id path, token checks, body reading, the client's address), [`sse`]
 //!   (server-sent events, written and read), [`tool_body`] (tool definitions
 //!   as the REST and WebSocket surfaces spell them), [`guard`] (`Host` and
-//!   `Origin` against DNS rebinding), [`spelling`] (fields the original
+//!   `Origin` against DNS rebinding), [`public_url`] (the base URL of the
+//!   URLs the proxy hands out), [`spelling`] (fields the original
 //!   spelled two ways) and [`error`] (the one HTTP rendering of a refusal).
 //!
 //! The routes are in the `docs/` page of each protocol.
@@ -22,6 +23,7 @@ pub mod error;
 pub mod guard;
 pub mod mcp;
 pub mod probe;
+pub mod public_url;
 pub mod request;
 pub mod rest;
 pub mod spelling;
@@ -62,6 +64,11 @@ pub fn router(hub: Hub, config: EdgeConfig) -> Router {
         .route(
             "/v1/mcp/{session_id}/messages",
             post(mcp::legacy::post_message),
+        )
+        .route(mcp::oauth::METADATA_PATH, get(mcp::oauth::metadata))
+        .route(
+            &format!("{}/{{*resource}}", mcp::oauth::METADATA_PATH),
+            get(mcp::oauth::metadata),
         )
         .with_state(McpState::new(edge.clone()));
     Router::new()

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, header};
 use openclaw_proxy_core::metrics::Surface;
-use openclaw_proxy_core::{Credential, HubError};
+use openclaw_proxy_core::{Caller, Credential, HubError};
 
 use super::error::ApiError;
 use super::state::EdgeState;
@@ -68,7 +68,7 @@ pub(crate) async fn check_session_token(
     session_id: &str,
     surface: Surface,
     headers: &HeaderMap,
-) -> Result<(), ApiError> {
+) -> Result<Caller, ApiError> {
     let header = authorization(headers);
     let credential = match surface {
         Surface::Mcp => Credential::mcp(header),

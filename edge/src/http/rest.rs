@@ -20,13 +20,14 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, Uri, header};
+use axum::http::{HeaderMap, Uri};
 use openclaw_proxy_core::metrics::Surface;
 use openclaw_proxy_core::{ClientAddr, Credential, Origin, Transport, proto};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::public_url::{RequestHead, base_url};
 use super::request::{
     ConnectionInfo, SessionIdPath, authorization, check_app_token, check_session_token, parse_json,
     read_body, refusal, require_json,
@@ -53,6 +54,17 @@ pub struct CreateSessionBody {
     tools: Option<Vec<ToolBody>>,
     #[serde(flatten)]
     declarations: DeclarationsBody,
+    /// The OAuth subject the session is bound to.
+    owner: Option<OwnerBody>,
+}
+
+/// `"owner": {"subject": "...", "issuer": "..."}`; the issuer defaults to
+/// the configured one.
+#[derive(Debug, Deserialize)]
+struct OwnerBody {
+    subject: String,
+    #[serde(default)]
+    issuer: Option<String>,
 }
 
 impl CreateSessionBody {
@@ -97,6 +109,10 @@ impl CreateSessionBody {
             resources: declarations.resources.unwrap_or_default(),
             resource_templates: declarations.resource_templates.unwrap_or_default(),
             prompts: declarations.prompts.unwrap_or_default(),
+            owner: self.owner.map(|owner| proto::SessionOwner {
+                subject: owner.subject,
+                issuer: owner.issuer.unwrap_or_default(),
+            }),
         })
     }
 }
@@ -146,8 +162,7 @@ pub async fn create_session(
     let head = RequestHead {
         headers: &headers,
         uri: &uri,
-        local: connection.as_ref().map(|Extension(info)| info.local),
-        tls: connection.is_some_and(|Extension(info)| info.tls),
+        connection: connection.as_ref().map(|Extension(info)| *info),
     };
     let base = base_url(state.config.public_url.as_deref(), &head);
     let ws_base = match base.split_once("://") {
@@ -204,6 +219,10 @@ pub async fn get_session(
         "prompts": catalog.prompts.iter().map(|p| p.to_mcp()).collect::<Vec<_>>(),
         "bridge_connected": session.bridge_connected,
         "calls_in_flight": session.calls_in_flight,
+        "owner": session.owner.map(|owner| serde_json::json!({
+            "subject": owner.subject,
+            "issuer": owner.issuer,
+        })),
     })))
 }
 
@@ -273,114 +292,4 @@ pub fn parse_update_tools(body: &[u8]) -> Result<proto::UpdateTools, ApiError> {
     let body = parse_json::<UpdateToolsBody>(body)?;
     let tools = tool_definitions(body.tools)?;
     Ok(body.declarations.into_declarations()?.into_update(tools))
-}
-
-/// The base URL for `bridge_url` and `mcp_url`: the configured public URL;
-/// else the request's own scheme (`X-Forwarded-Proto: https` when a proxy
-/// set it) and authority — the `Host` header (HTTP/1) or `:authority`
-/// (HTTP/2), used only when it is a well-formed `host[:port]`; else the
-/// address the client actually connected to.
-fn base_url(public_url: Option<&str>, request: &RequestHead<'_>) -> String {
-    if let Some(public_url) = public_url {
-        return public_url.to_owned();
-    }
-    let authority = request
-        .headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .or_else(|| request.uri.authority().map(|authority| authority.as_str()))
-        .filter(|authority| is_host_and_port(authority))
-        .map(str::to_owned)
-        .or_else(|| request.local.map(|addr| addr.to_string()))
-        .unwrap_or_else(|| "127.0.0.1:8000".to_owned());
-    let scheme = request
-        .headers
-        .get("x-forwarded-proto")
-        .and_then(|value| value.to_str().ok())
-        .map(|proto| proto.split(',').next().unwrap_or_default().trim())
-        .filter(|proto| proto.eq_ignore_ascii_case("https"))
-        .map_or(if request.tls { "https" } else { "http" }, |_| "https");
-    format!("{scheme}://{authority}")
-}
-
-/// What [`base_url`] reads of a request.
-struct RequestHead<'a> {
-    headers: &'a HeaderMap,
-    uri: &'a Uri,
-    local: Option<std::net::SocketAddr>,
-    /// Whether the request arrived over TLS.
-    tls: bool,
-}
-
-/// Whether `value` is `host[:port]`: a DNS name or IPv4 address, or an IPv6
-/// address in brackets, then an optional decimal port. Nothing else may reach
-/// the answer's URLs.
-fn is_host_and_port(value: &str) -> bool {
-    let (host, port) = if let Some(rest) = value.strip_prefix('[') {
-        let Some((address, after)) = rest.split_once(']') else {
-            return false;
-        };
-        if address.parse::<std::net::Ipv6Addr>().is_err() {
-            return false;
-        }
-        match after {
-            "" => return true,
-            _ => match after.strip_prefix(':') {
-                Some(port) => (None, Some(port)),
-                None => return false,
-            },
-        }
-    } else {
-        match value.rsplit_once(':') {
-            Some((host, port)) => (Some(host), Some(port)),
-            None => (Some(value), None),
-        }
-    };
-    let host_ok = host.is_none_or(|host| {
-        !host.is_empty()
-            && host.len() <= 253
-            && host.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            })
-    });
-    let port_ok = port.is_none_or(|port| port.parse::<u16>().is_ok());
-    host_ok && port_ok
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_host_and_port;
-
-    #[test]
-    fn host_and_port_accepts_names_addresses_and_ports() {
-        for good in [
-            "localhost",
-            "proxy.example.com:8443",
-            "10.0.0.1:80",
-            "[::1]:8000",
-            "[::1]",
-        ] {
-            assert!(is_host_and_port(good), "{good}");
-        }
-    }
-
-    #[test]
-    fn host_and_port_refuses_markup_and_junk() {
-        for bad in [
-            "",
-            "evil.com\"><script>",
-            "a b",
-            "host:port",
-            "[zz]:1",
-            "a..b",
-            "h:99999",
-            "x/y",
-        ] {
-            assert!(!is_host_and_port(bad), "{bad}");
-        }
-    }
 }

@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
 use openclaw_proxy_proto::v1::{
-    AppMessage, CallerInfo, InvokeTool, Log, ToolProgress, ToolResult, app_message,
+    AppMessage, CallerIdentity, CallerInfo, InvokeTool, Log, ToolProgress, ToolResult, app_message,
 };
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use crate::caller::Caller;
 use crate::declarations::Declarations;
 
 /// Why a call was cancelled.
@@ -112,6 +113,7 @@ pub struct CallContext {
     method: Cow<'static, str>,
     tool_name: String,
     client: Option<ClientInfo>,
+    caller: Caller,
     trace_parent: String,
     outbound: mpsc::Sender<AppMessage>,
     cancel: CancellationToken,
@@ -157,6 +159,14 @@ impl CallContext {
     /// The MCP client behind the call, when the proxy knows anything of it.
     pub fn client(&self) -> Option<&ClientInfo> {
         self.client.as_ref()
+    }
+
+    /// Who called, as far as the proxy verified it: the credential that
+    /// opened the request, and for an OAuth access token its subject,
+    /// issuer, client and scopes. Unlike [`CallContext::client`], which is
+    /// what the client says of itself, this is the proxy's word.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
     }
 
     /// The MCP protocol revision of the request, when known.
@@ -334,6 +344,7 @@ pub(crate) struct Origin {
     pub(crate) method: Cow<'static, str>,
     pub(crate) tool_name: String,
     pub(crate) client: Option<CallerInfo>,
+    pub(crate) caller: Option<CallerIdentity>,
     pub(crate) trace_parent: String,
 }
 
@@ -357,6 +368,7 @@ pub(crate) fn begin(
         method: origin.method,
         tool_name: origin.tool_name,
         client: ClientInfo::from_proto(origin.client),
+        caller: Caller::from_proto(origin.caller),
         trace_parent: origin.trace_parent,
         outbound,
         cancel,
@@ -392,6 +404,7 @@ pub(crate) async fn run(
         method: Cow::Borrowed("tools/call"),
         tool_name: invoke.tool_name.clone(),
         client: invoke.client,
+        caller: invoke.caller,
         trace_parent: invoke.trace_parent,
     };
     let Some(context) = begin(origin, outbound.clone(), &in_flight, &scope) else {

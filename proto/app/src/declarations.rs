@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use openclaw_proxy_proto::v1::{
     CreateSessionRequest, PromptList, ResourceList, ResourceTemplateList, SessionMetadata,
-    UpdateTools,
+    SessionOwner, UpdateTools,
 };
 
 use crate::completion::CompletionHandler;
@@ -240,7 +240,11 @@ impl Declarations {
     }
 
     /// The session's creation with this set.
-    pub(crate) fn create_request(&self, metadata: &SessionMetadata) -> CreateSessionRequest {
+    pub(crate) fn create_request(
+        &self,
+        metadata: &SessionMetadata,
+        owner: Option<SessionOwner>,
+    ) -> CreateSessionRequest {
         CreateSessionRequest {
             metadata: Some(metadata.clone()),
             tools: self.tools.iter().map(Tool::definition).collect(),
@@ -251,6 +255,7 @@ impl Declarations {
                 .map(ResourceTemplate::definition)
                 .collect(),
             prompts: self.prompts.iter().map(Prompt::definition).collect(),
+            owner,
         }
     }
 
@@ -381,7 +386,7 @@ mod tests {
         assert!(message.prompts.is_none() && message.resource_templates.is_none());
         let everything = next.update_message(Lists::ALL);
         assert_eq!(everything.prompts.map(|list| list.prompts.len()), Some(1));
-        let request = next.create_request(&SessionMetadata::default());
+        let request = next.create_request(&SessionMetadata::default(), None);
         assert_eq!(request.resources[0].uri, "a://two");
         assert_eq!(request.prompts[0].name, "p");
     }

@@ -60,6 +60,7 @@
 mod app;
 mod ask;
 mod call;
+mod caller;
 mod completion;
 mod content;
 mod declarations;
@@ -74,6 +75,7 @@ mod uri_template;
 pub use app::{App, AppBuilder, Serving};
 pub use ask::{AskError, ElicitAction, ElicitResult, Elicitation, Root, SampleResult, Sampling};
 pub use call::{CallContext, CancelReason, ClientInfo, LogLevel};
+pub use caller::{Caller, CallerKind};
 pub use completion::{
     Completion, CompletionOutput, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES,
 };

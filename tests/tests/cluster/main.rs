@@ -1101,3 +1101,113 @@ async fn log_records_of_a_call_on_one_node_reach_a_client_on_another_at_its_leve
     assert_eq!(messages.last().map(|m| m["id"].clone()), Some(json!(1)));
     app.abort();
 }
+
+/// OAuth in cluster mode: a session bound to alice on one node opens to her
+/// access token on every node, her identity crossing NATS to the app; every
+/// bad token is refused on every node with the challenge naming the public
+/// URL the nodes share.
+#[tokio::test]
+async fn access_tokens_open_owned_sessions_on_every_node_and_bad_ones_none() {
+    let issuer = openclaw_proxy_tests::TestIssuer::start().await;
+    let nats = start_nats(Vec::new()).await;
+    let public = "https://mcp.example.com";
+    let settings = node_on(&nats, 300)
+        .env("OPENCLAW_PROXY_PUBLIC_URL", public)
+        .oauth(openclaw_proxy_edge::oauth::OAuthSettings::new(
+            issuer.url.clone(),
+        ));
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let node = settings.clone().spawn().await;
+        node.wait_ready(200).await;
+        nodes.push(node);
+    }
+    let mut body = legacy_session_body();
+    body["owner"] = json!({"subject": "alice"});
+    let reply = nodes[0]
+        .rest()
+        .token(APP_TOKEN)
+        .create_session(&body)
+        .await
+        .json();
+    let id = reply["mcpSessionId"].as_str().expect("id").to_owned();
+    let session_token = reply["session_token"].as_str().expect("token").to_owned();
+    let (other, _, _) = create_with_tokens(&nodes[0]).await;
+    let audience = format!("{public}/v1/mcp");
+    let alice = issuer.token("alice", &audience);
+    let mut expired = issuer.claims("alice", &audience);
+    expired["exp"] = json!(openclaw_proxy_tests::oauth::unix_now() - 600);
+    let refused = [
+        ("bob", issuer.token("bob", &audience)),
+        ("expired", issuer.key().sign(&expired)),
+        (
+            "another audience",
+            issuer.token("alice", "http://127.0.0.1:1/v1/mcp"),
+        ),
+        (
+            "unknown key",
+            openclaw_proxy_tests::SigningKey::generate("k9")
+                .sign(&issuer.claims("alice", &audience)),
+        ),
+    ];
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    for node in &nodes {
+        assert_eq!(list_with(node, &id, &alice).await, 200, "{}", node.addr);
+        assert_eq!(list_with(node, &other, &alice).await, 401, "{}", node.addr);
+        for (case, token) in &refused {
+            let reply = node
+                .rest()
+                .token(token)
+                .mcp(&format!("/v1/mcp/{id}"), &list)
+                .send()
+                .await;
+            assert_eq!(reply.status(), 401, "{case} on {}", node.addr);
+            let challenge = reply.header("www-authenticate").unwrap_or_default();
+            let metadata = format!(
+                "resource_metadata=\"{public}/.well-known/oauth-protected-resource/v1/mcp/{id}\""
+            );
+            assert!(challenge.contains(&metadata), "{case}: {challenge}");
+            assert!(
+                challenge.contains("error=\"invalid_token\""),
+                "{case}: {challenge}"
+            );
+        }
+    }
+    // The bridge on node 0, the call from node 1: the caller crosses NATS.
+    let mut app = WsApp::connect(&bridge_url(&nodes[0], &id), Some(&session_token))
+        .await
+        .expect("bridge");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "echo_text", "arguments": {"text": "t"}}});
+    let rest = nodes[1].rest().token(&alice);
+    let path = format!("/v1/mcp/{id}");
+    let caller = tokio::spawn(async move {
+        for _ in 0..500 {
+            let answered = rest.mcp(&path, &call).send().await.json();
+            if answered["result"]["isError"] != json!(true) {
+                return answered;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Value::Null
+    });
+    let frame = loop {
+        let frame = app.next_json().await.expect("a frame");
+        if frame["type"] == "invoke_tool" {
+            break frame;
+        }
+    };
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": frame["request_id"],
+                         "ok": true, "content": {"echoed_text": "t"}}),
+    )
+    .await;
+    let answered = caller.await.expect("the call");
+    assert_eq!(
+        answered["result"]["structuredContent"]["echoed_text"], "t",
+        "{answered}"
+    );
+    assert_eq!(frame["caller"]["kind"], "oauth", "{frame}");
+    assert_eq!(frame["caller"]["subject"], "alice", "{frame}");
+    assert_eq!(frame["caller"]["issuer"], json!(issuer.url), "{frame}");
+}

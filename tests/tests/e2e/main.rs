@@ -4,6 +4,7 @@
 
 mod app_sdk;
 mod bench;
+mod caller;
 mod catalog;
 mod compat;
 mod conversation;
@@ -14,9 +15,11 @@ mod interop;
 mod legacy_sse;
 mod limits;
 mod mcp;
+mod oauth;
 mod observability;
 mod rest;
 mod security;
+mod sign_in;
 mod telemetry;
 mod tls;
 mod ws;

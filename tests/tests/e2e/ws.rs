@@ -43,7 +43,10 @@ async fn invoke_frames_carry_both_spellings_and_either_is_accepted() {
                 "requestId": request_id,
                 "tool_name": "echo_text",
                 "toolName": "echo_text",
-                "arguments": {"text": "hello"}
+                "arguments": {"text": "hello"},
+                // Every invocation says who called; in-process, nobody
+                // verified.
+                "caller": {"kind": "none"}
             })
         );
         app.send_json(json!({

@@ -316,6 +316,10 @@ fn context_of(header: &impl Fn(&str) -> Option<String>, sink: ProgressSink) -> C
             .and_then(|json| serde_json::from_str::<wire::Client>(&json).ok())
             .map(wire::Client::into_proto)
             .unwrap_or_default(),
+        caller: header(wire::CALLER)
+            .and_then(|json| serde_json::from_str::<wire::Caller>(&json).ok())
+            .map(wire::Caller::into_caller)
+            .unwrap_or_default(),
         progress: Some(sink),
         trace_parent: header(wire::TRACE_PARENT).unwrap_or_default(),
         origin: crate::audit::Origin::new(crate::metrics::Transport::Nats, None),

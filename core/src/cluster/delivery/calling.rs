@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::{HOLDER_SILENCE, NatsDelivery, REPLY_BUFFER, Waiting};
 use crate::call::CallContext;
+use crate::caller::CallerKind;
 use crate::cluster::Node;
 use crate::cluster::outbox::{Incoming, Outbox, Outgoing};
 use crate::cluster::wire::{
@@ -155,6 +156,11 @@ fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     }
     if let Ok(client) = serde_json::to_string(&wire::Client::of(&call.context.client)) {
         headers.insert(wire::CLIENT, client.as_str());
+    }
+    if call.context.caller.kind != CallerKind::None
+        && let Ok(caller) = serde_json::to_string(&wire::Caller::of(&call.context.caller))
+    {
+        headers.insert(wire::CALLER, caller.as_str());
     }
     // The holding node's spans become children of this one.
     let trace_parent = trace::hand_on(&tracing::Span::current(), &call.context.trace_parent);

@@ -23,13 +23,15 @@ use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::metrics::{McpMethod, Surface};
-use openclaw_proxy_core::{ClientAddr, Credential, HubError, trace};
+use openclaw_proxy_core::{Caller, ClientAddr, Credential, HubError, trace};
 use serde::Deserialize;
 use tracing::Instrument;
 
 use super::error::ApiError;
-use super::request::{SessionIdPath, authorization, check_session_token, read_body};
+use super::public_url::RequestHead;
+use super::request::{SessionIdPath, authorization, read_body, refusal};
 use super::state::{EdgeShared, EdgeState};
+use crate::oauth::Verifier;
 use call::InFlight;
 use legacy::LegacyStreams;
 use service::McpService;
@@ -40,6 +42,7 @@ pub mod direct;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod logging;
+pub mod oauth;
 pub mod served;
 pub mod service;
 
@@ -55,6 +58,11 @@ impl McpState {
         let in_flight = Arc::new(InFlight::default());
         Self(Arc::new(McpShared {
             service: service::service(edge.hub.clone(), &edge.config, in_flight.clone()),
+            oauth: edge
+                .config
+                .oauth
+                .clone()
+                .map(|settings| Arc::new(Verifier::new(settings))),
             in_flight,
             legacy: Arc::default(),
             rounds: direct::Rounds::new(
@@ -86,6 +94,8 @@ pub struct McpShared {
     pub legacy: Arc<LegacyStreams>,
     /// 2026-07-28 calls waiting for their clients' answers.
     pub rounds: direct::Rounds,
+    /// The access token checks, when OAuth is on.
+    pub oauth: Option<Arc<Verifier>>,
 }
 
 impl std::ops::Deref for McpShared {
@@ -139,16 +149,11 @@ async fn serve(
     request: Request,
     method: &mut McpMethod,
 ) -> Response {
-    let admitted = admit(
-        state,
-        session_id.as_deref(),
-        request.headers(),
-        request.uri(),
-    )
-    .await;
-    if let Err(error) = admitted {
-        return error.into_response();
-    }
+    let mut request = request;
+    match admit(state, session_id.as_deref(), RequestHead::of(&request)).await {
+        Ok(caller) => request.extensions_mut().insert(caller),
+        Err(refused) => return refused,
+    };
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
     let peer = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
     let (parts, body) = request.into_parts();
@@ -171,6 +176,11 @@ pub(super) async fn handle_message(
     peer: Option<std::net::SocketAddr>,
     method: &mut McpMethod,
 ) -> Response {
+    let caller = parts
+        .extensions
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_default();
     // The direct path first: it carries most traffic, and a body it does
     // not take costs it little.
     if let Some(revision) = direct::headers_allow(&parts.headers)
@@ -179,17 +189,9 @@ pub(super) async fn handle_message(
         *method = McpMethod::ToolsCall;
         let span = request_span("tools/call", &session_id, call.tool());
         trace::set_remote_parent(&span, &call.trace_parent(&parts.headers));
-        return direct::answer(
-            &state.hub,
-            &state.in_flight,
-            &state.rounds,
-            &session_id,
-            &parts.headers,
-            peer,
-            call,
-        )
-        .instrument(span)
-        .await;
+        return direct::answer(state, &session_id, &parts.headers, peer, caller, call)
+            .instrument(span)
+            .await;
     }
     // A request the app answers, in its plain shape: its result comes back
     // as the app wrote it. A session that asked for log records is left to
@@ -206,6 +208,7 @@ pub(super) async fn handle_message(
             &session_id,
             &parts.headers,
             peer,
+            caller,
             request,
         )
         .instrument(span)
@@ -254,6 +257,7 @@ pub(super) async fn handle_message(
         span: span.clone(),
         trace_parent,
         peer,
+        caller,
     });
     let handled = state.service.handle(request).instrument(span).await;
     jsonrpc::normalize(handled.map(Body::new)).await
@@ -282,6 +286,20 @@ pub(super) struct RequestTrace {
     pub(super) span: tracing::Span,
     pub(super) trace_parent: String,
     pub(super) peer: Option<std::net::SocketAddr>,
+    /// Which credential opened the request.
+    pub(super) caller: Caller,
+}
+
+impl RequestTrace {
+    /// What a request that carries none has: no span, no `traceparent`.
+    pub(super) fn none() -> Self {
+        Self {
+            span: tracing::Span::none(),
+            trace_parent: String::new(),
+            peer: None,
+            caller: Caller::default(),
+        }
+    }
 }
 
 /// The few fields of a JSON-RPC request the edge looks at before rmcp:
@@ -316,16 +334,30 @@ impl<'a> Sniffed<'a> {
 }
 
 /// Checks `Host`/`Origin`, the token and the session of an MCP request,
-/// from its head alone.
+/// from its head alone: who got in, or the answer to send.
 pub(super) async fn admit(
     state: &McpState,
     session_id: Option<&str>,
-    headers: &axum::http::HeaderMap,
-    uri: &axum::http::Uri,
-) -> Result<(), ApiError> {
-    state.guard.check(headers, uri)?;
+    head: RequestHead<'_>,
+) -> Result<Caller, Response> {
+    checked(state, session_id, &head)
+        .await
+        .map_err(|error| oauth::refusal(state, &head, session_id, error))
+}
+
+async fn checked(
+    state: &McpState,
+    session_id: Option<&str>,
+    head: &RequestHead<'_>,
+) -> Result<Caller, ApiError> {
+    state.guard.check(head.headers, head.uri)?;
+    let identity = oauth::verify(state, head, session_id).await?;
+    let credential = match &identity {
+        Some(identity) => Credential::oauth(identity),
+        None => Credential::mcp(authorization(head.headers)),
+    };
     // Refused from the headers alone when no session could accept the token.
-    if let Err(error) = state.hub.precheck(Credential::mcp(authorization(headers))) {
+    if let Err(error) = state.hub.precheck(credential) {
         state.hub.metrics().auth_failure(Surface::Mcp);
         return Err(error.into());
     }
@@ -333,13 +365,14 @@ pub(super) async fn admit(
         .filter(|id| !id.is_empty())
         .ok_or(ApiError::MissingSessionId)?;
     let unknown = || ApiError::UnknownSession(session_id.to_owned());
-    match check_session_token(&state.edge, session_id, Surface::Mcp, headers).await {
-        Err(ApiError::Hub(HubError::UnknownSession(_))) => return Err(unknown()),
-        checked => checked?,
-    }
+    let caller = match state.hub.authorize(session_id, credential).await {
+        Ok(caller) => caller,
+        Err(HubError::UnknownSession(_)) => return Err(unknown()),
+        Err(error) => return Err(refusal(&state.edge, Surface::Mcp, error)),
+    };
     // A global token is accepted without a lookup: the session may not exist.
     if !state.hub.session_exists(session_id).await? {
         return Err(unknown());
     }
-    Ok(())
+    Ok(caller)
 }

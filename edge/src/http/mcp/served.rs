@@ -189,6 +189,8 @@ pub struct Caller {
     pub trace_parent: String,
     /// The caller's address.
     pub peer: Option<SocketAddr>,
+    /// Which credential opened the request.
+    pub verified: openclaw_proxy_core::Caller,
 }
 
 impl Caller {
@@ -210,16 +212,14 @@ impl Caller {
         let traced = parts
             .and_then(|parts| parts.extensions.get::<RequestTrace>())
             .cloned();
-        let (span, trace_parent, peer) = match traced {
-            Some(traced) => (traced.span, traced.trace_parent, traced.peer),
-            None => (tracing::Span::none(), String::new(), None),
-        };
+        let traced = traced.unwrap_or_else(RequestTrace::none);
         Self {
             client,
             protocol_version,
-            span,
-            trace_parent,
-            peer,
+            span: traced.span,
+            trace_parent: traced.trace_parent,
+            peer: traced.peer,
+            verified: traced.caller,
         }
     }
 
@@ -289,6 +289,7 @@ pub async fn ask<P: Serialize, T: DeserializeOwned>(
     let call_context = CallContext {
         meta_json: String::new(),
         client: caller.client.clone(),
+        caller: caller.verified.clone(),
         progress: sink,
         trace_parent: caller.trace_parent.clone(),
         origin: Origin::new(Transport::Mcp, caller.peer),

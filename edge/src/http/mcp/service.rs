@@ -374,14 +374,13 @@ impl ServerHandler for SessionTools {
             .get::<Parts>()
             .and_then(|parts| parts.extensions.get::<RequestTrace>())
             .cloned();
-        let (span, trace_parent, peer) = match traced {
-            Some(traced) => (traced.span, traced.trace_parent, traced.peer),
-            None => (tracing::Span::none(), String::new(), None),
-        };
+        let traced = traced.unwrap_or_else(RequestTrace::none);
         let jsonrpc_id = serde_json::to_string(&context.id).unwrap_or_default();
         let mut call = ToolCall::from_request(&session, jsonrpc_id, request, client);
-        call.peer = peer;
-        call.trace_parent = trace_parent;
+        call.peer = traced.peer;
+        call.trace_parent = traced.trace_parent;
+        call.caller = traced.caller;
+        let span = traced.span;
         // rmcp cancels `context.ct` when the client disconnects.
         call::call_tool(
             &self.hub,

@@ -94,6 +94,37 @@ impl<'a> Client<'a> {
     }
 }
 
+/// Which credential opened the call, as the frames name it: `kind` always,
+/// the rest only for an OAuth access token. Never the token.
+#[derive(Serialize)]
+struct Caller<'a> {
+    kind: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    issuer: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    subject: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    client_id: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    scopes: &'a [String],
+}
+
+impl<'a> Caller<'a> {
+    fn of(caller: Option<&'a proto::CallerIdentity>) -> Option<Self> {
+        caller.map(|caller| Caller {
+            kind: if caller.kind.is_empty() {
+                "none"
+            } else {
+                &caller.kind
+            },
+            issuer: &caller.issuer,
+            subject: &caller.subject,
+            client_id: &caller.client_id,
+            scopes: &caller.scopes,
+        })
+    }
+}
+
 /// `mcp_request`, serialized straight from the request, `params` exactly
 /// as the client sent them.
 fn mcp_request_frame(request: &proto::McpRequest) -> Result<String, serde_json::Error> {
@@ -110,6 +141,8 @@ fn mcp_request_frame(request: &proto::McpRequest) -> Result<String, serde_json::
         params: &'a RawValue,
         #[serde(skip_serializing_if = "Option::is_none")]
         client: Option<Client<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        caller: Option<Caller<'a>>,
         #[serde(skip_serializing_if = "str::is_empty")]
         traceparent: &'a str,
     }
@@ -126,6 +159,7 @@ fn mcp_request_frame(request: &proto::McpRequest) -> Result<String, serde_json::
         method: &request.method,
         params,
         client: Client::of(request.client.as_ref()),
+        caller: Caller::of(request.caller.as_ref()),
         traceparent: &request.trace_parent,
     })
 }
@@ -190,6 +224,8 @@ fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error>
         meta: Option<&'a RawValue>,
         #[serde(skip_serializing_if = "Option::is_none")]
         client: Option<Client<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        caller: Option<Caller<'a>>,
         #[serde(skip_serializing_if = "str::is_empty")]
         traceparent: &'a str,
     }
@@ -211,6 +247,7 @@ fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error>
         arguments,
         meta,
         client,
+        caller: Caller::of(invoke.caller.as_ref()),
         traceparent: &invoke.trace_parent,
     })
 }

@@ -102,7 +102,7 @@ pub async fn bridge(
         .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             match admitted {
-                Ok(()) => {
+                Ok(_) => {
                     let origin =
                         Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
                     run_bridge(state, session_id, origin, socket).await;

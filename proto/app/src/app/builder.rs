@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::ExponentialBuilder;
-use openclaw_proxy_proto::v1::SessionMetadata;
+use openclaw_proxy_proto::v1::{SessionMetadata, SessionOwner};
 
 use super::{App, SessionCallback};
 use crate::call::CallContext;
@@ -25,6 +25,7 @@ use crate::tool::Tool;
 pub struct AppBuilder {
     settings: ProxySettings,
     metadata: SessionMetadata,
+    owner: Option<SessionOwner>,
     tools: Vec<Tool>,
     resources: Vec<Resource>,
     resource_templates: Vec<ResourceTemplate>,
@@ -54,6 +55,7 @@ impl AppBuilder {
                 app_version: "unknown".to_owned(),
                 chat_id: String::new(),
             },
+            owner: None,
             tools: Vec::new(),
             resources: Vec::new(),
             resource_templates: Vec::new(),
@@ -97,6 +99,18 @@ impl AppBuilder {
     /// The chat this session belongs to.
     pub fn chat_id(mut self, chat_id: impl Into<String>) -> Self {
         self.metadata.chat_id = chat_id.into();
+        self
+    }
+
+    /// Binds the session to the OAuth subject `subject` (the `sub` of the
+    /// user's access tokens) of `issuer` (empty: the issuer the proxy is
+    /// configured with). Such a user's MCP client, signed in, then reaches
+    /// this session and no other; the session's `mcp_token` works as before.
+    pub fn owner(mut self, subject: impl Into<String>, issuer: impl Into<String>) -> Self {
+        self.owner = Some(SessionOwner {
+            subject: subject.into(),
+            issuer: issuer.into(),
+        });
         self
     }
 
@@ -204,6 +218,7 @@ impl AppBuilder {
         Ok(App {
             proxy,
             metadata: self.metadata,
+            owner: self.owner,
             declarations,
             max_concurrent_calls: self.max_concurrent_calls,
             max_queued_calls: self.max_queued_calls,

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use backon::ExponentialBuilder;
-use openclaw_proxy_proto::v1::SessionMetadata;
+use openclaw_proxy_proto::v1::{SessionMetadata, SessionOwner};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -56,6 +56,7 @@ type SessionCallback = dyn Fn(&SessionInfo) + Send + Sync;
 pub struct App {
     proxy: Proxy,
     metadata: SessionMetadata,
+    owner: Option<SessionOwner>,
     declarations: Declarations,
     max_concurrent_calls: usize,
     max_queued_calls: usize,
@@ -88,6 +89,7 @@ impl App {
         let shared = Arc::new(Shared {
             declarations: RwLock::new(Arc::new(self.declarations)),
             metadata: self.metadata,
+            owner: self.owner,
             changed: AtomicBool::new(false),
             link: Mutex::new(Link::default()),
             updating: tokio::sync::Mutex::new(()),

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use backon::ExponentialBuilder;
-use openclaw_proxy_proto::v1::{AppMessage, CreateSessionRequest, SessionMetadata, app_message};
+use openclaw_proxy_proto::v1::{
+    AppMessage, CreateSessionRequest, SessionMetadata, SessionOwner, app_message,
+};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::SessionCallback;
@@ -20,6 +22,8 @@ use crate::proxy::{Bridge, Proxy, Session};
 pub(super) struct Shared {
     pub(super) proxy: Proxy,
     pub(super) metadata: SessionMetadata,
+    /// The OAuth subject the session is bound to, if any.
+    pub(super) owner: Option<SessionOwner>,
     /// The current declarations; replaced whole by an update.
     pub(super) declarations: RwLock<Arc<Declarations>>,
     /// Whether the app changed its declarations since it started: a bridge
@@ -65,7 +69,8 @@ impl Shared {
 
     /// The session's creation with the current declarations.
     pub(super) fn create_request(&self) -> CreateSessionRequest {
-        self.declarations().create_request(&self.metadata)
+        self.declarations()
+            .create_request(&self.metadata, self.owner.clone())
     }
 
     pub(super) fn attached(&self) -> Option<mpsc::Sender<AppMessage>> {

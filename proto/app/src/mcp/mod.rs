@@ -53,6 +53,7 @@ pub(crate) async fn run(
         method: request.method.into(),
         tool_name: String::new(),
         client: request.client,
+        caller: request.caller,
         trace_parent: request.trace_parent,
     };
     let Some(context) = call::begin(origin, outbound.clone(), &in_flight, &scope) else {

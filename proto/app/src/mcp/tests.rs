@@ -123,6 +123,7 @@ async fn ask_with(
             protocol_version: revision.into(),
         }),
         trace_parent: String::new(),
+        caller: None,
     };
     let permit = Arc::new(Semaphore::new(1))
         .acquire_owned()

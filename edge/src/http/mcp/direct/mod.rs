@@ -26,9 +26,9 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::hub::client_request_id;
 use openclaw_proxy_core::progress::{Askable, CallEvent, ClientAsk, LogLevel, ProgressReceiver};
+use openclaw_proxy_core::{Caller, Hub};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -220,6 +220,7 @@ struct Prepared {
     arguments_json: String,
     meta_json: String,
     client: openclaw_proxy_core::proto::CallerInfo,
+    caller: Caller,
     peer: Option<SocketAddr>,
     trace_parent: String,
 }
@@ -230,6 +231,7 @@ impl Prepared {
             session_id,
             jsonrpc_id: self.jsonrpc_id,
             client: self.client,
+            caller: self.caller,
             name: self.name,
             arguments_json: self.arguments_json,
             meta_json: self.meta_json,
@@ -242,14 +244,14 @@ impl Prepared {
 /// Answers a parsed call. A client that goes away drops this future (or
 /// the answer's stream), which releases the call on the bridge.
 pub async fn answer(
-    hub: &Hub,
-    in_flight: &Arc<InFlight>,
-    rounds: &Rounds,
+    state: &super::McpState,
     session_id: &Arc<str>,
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
+    caller: Caller,
     call: DirectCall,
 ) -> Response {
+    let (hub, in_flight, rounds) = (&state.hub, &state.in_flight, &state.rounds);
     let DirectCall {
         id,
         name,
@@ -273,6 +275,7 @@ pub async fn answer(
         jsonrpc_id: serde_json::to_string(&id).unwrap_or_default(),
         // The client's name from a 2026-07-28 `_meta`.
         client: caller_of(client_info.as_ref(), version),
+        caller,
         trace_parent: trace_parent_of(trace_parent.as_deref(), headers),
         name,
         arguments_json: arguments.map_or_else(|| "{}".to_owned(), |raw| raw.get().to_owned()),

@@ -17,7 +17,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use openclaw_proxy_core::outcome::McpReply;
-use openclaw_proxy_core::{AppRequest, CallContext, Hub, InvokeError, Origin, Transport};
+use openclaw_proxy_core::{AppRequest, CallContext, Caller, Hub, InvokeError, Origin, Transport};
 use rmcp::model::{Implementation, RequestId};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde::{Deserialize, Serialize};
@@ -180,6 +180,7 @@ pub async fn answer_request(
     session_id: &Arc<str>,
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
+    caller: Caller,
     request: DirectRequest,
 ) -> Response {
     let DirectRequest {
@@ -197,6 +198,7 @@ pub async fn answer_request(
     let context = CallContext {
         meta_json: String::new(),
         client: caller_of(client_info.as_ref(), version),
+        caller,
         progress: None,
         trace_parent: trace_parent_of(trace_parent.as_deref(), headers),
         origin: Origin::new(Transport::Mcp, peer),

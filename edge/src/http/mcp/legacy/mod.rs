@@ -36,6 +36,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::jsonrpc::Refusal;
 use super::{McpState, SESSION_HEADER, admit, handle_message};
 use crate::http::error::ApiError;
+use crate::http::public_url::RequestHead;
 use crate::http::request::{SessionIdPath, read_body};
 use crate::http::sse;
 use streams::{LegacyStream, outgoing};
@@ -102,15 +103,8 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
         // no server-initiated stream.
         return ApiError::method_not_allowed(request.method(), request.uri()).into_response();
     }
-    if let Err(error) = admit(
-        &state,
-        session_id.as_deref(),
-        request.headers(),
-        request.uri(),
-    )
-    .await
-    {
-        return error.into_response();
+    if let Err(refused) = admit(&state, session_id.as_deref(), RequestHead::of(&request)).await {
+        return refused;
     }
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
     let (stream, receiver) = match state.legacy.open(session_id.clone()) {
@@ -271,10 +265,11 @@ pub async fn post_message(
     response
 }
 
-async fn accept_message(state: &McpState, session_id: String, request: Request) -> Response {
-    if let Err(error) = admit(state, Some(&session_id), request.headers(), request.uri()).await {
-        return error.into_response();
-    }
+async fn accept_message(state: &McpState, session_id: String, mut request: Request) -> Response {
+    match admit(state, Some(&session_id), RequestHead::of(&request)).await {
+        Ok(caller) => request.extensions_mut().insert(caller),
+        Err(refused) => return refused,
+    };
     let stream_id = stream_param(request.uri().query()).unwrap_or_default();
     let Some(stream) = state.legacy.get(stream_id, &session_id) else {
         return Refusal::StreamNotOpen {

@@ -1,0 +1,479 @@
+//! OAuth access tokens on the MCP endpoints: a test issuer with keys made
+//! here, its metadata and key set on a real loopback server; the real proxy
+//! verifying tokens on every MCP route; sessions bound to their owner.
+//!
+//! Every refusal is checked on each MCP route, with the challenge that
+//! tells a client where to sign in; every good token is checked to get in,
+//! so no refusal passes by refusing everything.
+
+use std::time::Duration;
+
+use openclaw_proxy_edge::oauth::{JwksSource, OAuthSettings};
+use openclaw_proxy_tests::oauth::unix_now;
+use openclaw_proxy_tests::*;
+use serde_json::{Value, json};
+
+/// A server whose MCP side takes tokens of `issuer`, with `change` applied.
+async fn server_for(issuer: &TestIssuer, change: impl FnOnce(&mut OAuthSettings)) -> TestServer {
+    let mut settings = OAuthSettings::new(issuer.url.clone());
+    settings.required_scopes = vec!["mcp".into()];
+    change(&mut settings);
+    TestServer::builder().oauth(settings).start().await
+}
+
+/// A session created with the app token, bound to `owner` if given.
+async fn session(server: &TestServer, owner: Option<&str>) -> TestSession {
+    let mut body = legacy_session_body();
+    if let Some(owner) = owner {
+        body["owner"] = json!({"subject": owner});
+    }
+    server.rest().register(&body).await
+}
+
+fn tools_list() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+}
+
+/// The MCP endpoint's resource URL on `server`.
+fn resource(server: &TestServer) -> String {
+    format!("{}/v1/mcp", server.http_url())
+}
+
+/// One request on each MCP route of `session`, with `token`: the
+/// streamable endpoint by path and by header, the legacy stream, and the
+/// legacy message route. Answers each route's name and reply.
+async fn on_every_route(server: &TestServer, session: &str, token: &str) -> Vec<(String, Reply)> {
+    let rest = Rest::new(server.http_url());
+    let by_path = rest
+        .mcp(&format!("/v1/mcp/{session}"), &tools_list())
+        .bearer_auth(token)
+        .send()
+        .await;
+    let by_header = rest
+        .mcp("/v1/mcp", &tools_list())
+        .header("mcp-session-id", session)
+        .bearer_auth(token)
+        .send()
+        .await;
+    let stream = rest
+        .get(&format!("/v1/mcp/{session}"))
+        .header("accept", "text/event-stream")
+        .bearer_auth(token)
+        .timeout(Duration::from_secs(2))
+        .try_send()
+        .await;
+    let message = rest
+        .mcp(
+            &format!("/v1/mcp/{session}/messages?legacy=none"),
+            &tools_list(),
+        )
+        .bearer_auth(token)
+        .send()
+        .await;
+    let mut replies = vec![
+        ("POST /v1/mcp/{id}".to_owned(), by_path),
+        ("POST /v1/mcp".to_owned(), by_header),
+        ("POST /v1/mcp/{id}/messages".to_owned(), message),
+    ];
+    // An opened legacy stream never ends: reading it times out, which
+    // shows it was opened (a refusal is a whole answer).
+    if let Ok(reply) = stream {
+        replies.push(("GET /v1/mcp/{id}".to_owned(), reply));
+    }
+    replies
+}
+
+/// Asserts a refusal with the challenge naming the session's metadata.
+fn assert_challenged(server: &TestServer, session: &str, route: &str, reply: &Reply, error: &str) {
+    let expected = if error == "insufficient_scope" {
+        StatusCode::FORBIDDEN
+    } else {
+        StatusCode::UNAUTHORIZED
+    };
+    assert_eq!(reply.status(), expected, "{route}: {}", reply.text());
+    let challenge = reply.header("www-authenticate").unwrap_or_default();
+    let path_metadata = format!(
+        "resource_metadata=\"{}/.well-known/oauth-protected-resource/v1/mcp/{session}\"",
+        server.http_url()
+    );
+    let header_metadata = format!(
+        "resource_metadata=\"{}/.well-known/oauth-protected-resource/v1/mcp\"",
+        server.http_url()
+    );
+    let metadata = if route == "POST /v1/mcp" {
+        header_metadata
+    } else {
+        path_metadata
+    };
+    assert!(challenge.starts_with("Bearer "), "{route}: {challenge}");
+    assert!(challenge.contains(&metadata), "{route}: {challenge}");
+    assert!(
+        challenge.contains(&format!("error=\"{error}\"")),
+        "{route}: {challenge}"
+    );
+}
+
+#[tokio::test]
+async fn a_signed_in_user_opens_only_the_sessions_bound_to_them() {
+    let issuer = TestIssuer::start().await;
+    for require_session_tokens in [false, true] {
+        let mut settings = OAuthSettings::new(issuer.url.clone());
+        settings.required_scopes = vec!["mcp".into()];
+        let server = TestServer::builder()
+            .require_session_tokens(require_session_tokens)
+            .oauth(settings)
+            .start()
+            .await;
+        let alices = session(&server, Some("alice")).await;
+        let bobs = session(&server, Some("bob")).await;
+        let nobodys = session(&server, None).await;
+        let alice = issuer.token("alice", &resource(&server));
+        for (route, reply) in on_every_route(&server, &alices.id, &alice).await {
+            assert!(
+                reply.status() != StatusCode::UNAUTHORIZED
+                    && reply.status() != StatusCode::FORBIDDEN,
+                "{route} refused alice her own session: {}",
+                reply.text()
+            );
+        }
+        let listed = Rest::new(server.http_url())
+            .mcp(&format!("/v1/mcp/{}", alices.id), &tools_list())
+            .bearer_auth(&alice)
+            .send()
+            .await;
+        assert_eq!(listed.json()["result"]["tools"][0]["name"], "echo_text");
+        for other in [&bobs.id, &nobodys.id] {
+            for (route, reply) in on_every_route(&server, other, &alice).await {
+                assert_challenged(&server, other, &route, &reply, "invalid_token");
+            }
+        }
+        // A token for one session's own URL opens that session alone.
+        let own_url = format!("{}/{}", resource(&server), alices.id);
+        let scoped = issuer.token("alice", &own_url);
+        let reply = Rest::new(server.http_url())
+            .mcp(&alices.mcp_url, &tools_list())
+            .bearer_auth(&scoped)
+            .send()
+            .await;
+        assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+        let reply = Rest::new(server.http_url())
+            .mcp("/v1/mcp", &tools_list())
+            .header("mcp-session-id", &alices.id)
+            .bearer_auth(&issuer.token("alice", &format!("{}/{}", resource(&server), bobs.id)))
+            .send()
+            .await;
+        assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{}", reply.text());
+        // The session's own token keeps working beside OAuth.
+        let mcp_token = alices.mcp_token.clone().expect("mcp_token");
+        let reply = Rest::new(server.http_url())
+            .mcp(&alices.mcp_url, &tools_list())
+            .bearer_auth(&mcp_token)
+            .send()
+            .await;
+        assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+        let session_token = alices.session_token.clone().expect("session_token");
+        let described = server
+            .rest()
+            .token(&session_token)
+            .get_session(&alices.id)
+            .await
+            .json();
+        assert_eq!(
+            described["owner"],
+            json!({"subject": "alice", "issuer": issuer.url})
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_tokens_are_refused_on_every_mcp_route_with_a_challenge() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let audience = resource(&server);
+    let key = issuer.key();
+    let good = issuer.claims("alice", &audience);
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut claims = good.clone();
+        change(&mut claims);
+        claims
+    };
+    let now = unix_now();
+    let unsigned = |claims: &Value| {
+        use base64::Engine;
+        let encode = |value: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+        };
+        format!(
+            "{}.{}.",
+            encode(&json!({"alg": "none", "typ": "JWT"})),
+            encode(claims)
+        )
+    };
+    let hmac = {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        header.kid = Some(key.kid.clone());
+        let secret = jsonwebtoken::EncodingKey::from_secret(key.public_bytes());
+        jsonwebtoken::encode(&header, &good, &secret).expect("signing")
+    };
+    let impostor = SigningKey::generate(&key.kid);
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "expired",
+            key.sign(&with(&|c| {
+                c["exp"] = json!(now - 600);
+                c["iat"] = json!(now - 4000);
+                c["nbf"] = json!(now - 4000);
+            })),
+            "invalid_token",
+        ),
+        (
+            "not yet valid",
+            key.sign(&with(&|c| c["nbf"] = json!(now + 600))),
+            "invalid_token",
+        ),
+        (
+            "wrong audience",
+            key.sign(&with(&|c| {
+                c["aud"] = json!("https://elsewhere.example/v1/mcp")
+            })),
+            "invalid_token",
+        ),
+        (
+            "wrong issuer",
+            key.sign(&with(&|c| c["iss"] = json!("https://other-issuer.example"))),
+            "invalid_token",
+        ),
+        ("bad signature", impostor.sign(&good), "invalid_token"),
+        ("alg none", unsigned(&good), "invalid_token"),
+        ("HMAC with the public key", hmac, "invalid_token"),
+        (
+            "unknown kid",
+            SigningKey::generate("key-unknown").sign(&good),
+            "invalid_token",
+        ),
+        (
+            "missing scope",
+            key.sign(&with(&|c| c["scope"] = json!("profile"))),
+            "insufficient_scope",
+        ),
+        ("no token at all", String::new(), ""),
+    ];
+    for (case, token, error) in cases {
+        for (route, reply) in on_every_route(&server, &owned.id, &token).await {
+            if error.is_empty() {
+                assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{case}, {route}");
+                let challenge = reply.header("www-authenticate").unwrap_or_default();
+                assert!(
+                    challenge.contains("resource_metadata=\""),
+                    "{case}, {route}: {challenge}"
+                );
+                assert!(
+                    !challenge.contains("error="),
+                    "{case}, {route}: {challenge}"
+                );
+                continue;
+            }
+            assert_challenged(&server, &owned.id, &route, &reply, error);
+            assert!(!reply.text().contains(&token), "{case}: the token echoed");
+        }
+    }
+    // And the good token gets in on the same routes.
+    let token = key.sign(&good);
+    for (route, reply) in on_every_route(&server, &owned.id, &token).await {
+        assert!(
+            reply.status().as_u16() < 401 || reply.status().as_u16() > 403,
+            "{route}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_metadata_names_the_resource_and_its_issuer_where_the_challenge_says() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let refused = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .send()
+        .await;
+    let challenge = refused
+        .header("www-authenticate")
+        .unwrap_or_default()
+        .to_owned();
+    let url = challenge
+        .split("resource_metadata=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a resource_metadata URL");
+    let document = Rest::new(server.http_url()).get(url).send().await.json();
+    assert_eq!(document["resource"], owned.mcp_url);
+    assert_eq!(document["authorization_servers"], json!([issuer.url]));
+    assert_eq!(document["scopes_supported"], json!(["mcp"]));
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/v1/mcp",
+    ] {
+        let document = Rest::new(server.http_url()).get(path).send().await.json();
+        assert_eq!(document["resource"], resource(&server), "{path}");
+    }
+    let elsewhere = Rest::new(server.http_url())
+        .get("/.well-known/oauth-protected-resource/v1/chat/sessions")
+        .send()
+        .await;
+    assert_eq!(elsewhere.status(), StatusCode::NOT_FOUND);
+    // Behind a reverse proxy, every URL is the public one.
+    let mut settings = OAuthSettings::new(issuer.url.clone());
+    settings.required_scopes = vec!["mcp".into()];
+    let public = TestServer::builder()
+        .edge(|edge| edge.public_url = Some("https://mcp.example.com/proxy".into()))
+        .oauth(settings)
+        .start()
+        .await;
+    let owned = session(&public, Some("alice")).await;
+    let refused = Rest::new(public.http_url())
+        .mcp(&format!("/v1/mcp/{}", owned.id), &tools_list())
+        .send()
+        .await;
+    let challenge = refused.header("www-authenticate").unwrap_or_default();
+    let expected = format!(
+        "resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/proxy/v1/mcp/{}\"",
+        owned.id
+    );
+    assert!(challenge.contains(&expected), "{challenge}");
+    let document = Rest::new(public.http_url())
+        .get(&format!(
+            "/.well-known/oauth-protected-resource/proxy/v1/mcp/{}",
+            owned.id
+        ))
+        .send()
+        .await
+        .json();
+    assert_eq!(
+        document["resource"],
+        format!("https://mcp.example.com/proxy/v1/mcp/{}", owned.id)
+    );
+    // Without an issuer there is nothing to discover.
+    let plain = TestServer::start().await;
+    let none = Rest::new(plain.http_url())
+        .get("/.well-known/oauth-protected-resource/v1/mcp")
+        .send()
+        .await;
+    assert_eq!(none.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_rotated_key_is_fetched_and_an_outage_keeps_the_known_keys() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |settings| {
+        settings.jwks_refresh_min = Duration::ZERO
+    })
+    .await;
+    let owned = session(&server, Some("alice")).await;
+    let audience = resource(&server);
+    let list = |token: String| {
+        Rest::new(server.http_url())
+            .mcp(&owned.mcp_url, &tools_list())
+            .bearer_auth(&token)
+            .send()
+    };
+    let first = issuer.key();
+    assert_eq!(
+        list(first.sign(&issuer.claims("alice", &audience)))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(issuer.jwks_fetches(), 1);
+    let second = SigningKey::generate("key-2");
+    issuer.rotate_to(second.clone());
+    let reply = list(second.sign(&issuer.claims("alice", &audience))).await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    assert_eq!(issuer.jwks_fetches(), 2);
+    issuer.stop();
+    // A new token (not remembered yet) with the known key still verifies.
+    let mut claims = issuer.claims("alice", &audience);
+    claims["jti"] = json!("another");
+    let reply = list(second.sign(&claims)).await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    let reply = list(SigningKey::generate("key-3").sign(&claims)).await;
+    assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{}", reply.text());
+}
+
+#[tokio::test]
+async fn unknown_key_ids_fetch_the_key_set_at_most_once_per_interval() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |settings| {
+        settings.jwks_refresh_min = Duration::from_secs(3600);
+    })
+    .await;
+    let owned = session(&server, Some("alice")).await;
+    let audience = resource(&server);
+    let token = issuer.token("alice", &audience);
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&token)
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK);
+    for n in 0..5 {
+        let stranger = SigningKey::generate(&format!("made-up-{n}"));
+        let reply = Rest::new(server.http_url())
+            .mcp(&owned.mcp_url, &tools_list())
+            .bearer_auth(&stranger.sign(&issuer.claims("alice", &audience)))
+            .send()
+            .await;
+        assert_eq!(reply.status(), StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(
+        issuer.jwks_fetches(),
+        1,
+        "made-up kids made the proxy fetch again"
+    );
+}
+
+#[tokio::test]
+async fn static_tokens_open_nothing_in_oauth_only_mode_and_keys_may_come_from_a_file() {
+    let issuer = TestIssuer::start().await;
+    let dir = std::env::temp_dir().join(format!("oauth-jwks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("jwks.json");
+    std::fs::write(&file, json!({"keys": [issuer.key().jwk()]}).to_string()).expect("write");
+    issuer.stop();
+    let server = server_for(&issuer, |settings| {
+        settings.only = true;
+        settings.jwks = JwksSource::File(file.clone());
+    })
+    .await;
+    let owned = session(&server, Some("alice")).await;
+    let rest = Rest::new(server.http_url());
+    for token in [
+        owned.mcp_token.clone().expect("mcp_token"),
+        OPENCLAW_TOKEN.to_owned(),
+    ] {
+        let reply = rest
+            .mcp(&owned.mcp_url, &tools_list())
+            .bearer_auth(&token)
+            .send()
+            .await;
+        assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{}", reply.text());
+        assert!(
+            reply.text().contains("only OAuth access tokens"),
+            "{}",
+            reply.text()
+        );
+    }
+    let token = issuer.token("alice", &resource(&server));
+    let reply = rest
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&token)
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    // The app side is untouched: its token still opens the session.
+    assert_eq!(
+        server.rest().get_session(&owned.id).await.status(),
+        StatusCode::OK
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
