@@ -30,6 +30,7 @@ use crate::audit::{ClientAddr, Origin};
 use crate::auth::{AuthError, Credential};
 use crate::bridge::Inbound;
 use crate::error::ErrorKind;
+use crate::escape::Outside;
 use crate::hub::{Deletion, Hub, HubError};
 use crate::metrics::{Surface, Transport};
 use crate::outcome::BridgeEnd;
@@ -369,9 +370,14 @@ impl BridgeService for GrpcService {
         let inbound = inbound
             .take_while(move |item| {
                 if let Err(status) = item {
-                    tracing::debug!(error = %status.message(), "a gRPC bridge sent a broken message");
-                    *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                        Some(status.clone());
+                    tracing::debug!(
+                        error =
+                            Outside::within(status.message(), crate::escape::TEXT_LIMIT).field(),
+                        "a gRPC bridge sent a broken message"
+                    );
+                    *seen
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status.clone());
                 }
                 std::future::ready(item.is_ok())
             })

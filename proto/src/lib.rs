@@ -11,8 +11,12 @@
 //! - [`catalog`]: what a valid resource, resource template and prompt
 //!   declaration is.
 //! - [`mcp`] (feature `mcp`): how a tool's result becomes MCP content.
+//! - [`escape`]: how a value from outside a process is written in a log
+//!   line or a message, the same way in the proxy, the apps and the stdio
+//!   binary.
 
 pub mod catalog;
+pub mod escape;
 pub mod tools;
 
 #[cfg(feature = "mcp")]

@@ -87,7 +87,7 @@ pub enum ToolError {
     EmptyName { index: usize },
     #[error(
         "tools[{index}].name {} is not a valid MCP tool name: use 1 to {MAX_TOOL_NAME_LEN} characters from A-Z a-z 0-9 _ - .",
-        quoted(.name)
+        crate::escape::quoted(.name)
     )]
     InvalidName { index: usize, name: String },
     #[error(
@@ -104,30 +104,9 @@ pub enum ToolError {
     SchemaNotObject { index: usize, found: &'static str },
     #[error(
         "tools[{index}].input_schema must describe an object: its \"type\" is {}, expected \"object\"",
-        cut(.found)
+        crate::escape::truncated(.found)
     )]
     SchemaTypeNotObject { index: usize, found: String },
-}
-
-/// Longest part of a submitted value an error message quotes, in characters.
-const QUOTE_LIMIT: usize = 128;
-
-/// `value` cut after [`QUOTE_LIMIT`] characters (an ellipsis marks the cut),
-/// so that no submitted value can blow up the message that quotes it.
-fn cut(value: &str) -> std::borrow::Cow<'_, str> {
-    match value.char_indices().nth(QUOTE_LIMIT) {
-        Some((end, _)) => format!("{}…", &value[..end]).into(),
-        None => value.into(),
-    }
-}
-
-/// `value` quoted as `{:?}` shows it (control characters escaped), cut as
-/// [`cut`] does.
-fn quoted(value: &str) -> String {
-    match value.char_indices().nth(QUOTE_LIMIT) {
-        Some((end, _)) => format!("{:?}…", &value[..end]),
-        None => format!("{value:?}"),
-    }
 }
 
 /// Whether `name` is a valid MCP tool name.

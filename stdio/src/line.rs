@@ -13,6 +13,7 @@
 //! This is the parser `stdio/fuzz` and the property tests drive: it must
 //! return, never panic, on any bytes.
 
+use openclaw_proxy_proto::escape::{Outside, TEXT_LIMIT};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -277,7 +278,14 @@ pub fn already_in_flight(id: Option<&RawValue>, id_text: &str) -> String {
     )
 }
 
-/// The error line answering a bad line.
+/// The error line answering a bad line, logged (at DEBUG: a client's
+/// mistake, not news) with its text as one quoted field, since the text may
+/// quote the line.
 pub fn error_reply(error: &LineError) -> String {
-    error_line(error.id(), error.code(), &error.to_string())
+    let text = error.to_string();
+    tracing::debug!(
+        error = Outside::within(&text, TEXT_LIMIT).field(),
+        "bad line on stdin"
+    );
+    error_line(error.id(), error.code(), &text)
 }

@@ -9,6 +9,7 @@
 pub mod app;
 pub mod bench;
 pub mod conformance;
+pub mod forgery;
 pub mod grpc_app;
 pub mod mcp_client;
 pub mod oauth;

@@ -266,11 +266,7 @@ impl TestServer {
 
     /// A gRPC channel to the server.
     pub async fn channel(&self) -> Channel {
-        Channel::from_shared(self.http_url())
-            .expect("valid uri")
-            .connect()
-            .await
-            .expect("connect to test server")
+        channel_to(self.http_url()).await
     }
 
     /// Starts a call through the core's invocation API and returns at once;
@@ -322,6 +318,15 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// A gRPC channel to the server at `url` (`http://127.0.0.1:PORT`).
+pub(crate) async fn channel_to(url: String) -> Channel {
+    Channel::from_shared(url)
+        .expect("valid uri")
+        .connect()
+        .await
+        .expect("connect to test server")
 }
 
 /// Polls `condition` every 10 ms until it holds; panics after `limit`.

@@ -139,6 +139,11 @@ impl ServerProcess {
         self.seen
     }
 
+    /// A gRPC channel to the server.
+    pub async fn channel(&self) -> tonic::transport::Channel {
+        crate::server::channel_to(self.url()).await
+    }
+
     /// A client of this server that sends no token.
     pub fn rest(&self) -> Rest {
         Rest::new(self.url())

@@ -5,7 +5,7 @@
 //! anything it sent that could not be used.
 
 use super::{Bridge, SessionChange, Unmatched, notice};
-use crate::escape::{short_id, short_request};
+use crate::escape::{Outside, short_request};
 use crate::metrics::DropReason;
 use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
 use crate::progress::{LogLevel, Logged};
@@ -47,7 +47,11 @@ impl Bridge {
                 let request_id = report.request_id.clone();
                 if !self.progress(report) && !self.was_cancelled(&request_id) {
                     self.metrics.dropped(DropReason::UnknownRequest);
-                    tracing::debug!(session_id = %self.session_id, %request_id, "progress for no waiting call ignored");
+                    tracing::debug!(
+                        session = Outside::session(&self.session_id).field(),
+                        request = Outside::new(&request_id).field(),
+                        "progress for no waiting call ignored"
+                    );
                     self.notify(notice(
                         format!(
                             "no call is waiting for request id {}: progress ignored",
@@ -90,7 +94,7 @@ impl Bridge {
             Err(Unmatched::NoCall) if self.was_cancelled(&request_id) => {
                 self.metrics.dropped(DropReason::Late);
                 tracing::debug!(
-                    session = short_id(&self.session_id),
+                    session = Outside::session(&self.session_id).field(),
                     request = short_request(&request_id),
                     "result of a cancelled call dropped"
                 );
@@ -100,7 +104,7 @@ impl Bridge {
                 self.metrics.dropped(DropReason::UnknownRequest);
                 if let Some(suppressed) = self.warnings.allow() {
                     tracing::warn!(
-                        session = short_id(&self.session_id),
+                        session = Outside::session(&self.session_id).field(),
                         request = short_request(&request_id),
                         suppressed,
                         "result for no waiting call ignored"
@@ -165,14 +169,19 @@ impl Bridge {
         });
         if let Some(suppressed) = self.warnings.allow() {
             tracing::warn!(
-                session = short_id(&self.session_id),
+                session = Outside::session(&self.session_id).field(),
                 request = short_request(&request_id),
                 failed_call = failed,
                 suppressed,
                 "malformed {what} from the app"
             );
         }
-        tracing::debug!(session_id = %self.session_id, %request_id, %problem, "malformed {what} from the app");
+        tracing::debug!(
+            session = Outside::session(&self.session_id).field(),
+            request = Outside::new(&request_id).field(),
+            problem = Outside::within(problem, crate::escape::TEXT_LIMIT).field(),
+            "malformed {what} from the app"
+        );
         let message = if failed {
             format!(
                 "your {what} for request id {} was malformed and the call failed: {problem}",

@@ -26,7 +26,7 @@ mod inbound;
 pub use asks::{ClientAnswer, ClientWait, Unanswerable};
 
 use crate::audit::Origin;
-use crate::escape::short_id;
+use crate::escape::Outside;
 use crate::metrics::{DropReason, Metrics};
 use crate::outcome::{BridgeEnd, InvokeError, McpReply, Reply, ToolOutcome};
 use crate::proto::{self, ProxyMessage, proxy_message};
@@ -529,7 +529,7 @@ where
             }
             _ = ticker.tick() => {
                 if last_heard.elapsed() >= silence_limit {
-                    tracing::warn!(session = short_id(&bridge.session_id), "bridge silent too long; dropping it");
+                    tracing::warn!(session = Outside::session(&bridge.session_id).field(), "bridge silent too long; dropping it");
                     bridge.end(BridgeEnd::Unresponsive);
                     return bridge.end_reason().unwrap_or(BridgeEnd::Unresponsive);
                 }
@@ -539,7 +539,7 @@ where
             _ = watch_ticker.tick(), if !liveness.write_timeout.is_zero() => {
                 if watch.stalled(bridge) {
                     tracing::warn!(
-                        session = short_id(&bridge.session_id),
+                        session = Outside::session(&bridge.session_id).field(),
                         "the app stopped reading its bridge; dropping it"
                     );
                     bridge.end(BridgeEnd::Stalled);

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use super::Node;
 use super::wire::{StoredCatalog, StoredSession};
 use crate::directory::{DirectoryError, Offer, SessionDirectory, SessionRecord};
-use crate::escape::short_id as short;
+use crate::escape::Outside;
 use crate::hub::WeakHub;
 use crate::outcome::BridgeEnd;
 use crate::tools::ToolSetCache;
@@ -175,7 +175,12 @@ impl NatsDirectory {
                 let stored: StoredSession = match serde_json::from_slice(&entry.value) {
                     Ok(stored) => stored,
                     Err(error) => {
-                        tracing::warn!(session = short(&id), %error, "unreadable session entry ignored");
+                        tracing::warn!(
+                            session = Outside::session(&id).field(),
+                            error = Outside::within(&error.to_string(), crate::escape::TEXT_LIMIT)
+                                .field(),
+                            "unreadable session entry ignored"
+                        );
                         return;
                     }
                 };
@@ -229,7 +234,7 @@ impl NatsDirectory {
         let parts = match stored.into_parts() {
             Ok(parts) => parts,
             Err(problem) => {
-                tracing::warn!(session = short(id), %problem, "unreadable session entry ignored");
+                tracing::warn!(session = Outside::session(id).field(), %problem, "unreadable session entry ignored");
                 return None;
             }
         };

@@ -8,6 +8,7 @@ use futures_util::Stream;
 use super::{Hub, HubError};
 use crate::audit::{self, Origin};
 use crate::bridge::{self, Bridge, BridgeStream, Inbound, SessionChange, proxy};
+use crate::escape::Outside;
 use crate::metrics::{Metrics, Transport};
 use crate::outcome::BridgeEnd;
 use crate::proto::{self, proxy_message};
@@ -77,7 +78,7 @@ impl Hub {
         } else {
             "bridge_attached"
         };
-        audit::event(event, &id, origin);
+        audit::event(event, Outside::session(&id), origin);
         self.spawn_driver(id.clone(), bridge.clone(), inbound, changes);
         unattached.armed = false;
         drop(unattached);
@@ -146,7 +147,11 @@ impl Hub {
         };
         if current {
             self.inner.remote.bridge_detached(session_id);
-            audit::bridge_ended(session_id, bridge.origin(), end.reason_for_app());
+            audit::bridge_ended(
+                Outside::session(session_id),
+                bridge.origin(),
+                end.reason_for_app(),
+            );
         }
         self.inner.directory.touch(session_id);
         self.inner.forget_if_unused(session_id);
@@ -186,7 +191,11 @@ impl Hub {
                 });
             }
             SessionChange::ResourceUpdated(uri) => {
-                tracing::debug!(session = crate::escape::short_id(session), uri = %crate::escape::truncated(&uri), "resource updated");
+                tracing::debug!(
+                    session = Outside::session(session).field(),
+                    uri = Outside::new(&uri).field(),
+                    "resource updated"
+                );
                 self.publish(session, super::SessionEvent::ResourceUpdated(uri.into()));
             }
         }

@@ -18,7 +18,7 @@ use crate::call::CallContext;
 use crate::caller::OAuthIdentity;
 use crate::delivery::{Asked, FromReply, RemoteCall};
 use crate::directory::SessionRecord;
-use crate::escape::short_id as short;
+use crate::escape::{Outside, short_request};
 use crate::metrics::{Answered, CallOutcome, Metrics, Transport};
 use crate::outcome::{BridgeEnd, InvokeError, ToolOutcome};
 use crate::proto::{self, proxy_message};
@@ -63,8 +63,8 @@ impl Hub {
         let span = trace::span(|| {
             tracing::info_span!(
                 "invoke_tool",
-                session = %audit::short_session(session_id),
-                tool = %crate::escape::truncated(tool_name),
+                session = Outside::session(session_id).field(),
+                tool = Outside::new(tool_name).field(),
                 outcome = tracing::field::Empty,
             )
         });
@@ -324,9 +324,9 @@ impl Hub {
             call.cancel_reason =
                 Some(format!("the call timed out after {} seconds", limit.as_secs_f64()).into());
             tracing::warn!(
-                session = short(&record.id),
-                request = crate::escape::short_request(request_id),
-                tool = what,
+                session = Outside::session(&record.id).field(),
+                request = short_request(request_id),
+                tool = Outside::new(what).field(),
                 "tool call timed out"
             );
         } else {
@@ -417,8 +417,8 @@ fn round_trip_span(session_id: &str, tool: &str, transport: Transport) -> tracin
         tracing::info_span!(
             "bridge_round_trip",
             otel.kind = "client",
-            session = short(session_id),
-            tool = tool,
+            session = Outside::session(session_id).field(),
+            tool = Outside::new(tool).field(),
             transport = transport.as_str(),
             outcome = tracing::field::Empty,
         )
@@ -474,33 +474,23 @@ impl<'a> CallCounted<'a> {
     }
 
     fn record(&self, outcome: CallOutcome) {
-        let duration = self.started.elapsed();
+        let ended = audit::Ended {
+            outcome,
+            duration: self.started.elapsed(),
+            client: self.client,
+            transport: self.transport,
+            caller: self.caller.as_deref(),
+        };
+        let (session, target) = (Outside::session(self.session_id), Outside::new(self.target));
         match self.method {
             None => {
-                self.metrics.tool_call(outcome, duration);
-                audit::tool_call(
-                    self.session_id,
-                    self.target,
-                    outcome,
-                    duration,
-                    self.client,
-                    self.transport,
-                    self.caller.as_deref(),
-                );
+                self.metrics.tool_call(outcome, ended.duration);
+                audit::tool_call(session, target, ended);
             }
             Some(method) => {
                 self.metrics
                     .app_request(crate::metrics::McpMethod::of(method), outcome);
-                audit::app_request(
-                    self.session_id,
-                    method,
-                    self.target,
-                    outcome,
-                    duration,
-                    self.client,
-                    self.transport,
-                    self.caller.as_deref(),
-                );
+                audit::app_request(session, Outside::new(method), target, ended);
             }
         }
     }

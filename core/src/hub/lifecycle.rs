@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Hub;
 use crate::audit::{self, Origin};
+use crate::escape::Outside;
 use crate::outcome::BridgeEnd;
 
 impl Hub {
@@ -27,7 +28,7 @@ impl Hub {
                     // A bridge that attached since the check above must not
                     // outlive its session.
                     self.end_local_bridge(&id, BridgeEnd::SessionDeleted);
-                    audit::event("session_expired", &id, Origin::default());
+                    audit::event("session_expired", Outside::session(&id), Origin::default());
                 }
                 Ok(false) => {}
                 Err(error) => tracing::warn!(%error, "the idle sweep cannot remove sessions"),

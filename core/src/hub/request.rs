@@ -12,6 +12,7 @@ use super::invoke::CallCounted;
 use crate::call::CallContext;
 use crate::delivery::{Asked, RemoteCall};
 use crate::directory::SessionRecord;
+use crate::escape::Outside;
 use crate::metrics::CallOutcome;
 use crate::outcome::{InvokeError, McpReply};
 use crate::proto::{self, proxy_message};
@@ -46,8 +47,8 @@ impl Hub {
         let span = trace::span(|| {
             tracing::info_span!(
                 "app_request",
-                session = %crate::audit::short_session(session_id),
-                method = %crate::escape::truncated(request.method),
+                session = Outside::session(session_id).field(),
+                method = Outside::new(request.method).field(),
                 outcome = tracing::field::Empty,
             )
         });

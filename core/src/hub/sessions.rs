@@ -9,7 +9,7 @@ use crate::auth::{Credential, SessionCredentials, SessionTokens};
 use crate::caller::Owner;
 use crate::catalog::{self, Catalog};
 use crate::directory::{Offer, SessionRecord};
-use crate::escape::short_id as short;
+use crate::escape::Outside;
 use crate::limits::LimitError;
 use crate::outcome::BridgeEnd;
 use crate::progress::LogLevel;
@@ -76,7 +76,7 @@ impl Hub {
         )
         .with_catalog(catalog);
         self.inner.directory.create(Arc::new(record)).await?;
-        audit::event("session_created", &id, origin);
+        audit::event("session_created", Outside::session(&id), origin);
         Ok(proto::CreateSessionResponse {
             session_id: id.to_string(),
             session_token: tokens.session_token,
@@ -130,7 +130,7 @@ impl Hub {
         if !existed {
             return Ok(Deletion::AlreadyGone);
         }
-        audit::event("session_deleted", session_id, origin);
+        audit::event("session_deleted", Outside::session(session_id), origin);
         Ok(Deletion::Deleted)
     }
 
@@ -253,7 +253,7 @@ impl Hub {
             (&after.tools, &after.catalog),
         );
         tracing::info!(
-            session = short(session_id),
+            session = Outside::session(session_id).field(),
             tools = answer.tools,
             resources = answer.resources,
             resource_templates = answer.resource_templates,

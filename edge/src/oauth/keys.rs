@@ -169,7 +169,12 @@ impl KeySet {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = fresh;
             }
             Err(error) => {
-                tracing::warn!(%error, "OAuth signing keys could not be fetched; the keys known stay in use");
+                // The error may quote what the issuer sent: an outside value.
+                let error = error.to_string();
+                tracing::warn!(
+                    error = openclaw_proxy_core::escape::Outside::new(&error).field(),
+                    "OAuth signing keys could not be fetched; the keys known stay in use"
+                );
             }
         }
     }

@@ -12,6 +12,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
+use openclaw_proxy_proto::escape::Outside;
 use openclaw_proxy_proto::v1::{
     AppMessage, CallerIdentity, CallerInfo, InvokeTool, Log, ToolProgress, ToolResult, app_message,
 };
@@ -429,7 +430,11 @@ pub(crate) async fn run(
                     Ok(Err(error)) => Err(error.message().to_owned()),
                     Err(panic) => {
                         let detail = panic_message(panic.as_ref());
-                        tracing::error!(tool = %invoke.tool_name, %detail, "tool handler panicked");
+                        tracing::error!(
+                            tool = Outside::new(&invoke.tool_name).field(),
+                            %detail,
+                            "tool handler panicked"
+                        );
                         Err(format!(
                             "The tool `{}` failed unexpectedly inside the app (its handler panicked: {detail}).",
                             invoke.tool_name

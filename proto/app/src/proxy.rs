@@ -10,6 +10,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use openclaw_proxy_proto::escape::Outside;
 use openclaw_proxy_proto::v1::{
     AppMessage, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest, Hello,
     ProxyMessage, app_message, bridge_service_client::BridgeServiceClient, proxy_message,
@@ -97,10 +98,9 @@ impl Session {
     }
 
     /// The id's first characters, for logs: enough to tell sessions apart,
-    /// not enough to address one.
-    pub(crate) fn short_id(&self) -> &str {
-        let id = self.id();
-        id.char_indices().nth(8).map_or(id, |(end, _)| &id[..end])
+    /// not enough to address one (`session = session.short_id().field()`).
+    pub(crate) fn short_id(&self) -> Outside<'_> {
+        Outside::session(self.id())
     }
 }
 

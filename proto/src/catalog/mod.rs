@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::escape::quoted;
 use crate::tools::{MAX_TOOL_NAME_LEN, is_valid_tool_name};
 
 mod render;
@@ -181,14 +182,6 @@ pub enum CatalogError {
         field: &'static str,
         problem: String,
     },
-}
-
-/// `value` quoted as `{:?}` shows it, cut after 128 characters.
-fn quoted(value: &str) -> String {
-    match value.char_indices().nth(128) {
-        Some((end, _)) => format!("{:?}…", &value[..end]),
-        None => format!("{value:?}"),
-    }
 }
 
 /// Whether `value` looks like a URI (or URI template): a scheme, then no

@@ -14,6 +14,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use openclaw_proxy_proto::escape::{Outside, TEXT_LIMIT};
 use rmcp::RoleServer;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -98,10 +99,7 @@ async fn read<R: AsyncRead + Unpin>(
         let passed = match line.and_then(line::parse) {
             Ok(Some(message)) => admit(&message, &in_flight),
             Ok(None) => continue,
-            Err(error) => {
-                tracing::debug!(%error, "bad line on stdin");
-                Err(Some(line::error_reply(&error)))
-            }
+            Err(error) => Err(Some(line::error_reply(&error))),
         };
         let delivered = match passed {
             Ok(parsed) => to_rmcp.send(parsed).await.is_ok(),
@@ -146,7 +144,11 @@ fn admit(
         }
         Err(error) => {
             // Notifications and responses get no answer.
-            tracing::debug!(%error, "ignoring a message rmcp cannot read");
+            let problem = error.to_string();
+            tracing::debug!(
+                error = Outside::within(&problem, TEXT_LIMIT).field(),
+                "ignoring a message rmcp cannot read"
+            );
             return Err(None);
         }
     };

@@ -36,6 +36,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
+use openclaw_proxy_proto::escape::{Outside, TEXT_LIMIT};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, InitializeResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -199,7 +200,10 @@ impl ServerHandler for GatewayTools {
         let session_key = given.or_else(|| self.default_session_key.clone());
         let mut invoked = self.client.invoke(&tool.name, args, session_key).await;
         if invoked.not_found && self.drop_tool(&tool.name) {
-            tracing::warn!(tool = %tool.name, "the Gateway does not serve this tool over HTTP (404): removed from the list");
+            tracing::warn!(
+                tool = Outside::new(&tool.name).field(),
+                "the Gateway does not serve this tool over HTTP (404): removed from the list"
+            );
             invoked.result.content.push(ContentBlock::text(format!(
                 "{:?} has been removed from this server's tool list.",
                 tool.name
@@ -268,7 +272,13 @@ fn servable(found: Discovery) -> Vec<GatewayTool> {
         Inventory::Effective(key) => format!("tools.effective for session {key:?}"),
         Inventory::Catalog => "tools.catalog".to_owned(),
     };
-    tracing::info!(from, served = tools.len(), refused = %refused.join(", "), "discovered the Gateway's tools");
+    let refused = refused.join(", ");
+    tracing::info!(
+        from,
+        served = tools.len(),
+        refused = Outside::within(&refused, TEXT_LIMIT).field(),
+        "discovered the Gateway's tools"
+    );
     tools
 }
 

@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use openclaw_proxy_proto::escape::{Outside, TEXT_LIMIT};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -193,7 +194,6 @@ async fn serve<R: AsyncRead + Unpin>(
             Ok(Some(message)) => handle(&state, &out, &mut tasks, &message).await,
             Ok(None) => {}
             Err(error) => {
-                tracing::debug!(%error, "bad line on stdin");
                 out.send(line::error_reply(&error)).await;
             }
         }
@@ -232,7 +232,10 @@ async fn handle(state: &Arc<State>, out: &Output, tasks: &mut JoinSet<()>, messa
                 let out = out.clone();
                 tasks.spawn(async move {
                     if let Err(error) = forward(&state, &session, &outgoing, &out).await {
-                        tracing::warn!(%error, "notification not delivered");
+                        tracing::warn!(
+                            error = Outside::within(&error.to_string(), TEXT_LIMIT).field(),
+                            "notification not delivered"
+                        );
                     }
                 });
             }
@@ -255,7 +258,10 @@ fn cancel(state: &State, message: &Message<'_>) {
         .unwrap_or_else(PoisonError::into_inner)
         .remove(target.get());
     if let Some((_, handle)) = handle {
-        tracing::debug!(request = %target, "cancelled by the client");
+        tracing::debug!(
+            request = Outside::new(target.get()).field(),
+            "cancelled by the client"
+        );
         handle.abort();
     }
 }
@@ -311,7 +317,10 @@ async fn request(
         let result = forward(&state_for_task, &session, &outgoing, &out_for_task).await;
         state_for_task.settle(&id, token);
         if let Err(error) = result {
-            tracing::warn!(%error, "request failed");
+            tracing::warn!(
+                error = Outside::within(&error.to_string(), TEXT_LIMIT).field(),
+                "request failed"
+            );
             let id = RawValue::from_string(id).ok();
             out_for_task
                 .send(line::error_line(

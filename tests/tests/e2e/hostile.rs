@@ -8,6 +8,7 @@
 //! raw hyper HTTP/2 client for gRPC bodies no tonic client would send.
 
 use openclaw_proxy_core::proto::{self, app_message};
+use openclaw_proxy_tests::forgery::{FORGED_FIELDS, FORGED_LINE};
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -154,6 +155,8 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
         rest("POST", sessions, session(json!([{"name": "has space"}])), 400, "invalid_tool", "not a valid MCP tool name"),
         rest("POST", sessions, session(json!([{"name": "bell\u{7}\r\nline"}])), 400, "invalid_tool", "not a valid MCP tool name"),
         rest("POST", sessions, session(json!([{"name": huge_name}])), 400, "invalid_tool", "not a valid MCP tool name"),
+        rest("POST", sessions, session(json!([{"name": FORGED_FIELDS}])), 400, "invalid_tool", "not a valid MCP tool name"),
+        rest("POST", sessions, session(json!([{"name": FORGED_LINE}])), 400, "invalid_tool", "not a valid MCP tool name"),
         rest("POST", sessions, session(json!([{"name": "t"}, {"name": "t"}])), 400, "invalid_tool", "tools[0] already"),
         rest("POST", sessions, session(json!([{"name": "t", "input_schema": "object"}])), 400, "invalid_tool", "must be a JSON object"),
         rest("POST", sessions, session(json!([{"name": "t", "input_schema": {"type": "string"}}])), 400, "invalid_tool", "\"string\""),
@@ -285,6 +288,9 @@ async fn the_websocket_bridge_answers_every_bad_frame_and_stays_up() {
         (frame(json!({"type": "invoke_result", "request_id": format!("{id}:99"), "ok": true})), "no call is waiting"),
         (frame(json!({"type": "invoke_result", "request_id": long_id, "ok": true})), "no call is waiting"),
         (frame(json!({"type": "invoke_result", "request_id": "a\r\nforged log line", "ok": true})), "no call is waiting"),
+        (frame(json!({"type": "invoke_result", "request_id": FORGED_FIELDS, "ok": true})), "no call is waiting"),
+        (frame(json!({"type": "progress", "request_id": FORGED_LINE, "progress": 1})), "no call is waiting"),
+        (frame(json!({"type": FORGED_FIELDS})), "unknown frame type"),
         (frame(json!({"type": "progress", "request_id": format!("{id}:98"), "progress": 1})), "no call is waiting"),
         // Wrongly typed fields of a frame that names a call.
         (frame(json!({"type": "invoke_result", "request_id": format!("{id}:97"), "ok": "yes"})), "\"ok\" must be a boolean"),
@@ -430,6 +436,8 @@ async fn mcp_refuses_every_bad_request_in_json_rpc_terms_and_goes_on_serving() {
         mcp(request("tools/call", json!({"name": "no_such_tool"})), 200, -32602, "unknown tool"),
         mcp(request("tools/call", json!({"name": "bell\u{7}\r\n".repeat(20)})), 200, -32602, "unknown tool"),
         mcp(request("tools/call", json!({"name": "n".repeat(100_000)})), 200, -32602, "unknown tool"),
+        mcp(request("tools/call", json!({"name": FORGED_FIELDS})), 200, -32602, "unknown tool"),
+        mcp(request("tools/call", json!({"name": FORGED_LINE})), 200, -32602, "unknown tool"),
         // Notifications with bad params: refused when they do not fit the
         // notification, accepted (and ignored) when they name no call.
         mcp(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#, 400, -32600, "not a JSON-RPC request"),
@@ -644,6 +652,7 @@ async fn grpc_refuses_every_bad_message_with_its_own_status_and_goes_on_serving(
             "does not exist",
         ),
         (vec![hello(&long_id)], Code::NotFound, "does not exist"),
+        (vec![hello(FORGED_FIELDS)], Code::NotFound, "does not exist"),
     ];
     for (messages, code, word) in attach_cases {
         let what = format!("Attach {:.100}", format!("{messages:?}"));
@@ -680,6 +689,7 @@ async fn grpc_refuses_every_bad_message_with_its_own_status_and_goes_on_serving(
     let tool_cases: Vec<(proto::ToolDefinition, &str)> = vec![
         (tool("has space", ""), "not a valid MCP tool name"),
         (tool(&huge_name, ""), "not a valid MCP tool name"),
+        (tool(FORGED_FIELDS, ""), "not a valid MCP tool name"),
         (tool("bell\u{7}", ""), "not a valid MCP tool name"),
         (tool("t", "[1]"), "must be a JSON object"),
         (tool("t", "{"), "not valid JSON"),
@@ -729,6 +739,8 @@ async fn grpc_refuses_every_bad_message_with_its_own_status_and_goes_on_serving(
         (result(&format!("{}:99", live.id)), "no call is waiting"),
         (result(&long_id), "no call is waiting"),
         (result("a\r\nforged"), "no call is waiting"),
+        (result(FORGED_FIELDS), "no call is waiting"),
+        (result(FORGED_LINE), "no call is waiting"),
         (
             app_message::Kind::Progress(proto::ToolProgress {
                 request_id: long_id.clone(),

@@ -3,6 +3,7 @@
 //! `tests/cluster`.)
 
 mod app_sdk;
+mod audit_log;
 mod bench;
 mod caller;
 mod catalog;

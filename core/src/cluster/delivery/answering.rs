@@ -18,7 +18,7 @@ use crate::cluster::wire::{
     self, Answer, Failure, Forwarded, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_LOG,
     KIND_PROGRESS, LogRecord, Progress,
 };
-use crate::escape::short_id as short;
+use crate::escape::Outside;
 use crate::hub::{AppRequest, WeakHub};
 use crate::outcome::{InvokeError, Reply};
 use crate::progress::{CallEvent, LogLevel, ProgressSink};
@@ -203,7 +203,7 @@ impl Replies<'_> {
                 bytes: body.len(),
                 limit,
             };
-            tracing::warn!(session = short(session_id), %error, "an answer for another node was too large for NATS");
+            tracing::warn!(session = Outside::session(session_id).field(), %error, "an answer for another node was too large for NATS");
             self.failure(&error).await;
             return;
         }
@@ -295,14 +295,14 @@ fn forwarded_span(session_id: &str, forwarded: &Forwarded) -> tracing::Span {
         Forwarded::Tool(tool) => tracing::info_span!(
             "forwarded_call",
             otel.kind = "server",
-            session = short(session_id),
-            tool = %crate::escape::truncated(tool),
+            session = Outside::session(session_id).field(),
+            tool = Outside::new(tool).field(),
         ),
         Forwarded::Request { method, .. } => tracing::info_span!(
             "forwarded_call",
             otel.kind = "server",
-            session = short(session_id),
-            method = %crate::escape::truncated(method),
+            session = Outside::session(session_id).field(),
+            method = Outside::new(method).field(),
         ),
     })
 }

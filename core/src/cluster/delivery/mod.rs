@@ -47,7 +47,7 @@ use super::directory::NatsDirectory;
 use super::outbox::{Incoming, Outbox};
 use crate::delivery::{RemoteCall, RemoteDelivery};
 use crate::directory::SessionRecord;
-use crate::escape::short_id as short;
+use crate::escape::Outside;
 use crate::hub::WeakHub;
 use crate::outcome::{InvokeError, Reply};
 
@@ -144,7 +144,7 @@ impl NatsDelivery {
         let calls = match subscribed {
             Ok((calls, requests)) => futures_util::stream::select(calls, requests),
             Err(error) => {
-                tracing::warn!(session = short(id), %error, "calls from other nodes cannot reach this bridge");
+                tracing::warn!(session = Outside::session(id).field(), %error, "calls from other nodes cannot reach this bridge");
                 return;
             }
         };
@@ -176,7 +176,7 @@ impl RemoteDelivery for NatsDelivery {
                 // Request ids go on past every id handed out before this claim.
                 Ok(revision) => session.continue_request_ids_after(revision << 32),
                 Err(error) => {
-                    tracing::warn!(session = short(&session.id), %error, "cannot record this node as the bridge holder");
+                    tracing::warn!(session = Outside::session(&session.id).field(), %error, "cannot record this node as the bridge holder");
                 }
             }
         })

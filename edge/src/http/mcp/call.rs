@@ -26,11 +26,10 @@ use std::sync::{Mutex, PoisonError};
 
 use axum::http::HeaderMap;
 use futures_util::future::Either;
+use openclaw_proxy_core::escape::Outside;
 use openclaw_proxy_core::progress::{CallEvent, LogLevel, ProgressReceiver, ProgressSink};
 use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
-use openclaw_proxy_core::{
-    CallContext, Caller, Hub, InvokeError, Origin, ToolOutcome, Transport, escape,
-};
+use openclaw_proxy_core::{CallContext, Caller, Hub, InvokeError, Origin, ToolOutcome, Transport};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ProgressNotification,
@@ -178,11 +177,11 @@ pub async fn call_tool(
     let outcome = tokio::select! {
         outcome = invoke => outcome,
         () = cancelled => {
-            tracing::debug!(tool = %escape::truncated(&name), "call abandoned: the client went away");
+            tracing::debug!(tool = Outside::new(&name).field(), "call abandoned: the client went away");
             return Err(McpError::internal_error("the request was cancelled", None));
         }
         () = registered.token.cancelled() => {
-            tracing::debug!(tool = %escape::truncated(&name), "call cancelled by the client");
+            tracing::debug!(tool = Outside::new(&name).field(), "call cancelled by the client");
             return Err(McpError::internal_error("the request was cancelled by the client", None));
         }
     };
@@ -415,8 +414,8 @@ pub fn progress_notification(token: &ProgressToken, report: ToolProgress) -> Ser
 pub fn log_thinned(session_id: &str, tool: &str, thinned: u64) {
     if thinned > 0 {
         tracing::info!(
-            session = %openclaw_proxy_core::escape::short_id(session_id),
-            tool = %escape::truncated(tool),
+            session = Outside::session(session_id).field(),
+            tool = Outside::new(tool).field(),
             thinned,
             "progress thinned: the client read slower than the app reported; the latest report and the result were delivered"
         );

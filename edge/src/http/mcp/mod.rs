@@ -22,6 +22,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use openclaw_proxy_core::escape::Outside;
 use openclaw_proxy_core::metrics::{McpMethod, Surface};
 use openclaw_proxy_core::{Caller, ClientAddr, Credential, HubError, trace};
 use serde::Deserialize;
@@ -272,8 +273,8 @@ fn request_span(method: &str, session_id: &str, tool: &str) -> tracing::Span {
             "mcp_request",
             otel.kind = "server",
             mcp.method.name = method,
-            session = %openclaw_proxy_core::audit::short_session(session_id),
-            tool = %openclaw_proxy_core::escape::truncated(tool),
+            session = Outside::session(session_id).field(),
+            tool = Outside::new(tool).field(),
         )
     })
 }

@@ -32,6 +32,7 @@ use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
+use openclaw_proxy_core::escape::{Outside, TEXT_LIMIT};
 use openclaw_proxy_core::metrics::{DropReason, Metrics, Surface};
 use openclaw_proxy_core::proto;
 use openclaw_proxy_core::{
@@ -280,7 +281,10 @@ fn app_messages(
                                 "malformed bridge frame; the app got an error frame"
                             );
                         }
-                        tracing::debug!(%problem, "malformed bridge frame");
+                        tracing::debug!(
+                            problem = Outside::within(&problem, TEXT_LIMIT).field(),
+                            "malformed bridge frame"
+                        );
                         reply(&to_app, error_frame(&problem, ""));
                         None
                     }

@@ -3,6 +3,7 @@
 //! an update's answer handed over), until the bridge ends; and the ways a
 //! bridge can end, which decide what the serve loop does next.
 
+use openclaw_proxy_proto::escape::{Outside, TEXT_LIMIT};
 use openclaw_proxy_proto::v1::{Pong, app_message, proxy_message};
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
@@ -45,7 +46,7 @@ pub(super) async fn serve_attached(
     resync: bool,
     stop: &CancellationToken,
 ) -> End {
-    tracing::info!(session = %session.short_id(), "bridge attached");
+    tracing::info!(session = session.short_id().field(), "bridge attached");
     if resync {
         let update = shared.declarations().update_message(Lists::ALL);
         send_now(&attached, app_message::Kind::UpdateTools(update));
@@ -107,7 +108,7 @@ async fn serve_bridge(
                 if !refusal {
                     // The request id is left out: it holds the full session id.
                     tracing::warn!(
-                        message = %notice.message,
+                        message = Outside::within(&notice.message, TEXT_LIMIT).field(),
                         "the proxy could not use a message from the app"
                     );
                 }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use openclaw_proxy_proto::escape::{Outside, TEXT_LIMIT};
 use tokio_util::sync::CancellationToken;
 
 use super::shared::Shared;
@@ -21,7 +22,10 @@ pub(super) async fn replace_session(
     delays: &mut impl Iterator<Item = Duration>,
     stop: &CancellationToken,
 ) -> Result<Option<Session>, AppError> {
-    tracing::warn!(session = %gone.short_id(), "the proxy no longer knows the session; creating a new one");
+    tracing::warn!(
+        session = gone.short_id().field(),
+        "the proxy no longer knows the session; creating a new one"
+    );
     if fresh && !pause(delays, stop).await {
         return Ok(None);
     }
@@ -46,7 +50,11 @@ async fn recreate(
                 return Err(AppError::rpc("re-creating the session", status));
             }
             Err(status) => {
-                tracing::warn!(code = ?status.code(), message = %status.message(), "could not re-create the session; retrying");
+                tracing::warn!(
+                    code = ?status.code(),
+                    message = Outside::within(status.message(), TEXT_LIMIT).field(),
+                    "could not re-create the session; retrying"
+                );
                 if !pause(delays, stop).await {
                     return Ok(None);
                 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use backon::BackoffBuilder;
+use openclaw_proxy_proto::escape::{Outside, TEXT_LIMIT};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -63,14 +64,14 @@ pub(super) async fn serve_loop(
         match end {
             End::Stopped => return Ok(()),
             End::Fatal(error) => {
-                tracing::error!(session = %session.short_id(), %error, "the app stopped serving");
+                tracing::error!(session = session.short_id().field(), %error, "the app stopped serving");
                 return Err(error);
             }
             End::Lost(status) => {
                 tracing::warn!(
-                    session = %session.short_id(),
+                    session = session.short_id().field(),
                     code = ?status.code(),
-                    message = %status.message(),
+                    message = Outside::within(status.message(), TEXT_LIMIT).field(),
                     "bridge lost; reconnecting"
                 );
                 if !pause(&mut delays, &stop).await {

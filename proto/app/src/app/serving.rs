@@ -150,7 +150,7 @@ impl Serving {
             .delete_session(&session)
             .await
             .map_err(|status| AppError::rpc("deleting the session", status))?;
-        tracing::info!(session = %session.short_id(), "session deleted");
+        tracing::info!(session = session.short_id().field(), "session deleted");
         Ok(())
     }
 }

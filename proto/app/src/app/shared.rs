@@ -47,7 +47,7 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn announce(&self, session: &Session) {
-        tracing::info!(session = %session.short_id(), "session ready");
+        tracing::info!(session = session.short_id().field(), "session ready");
         if let Some(callback) = &self.on_session {
             callback(&session.info);
         }

@@ -27,6 +27,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
+use openclaw_proxy_core::escape::Outside;
 use openclaw_proxy_core::metrics::McpMethod;
 use openclaw_proxy_core::{ClientAddr, HubError, SessionEvent, Tool};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
@@ -112,7 +113,7 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
         Err(refusal) => return refusal.into_response(),
     };
     tracing::debug!(
-        session = %openclaw_proxy_core::audit::short_session(&session_id),
+        session = Outside::session(&session_id).field(),
         "legacy SSE stream opened"
     );
     let url = endpoint(state.config.public_url.as_deref(), &session_id, &stream.id);

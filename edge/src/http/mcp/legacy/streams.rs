@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use openclaw_proxy_core::escape::Outside;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -121,7 +122,7 @@ impl LegacyStream {
             Ok(()) => {}
             Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
                 tracing::info!(
-                    session = %openclaw_proxy_core::audit::short_session(&self.session_id),
+                    session = Outside::session(&self.session_id).field(),
                     "legacy SSE client does not read its stream within {write_timeout:?}; the stream ends"
                 );
                 streams.close(&self.id);
