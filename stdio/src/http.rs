@@ -7,9 +7,10 @@
 //! chunks and given up past [`Limits::max_response_bytes`]). A loopback
 //! target is never reached through `HTTP_PROXY` / `HTTPS_PROXY`: a proxy set
 //! for the internet cannot reach this machine's loopback, and would see the
-//! tokens. With the `https` feature, `https://` targets use rustls with the
-//! ring provider and the platform's roots (`SSL_CERT_FILE` adds a private
-//! CA); without it an `https://` URL is refused at start with a sentence.
+//! tokens. With the `https` feature (a default one), `https://` targets use
+//! rustls with the ring provider and the platform's roots (`SSL_CERT_FILE`
+//! adds a private CA); a build without it refuses an `https://` URL at start
+//! with a sentence.
 
 use std::net::IpAddr;
 
@@ -24,7 +25,7 @@ pub enum ClientError {
     #[error("{url:?} is not a valid http:// or https:// URL: {reason}")]
     BadUrl { url: String, reason: String },
     #[error(
-        "{url:?} is an https:// URL, and this build of openclaw-proxy-stdio has no TLS: build it with `cargo build --release -p openclaw-proxy-stdio --features https`"
+        "{url:?} is an https:// URL, and this build of openclaw-proxy-stdio has no TLS: build it with the default features (`cargo build --release -p openclaw-proxy-stdio`)"
     )]
     NoTls { url: String },
     #[error("cannot set up the HTTP client: {0}")]
@@ -44,6 +45,18 @@ pub enum BodyError {
     Timeout { seconds: u64 },
     #[error("the answer could not be read: {0}")]
     Read(String),
+}
+
+/// Installs rustls's ring provider as the process default, once: reqwest
+/// is built without a provider of its own (no aws-lc), and builds no client
+/// without one. The binary calls it at start; [`client`] calls it too, for
+/// other users of the library. Nothing without the `https` feature.
+pub fn install_crypto_provider() {
+    #[cfg(feature = "https")]
+    {
+        // An error means a provider is installed already: that one serves.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
 }
 
 /// Whether `url` names this machine: `localhost`, 127.0.0.0/8 or `::1`.
@@ -74,12 +87,7 @@ pub fn client(base_url: &str, limits: &Limits) -> Result<reqwest::Client, Client
             reason: format!("the scheme is {:?}", url.scheme()),
         });
     }
-    #[cfg(feature = "https")]
-    {
-        // reqwest is built without a default provider (no aws-lc); an error
-        // means one is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
+    install_crypto_provider();
     #[cfg(not(feature = "https"))]
     if url.scheme() == "https" {
         return Err(ClientError::NoTls {

@@ -61,6 +61,7 @@ struct RelayArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    openclaw_proxy_stdio::http::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

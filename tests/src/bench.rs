@@ -302,7 +302,7 @@ pub async fn start_apps_with(
         }
         return Ok(ids);
     }
-    let http = reqwest::Client::new();
+    let http = crate::http_client();
     let mut ids = Vec::with_capacity(sessions);
     let mut channel = None;
     for index in 0..sessions {
@@ -1113,7 +1113,7 @@ pub async fn measure_abuse(
     const IN_FLIGHT: usize = 200;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let before = resident_kib(server_pid)?;
-    let http = reqwest::Client::new();
+    let http = crate::http_client();
     let mut sessions = Vec::with_capacity(bridges);
     let mut sockets = Vec::with_capacity(bridges);
     for _ in 0..bridges {
@@ -1178,7 +1178,7 @@ pub async fn measure_abuse(
     let after = resident_kib(server_pid)?;
     // The allocator hands freed memory back as its threads run again: a
     // little ordinary traffic, then a last reading.
-    let probe = reqwest::Client::new();
+    let probe = crate::http_client();
     for round in 0..2 {
         for _ in 0..2000 {
             let _ = probe

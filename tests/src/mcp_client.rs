@@ -53,7 +53,7 @@ fn transport(
     if let Some(session_id) = header {
         headers.insert("mcp-session-id", session_id.parse().expect("header value"));
     }
-    let client = reqwest::Client::builder()
+    let client = crate::http_client_builder()
         .default_headers(headers)
         .build()
         .expect("reqwest client");

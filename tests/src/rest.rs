@@ -39,7 +39,7 @@ impl Rest {
     /// sends no token.
     pub fn new(base: impl Into<String>) -> Self {
         Self {
-            http: reqwest::Client::new(),
+            http: crate::http_client(),
             base: base.into(),
             token: None,
         }

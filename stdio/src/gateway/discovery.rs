@@ -67,9 +67,13 @@ pub struct Discovery {
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
     #[error(
-        "discovery speaks plain ws:// to an http:// Gateway URL; {0} is not one (set OPENCLAW_MCP_DISCOVERY=off to silence this)"
+        "discovery speaks ws:// to an http:// Gateway URL and wss:// to an https:// one; {0} is neither (set OPENCLAW_MCP_DISCOVERY=off to silence this)"
     )]
     UnsupportedUrl(String),
+    #[error(
+        "{0} is an https:// Gateway URL, and this build of openclaw-proxy-stdio has no TLS: build it with the default features (`cargo build --release -p openclaw-proxy-stdio`)"
+    )]
+    NoTls(String),
     #[error("cannot open the Gateway's WebSocket at {url}: {reason}")]
     Connect { url: String, reason: String },
     #[error("the Gateway did not complete discovery within {0} seconds")]
@@ -101,8 +105,12 @@ pub enum DiscoveryError {
 
 /// The WebSocket URL of a Gateway base URL (`http://h:p/x` → `ws://h:p/x`).
 pub fn websocket_url(gateway_url: &str) -> Result<String, DiscoveryError> {
-    match gateway_url.strip_prefix("http://") {
-        Some(rest) => Ok(format!("ws://{rest}")),
+    if let Some(rest) = gateway_url.strip_prefix("http://") {
+        return Ok(format!("ws://{rest}"));
+    }
+    match gateway_url.strip_prefix("https://") {
+        Some(rest) if cfg!(feature = "https") => Ok(format!("wss://{rest}")),
+        Some(_) => Err(DiscoveryError::NoTls(gateway_url.to_owned())),
         None => Err(DiscoveryError::UnsupportedUrl(gateway_url.to_owned())),
     }
 }
@@ -469,8 +477,18 @@ mod tests {
             websocket_url("http://127.0.0.1:18789").expect("http"),
             "ws://127.0.0.1:18789"
         );
+        #[cfg(feature = "https")]
+        assert_eq!(
+            websocket_url("https://gw.example/base").expect("https"),
+            "wss://gw.example/base"
+        );
+        #[cfg(not(feature = "https"))]
         assert!(matches!(
             websocket_url("https://gw.example"),
+            Err(DiscoveryError::NoTls(_))
+        ));
+        assert!(matches!(
+            websocket_url("ftp://gw.example"),
             Err(DiscoveryError::UnsupportedUrl(_))
         ));
     }

@@ -734,6 +734,25 @@ struct WsScript {
 /// what the real Gateway cannot be made to do: an older method set, another
 /// protocol version, fewer scopes).
 async fn start_ws_gateway(script: WsScript) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let app = ws_gateway_app(script);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (format!("http://{addr}"), stop)
+}
+
+/// The stand-in's routes: the WebSocket protocol at `/`, and a
+/// `/tools/invoke` that answers every tool with its name.
+fn ws_gateway_app(script: WsScript) -> axum::Router {
     use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 
     async fn serve(mut socket: WebSocket, script: WsScript) {
@@ -789,26 +808,20 @@ async fn start_ws_gateway(script: WsScript) -> (String, tokio::sync::oneshot::Se
         }
     }
 
-    let app = axum::Router::new().route(
-        "/",
-        axum::routing::get(move |upgrade: WebSocketUpgrade| {
-            let script = script.clone();
-            async move { upgrade.on_upgrade(move |socket| serve(socket, script)) }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr: SocketAddr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    (format!("http://{addr}"), stop)
+    async fn invoke(Json(request): Json<Value>) -> Json<Value> {
+        let tool = request["tool"].as_str().unwrap_or_default();
+        Json(json!({"ok": true, "result": format!("ran {tool}")}))
+    }
+
+    axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(move |upgrade: WebSocketUpgrade| {
+                let script = script.clone();
+                async move { upgrade.on_upgrade(move |socket| serve(socket, script)) }
+            }),
+        )
+        .route("/tools/invoke", axum::routing::post(invoke))
 }
 
 fn catalog() -> Value {
@@ -955,6 +968,67 @@ async fn an_unknown_protocol_or_missing_scopes_fall_back_or_assume_defaults() {
         stderr.contains("serving the built-in tool list")
             && stderr.contains("needs operator.read")
             && stderr.contains("paired device"),
+        "{stderr}"
+    );
+}
+
+/// The default build reaches a Gateway behind TLS: discovery over `wss://`
+/// and calls over `https://`, trusting the test CA through `SSL_CERT_FILE`
+/// (and refusing the Gateway without it).
+#[cfg(feature = "https")]
+#[tokio::test]
+async fn a_gateway_over_tls_is_discovered_and_called() {
+    let authority = crate::tls::TestCa::new("gateway");
+    let url = authority
+        .serve(ws_gateway_app(WsScript {
+            starting: Arc::default(),
+            protocol: 4,
+            scopes: vec!["operator.read", "operator.admin"],
+            methods: vec!["tools.catalog", "config.get"],
+            catalog: catalog(),
+            config: json!({}),
+        }))
+        .await;
+    let ca = authority.ca_file();
+    let env = [
+        ("OPENCLAW_GATEWAY_URL", url.as_str()),
+        ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+        ("SSL_CERT_FILE", ca.as_str()),
+    ];
+    let client =
+        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
+            .await
+            .expect("handshake");
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    // From the stand-in's catalog, not the built-in list: discovery crossed TLS.
+    assert!(names.iter().any(|name| name == "memory_get"), "{names:?}");
+    let result = client
+        .call_tool(call("memory_get", json!({"path": "a"})))
+        .await
+        .expect("call");
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert!(
+        format!("{:?}", result.content).contains("ran memory_get"),
+        "{result:?}"
+    );
+    let _ = client.cancel().await;
+
+    // Without the CA the handshake fails, discovery says so, and the
+    // built-in list is served.
+    let output = command(&["gateway"], &env[..2])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("built-in") && stderr.to_lowercase().contains("certificate"),
         "{stderr}"
     );
 }

@@ -714,32 +714,16 @@ async fn a_client_that_stops_reading_stdout_ends_the_process() {
     assert!(stderr.contains("cannot write to stdout"), "{stderr}");
 }
 
-/// Built with `--features https` only (see stdio/Cargo.toml for why it is
-/// not a default feature yet).
+/// The default build reaches https:// targets, trusting the platform's
+/// roots and what `SSL_CERT_FILE` adds.
 #[cfg(feature = "https")]
 #[tokio::test]
 async fn https_targets_are_reached_with_the_platform_roots() {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let dir =
-        std::env::temp_dir().join(format!("openclaw-proxy-stdio-https-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let authority = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key"))
-        .expect("CA certificate");
-    let key = KeyPair::generate().expect("server key");
-    let certificate = CertificateParams::new(vec!["localhost".into()])
-        .expect("server params")
-        .signed_by(&key, &authority)
-        .expect("server certificate");
-    let files = openclaw_proxy_edge::tls::TlsFiles::new(dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&files.cert, certificate.pem()).expect("write certificate");
-    std::fs::write(&files.key, key.serialize_pem()).expect("write key");
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, authority.pem()).expect("write CA");
+    let authority = crate::tls::TestCa::new("https");
+    let files = authority.files.clone();
+    let ca = authority.ca_file();
     let server = TestServer::builder().tls(files).start().await;
     let url = format!("https://localhost:{}", server.addr.port());
-    let ca = ca.display().to_string();
 
     // Trusted through SSL_CERT_FILE: the server answers (the session is unknown).
     let mut env = relay_env(&url);
@@ -771,11 +755,10 @@ async fn https_targets_are_reached_with_the_platform_roots() {
         "{message}"
     );
     relay.finish().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Without the `https` feature an https:// target is refused at start, with
-/// the way to get one.
+/// Built without the `https` feature (`--no-default-features`), an https://
+/// target is refused at start, with the way to get one.
 #[cfg(not(feature = "https"))]
 #[tokio::test]
 async fn https_targets_without_tls_are_refused_with_the_build_to_use() {
@@ -789,6 +772,6 @@ async fn https_targets_without_tls_are_refused_with_the_build_to_use() {
     .expect("run");
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--features https"), "{stderr}");
+    assert!(stderr.contains("default features"), "{stderr}");
     assert!(output.stdout.is_empty());
 }

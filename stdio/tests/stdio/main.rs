@@ -11,3 +11,5 @@ mod line_props;
 mod openclaw_client;
 mod real_gateway;
 mod relay;
+#[cfg(feature = "https")]
+mod tls;

@@ -482,3 +482,52 @@ async fn log_records_and_resource_updates_reach_the_stdio_client() {
     );
     assert_eq!(updated["params"]["uri"], "notes://a");
 }
+
+/// The default build relays to a proxy behind TLS (here a terminator in
+/// front of the real server, trusted through `SSL_CERT_FILE`): initialize,
+/// list and a call answered by the app all cross the handshake.
+#[cfg(feature = "https")]
+#[tokio::test]
+async fn a_proxy_behind_tls_is_relayed_by_the_default_build() {
+    let server = TestServer::start().await;
+    let (id, mut app) = manual_session(&server).await;
+    let authority = crate::tls::TestCa::new("relay");
+    let url = authority.terminate(server.addr).await;
+    let ca = authority.ca_file();
+    let mut env = env(&url, OPENCLAW_TOKEN);
+    env.push(("SSL_CERT_FILE", &ca));
+    let mut relay = RawChild::spawn(command(&[], &env));
+
+    relay.send(initialize(1, Some(&id))).await;
+    let reply = relay.recv().await;
+    assert_eq!(
+        reply["result"]["serverInfo"]["name"], "openclaw-proxy",
+        "{reply}"
+    );
+    relay
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    relay.send(request(2, "tools/list", json!({}))).await;
+    let reply = relay.recv().await;
+    assert_eq!(reply["result"]["tools"][0]["name"], "echo_text", "{reply}");
+    relay
+        .send(request(
+            3,
+            "tools/call",
+            json!({"name": "echo_text", "arguments": {"text": "over TLS"}}),
+        ))
+        .await;
+    let frame = answer(&mut app, json!({"echo": "over TLS"})).await;
+    assert_eq!(frame["arguments"]["text"], "over TLS");
+    let reply = relay.recv().await;
+    assert_eq!(reply["id"], 3);
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("over TLS"),
+        "{reply}"
+    );
+    relay.finish().await;
+}

@@ -263,7 +263,8 @@ impl TlsForwarder {
             self.addr
         ))
         .auth_header(mcp_token);
-        let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+        let transport =
+            StreamableHttpClientTransport::with_client(openclaw_proxy_tests::http_client(), config);
         let client = McpClientConfig::default()
             .serve(transport)
             .await

@@ -460,7 +460,8 @@ mod logs {
         let config =
             StreamableHttpClientTransportConfig::with_uri(format!("{base}/v1/mcp/{session_id}"))
                 .auth_header(OPENCLAW_TOKEN);
-        let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+        let transport =
+            StreamableHttpClientTransport::with_client(openclaw_proxy_tests::http_client(), config);
         let client = LogReader { records }
             .serve(transport)
             .await

@@ -1,0 +1,28 @@
+//! The one way the tests build an HTTP client.
+//!
+//! The stdio binary reaches `https://` targets by default, with reqwest's
+//! rustls and no crypto provider of reqwest's own (ring is installed by the
+//! process, so no aws-lc is built). Cargo builds reqwest once for the whole
+//! workspace, so every client in every test process then needs a provider
+//! installed first; reqwest panics without one. These functions install
+//! rustls's ring provider (once; a second install is a no-op) and hand out
+//! the client.
+
+/// Installs rustls's ring provider as this process's default, once.
+pub fn install_crypto_provider() {
+    // An error means a provider is installed already: that one serves.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A builder for an HTTP client, with the crypto provider installed.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    install_crypto_provider();
+    reqwest::Client::builder()
+}
+
+/// An HTTP client with reqwest's defaults.
+pub fn http_client() -> reqwest::Client {
+    http_client_builder()
+        .build()
+        .expect("an HTTP client with the defaults")
+}
