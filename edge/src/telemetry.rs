@@ -10,6 +10,14 @@
 //! `RUST_LOG=warn` quiets the logs without losing traces. Without an
 //! endpoint no layer is installed and [`openclaw_proxy_core::trace`] creates
 //! no spans: tracing costs nothing.
+//!
+//! With `RUST_LOG` unset or empty the filter is [`DEFAULT_FILTER`]: the
+//! proxy's own lines at INFO (one audit line per call, one line per MCP
+//! client that initializes, with its name and version) and rmcp's at WARN.
+//! rmcp writes several INFO lines for every MCP session it serves (one of
+//! them the client's whole capability structure); on a busy server they
+//! would be most of the log and tell an operator nothing the proxy's own
+//! lines do not. `RUST_LOG=info,rmcp=debug` brings them back.
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
@@ -63,10 +71,29 @@ fn export_configured() -> bool {
     !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 }
 
+/// The log filter when `RUST_LOG` is unset or empty.
+pub const DEFAULT_FILTER: &str = "info,rmcp=warn";
+
+/// `RUST_LOG`'s filter, or [`DEFAULT_FILTER`] when it is unset or empty (an
+/// empty value, as unit files and compose files write it, means the default).
+fn env_filter() -> EnvFilter {
+    match std::env::var("RUST_LOG") {
+        Ok(value) if !value.trim().is_empty() => {
+            EnvFilter::try_new(&value).unwrap_or_else(|error| {
+                eprintln!(
+                    "RUST_LOG={value:?} is not a log filter ({error}); using {DEFAULT_FILTER:?}"
+                );
+                EnvFilter::new(DEFAULT_FILTER)
+            })
+        }
+        _ => EnvFilter::new(DEFAULT_FILTER),
+    }
+}
+
 /// Installs the process's subscriber. Call inside the Tokio runtime (the
 /// exporter's gRPC client needs it).
 pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
-    let env_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let env_filter = env_filter();
     let logs = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)

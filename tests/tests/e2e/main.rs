@@ -18,6 +18,7 @@ mod limits;
 mod mcp;
 mod oauth;
 mod observability;
+mod quiet_logs;
 mod rest;
 mod security;
 mod sign_in;

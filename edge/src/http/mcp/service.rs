@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 use openclaw_proxy_core::Hub;
+use openclaw_proxy_core::escape::Outside;
 use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
@@ -114,6 +115,25 @@ fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError
 }
 
 impl ServerHandler for SessionTools {
+    /// rmcp's own `initialize`, plus the one line a client's start is worth
+    /// at INFO: its name and version (outside values, quoted), never its
+    /// capabilities.
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        let session = session_of(&context).unwrap_or_else(|_| Arc::from("-"));
+        tracing::info!(
+            session = Outside::session(&session).field(),
+            client_name = Outside::new(&request.client_info.name).field(),
+            client_version = Outside::new(&request.client_info.version).field(),
+            "MCP client initialized"
+        );
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     // Logging is deprecated from MCP 2026-07-28 (see `super::logging`).
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
