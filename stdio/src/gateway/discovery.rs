@@ -9,8 +9,9 @@
 //! How: an operator connection (protocol 4, token auth; a local connection
 //! keeps its scopes without device pairing), then `tools.effective` for the
 //! session key (names and descriptions after the agent's tool policy; no
-//! parameter schemas), or `tools.catalog` when the Gateway does not offer it,
-//! and `config.get` for `gateway.tools.allow` / `deny`, which [`super::policy`]
+//! parameter schemas), or `tools.catalog` when the Gateway does not offer it
+//! or has no session for the key (a fresh Gateway, or one whose agents run
+//! under their own session ids), and `config.get` for `gateway.tools.allow` / `deny`, which [`super::policy`]
 //! applies. Every step is bounded by one deadline; any failure is a
 //! [`DiscoveryError`] whose message says why, and gateway mode then serves its
 //! built-in list.
@@ -154,28 +155,43 @@ async fn discover_at(
             .as_ref()
             .is_none_or(|methods| methods.iter().any(|m| m == method))
     };
-    let (inventory, tools) = if offers("tools.effective") {
-        let payload = rpc
+    // `tools.effective` answers for one session; a Gateway whose agents run
+    // under their own session ids (ACP agents, `openclaw agent
+    // --session-id`), or that has run none yet, has no session for the key,
+    // and then `tools.catalog`, which needs none, still says what it serves.
+    let effective = if offers("tools.effective") {
+        match rpc
             .request("tools.effective", json!({"sessionKey": session_key}))
             .await
-            .map_err(|error| match error {
-                DiscoveryError::Rpc { message, .. } if message.contains("unknown session") => {
-                    DiscoveryError::NoSession(session_key.to_owned())
+        {
+            Ok(payload) => Some(payload),
+            Err(DiscoveryError::Rpc { message, .. }) if message.contains("unknown session") => {
+                if !offers("tools.catalog") {
+                    return Err(DiscoveryError::NoSession(session_key.to_owned()));
                 }
-                other => other,
-            })?;
-        (
-            Inventory::Effective(session_key.to_owned()),
-            parse_tools("tools.effective", payload)?,
-        )
-    } else if offers("tools.catalog") {
+                notes.push(format!(
+                    "the Gateway has no session {session_key:?}: listing its whole catalog (tools.catalog), without an agent's tool policy; set OPENCLAW_MCP_SESSION_KEY to an existing session for its own list"
+                ));
+                None
+            }
+            Err(other) => return Err(other),
+        }
+    } else {
         notes.push(
             "the Gateway does not offer tools.effective: listing its whole catalog, without its tool policy".to_owned(),
         );
-        let payload = rpc.request("tools.catalog", json!({})).await?;
-        (Inventory::Catalog, parse_tools("tools.catalog", payload)?)
-    } else {
-        return Err(DiscoveryError::NoToolMethods);
+        None
+    };
+    let (inventory, tools) = match effective {
+        Some(payload) => (
+            Inventory::Effective(session_key.to_owned()),
+            parse_tools("tools.effective", payload)?,
+        ),
+        None if offers("tools.catalog") => {
+            let payload = rpc.request("tools.catalog", json!({})).await?;
+            (Inventory::Catalog, parse_tools("tools.catalog", payload)?)
+        }
+        None => return Err(DiscoveryError::NoToolMethods),
     };
 
     let http_settings = if hello.scopes.iter().any(|s| s == "operator.admin") {

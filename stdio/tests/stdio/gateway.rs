@@ -785,6 +785,21 @@ fn ws_gateway_app(script: WsScript) -> axum::Router {
                 let _ = socket.send(Message::Text(refusal.to_string().into())).await;
                 return;
             }
+            if method == "tools.effective" {
+                // A Gateway with no session for the key, as a fresh one or one
+                // whose agents run under their own session ids.
+                let key = request["params"]["sessionKey"].as_str().unwrap_or_default();
+                let refusal = json!({"type": "res", "id": request["id"], "ok": false, "error": {
+                    "code": "INVALID_REQUEST", "message": format!("unknown session key \"{key}\"")}});
+                if socket
+                    .send(Message::Text(refusal.to_string().into()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
             let payload = match method {
                 "connect" => json!({
                     "type": "hello-ok",
@@ -880,6 +895,50 @@ async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
         Some("Read memory files, whole.")
     );
     assert_eq!(tools[1].input_schema["required"], json!(["path"]));
+}
+
+/// A Gateway that offers `tools.effective` but has no session for the key
+/// is read through `tools.catalog`, minus its HTTP deny list, and stderr
+/// says which it used.
+#[tokio::test]
+async fn a_gateway_without_the_session_is_read_through_its_catalog() {
+    let (url, _stop) = start_ws_gateway(WsScript {
+        starting: Arc::default(),
+        protocol: 4,
+        scopes: vec!["operator.read", "operator.admin"],
+        methods: vec!["tools.effective", "tools.catalog", "config.get"],
+        catalog: catalog(),
+        config: json!({}),
+    })
+    .await;
+    let env = [
+        ("OPENCLAW_GATEWAY_URL", url.as_str()),
+        ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
+    ];
+    let output = command(&["gateway"], &env)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("has no session \"main\"")
+            && stderr.contains("tools.catalog")
+            && !stderr.contains("built-in"),
+        "{stderr}"
+    );
+    let client =
+        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
+            .await
+            .expect("handshake");
+    let tools = client.list_all_tools().await.expect("list");
+    let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
+    // sessions_send is on the default HTTP deny list, read is never built
+    // for HTTP.
+    assert_eq!(
+        names,
+        ["web_search", "web_fetch", "sessions_list", "memory_get"]
+    );
 }
 
 #[tokio::test]

@@ -373,14 +373,21 @@ async fn startup_stderr(env: &[(&str, &str)]) -> String {
 async fn against_the_real_openclaw_gateway() {
     let gateway = RealGateway::start().await;
 
-    // Before any session exists, discovery cannot ask about one: the
-    // built-in list is served and stderr says why.
+    // Before any session exists (a fresh Gateway, or one whose agents run
+    // under their own session ids), discovery lists the Gateway's catalog,
+    // minus what its HTTP deny list refuses, and stderr says which it used.
     let stderr = startup_stderr(&gateway.env(&[])).await;
     assert!(
-        stderr.contains("serving the built-in tool list")
-            && stderr.contains("has no session \"main\" yet"),
+        stderr.contains("has no session \"main\"")
+            && stderr.contains("tools.catalog")
+            && !stderr.contains("built-in"),
         "{stderr}"
     );
+    let (client, _changes) = connect_watching(&[], &gateway.env(&[])).await;
+    let listed = names(&client.list_all_tools().await.expect("tools/list"));
+    assert!(listed.iter().any(|n| n == "sessions_list"), "{listed:?}");
+    assert!(!listed.iter().any(|n| n == "sessions_send"), "{listed:?}");
+    let _ = client.cancel().await;
     let created = gateway.rpc("sessions.create", json!({"key": "main"})).await;
     assert_eq!(created["key"], "agent:main:main", "{created}");
 
