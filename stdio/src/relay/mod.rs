@@ -15,6 +15,10 @@
 //!   messages of one SSE response (progress, then the result) keep their order.
 //! - `notifications/cancelled` aborts the matching HTTP request; the server
 //!   sees the connection close and stops the call.
+//! - A request the server sends on a call's stream (an app asking the user,
+//!   its model or its roots: `elicitation/create`, `sampling/createMessage`,
+//!   `roots/list`) is written to stdout like any message; the client's
+//!   response on stdin is POSTed back, as a notification is.
 //! - Every failure becomes a JSON-RPC error with a sentence a user can act on:
 //!   a bad stdin line ([`crate::line`]), a request id already in flight, an
 //!   HTTP answer without the JSON-RPC response (202, 204, an empty body, an
@@ -219,9 +223,16 @@ async fn handle(state: &Arc<State>, out: &Output, tasks: &mut JoinSet<()>, messa
     match message.kind {
         Kind::Notification if method == "notifications/cancelled" => cancel(state, message),
         Kind::Request => request(state, out, tasks, message, method).await,
-        Kind::Notification => {
-            // Forwarded when a session is bound.
+        // A notification, or the client's response to a request the server
+        // sent on a call's stream (an app asking the user, its model or its
+        // roots): forwarded when a session is bound; the server answers 202.
+        Kind::Notification | Kind::Response => {
             if let Some(session) = state.session() {
+                let what = if message.kind == Kind::Response {
+                    "response"
+                } else {
+                    "notification"
+                };
                 let outgoing = Outgoing {
                     text: message.text.to_owned(),
                     params: Params::of(message),
@@ -234,15 +245,11 @@ async fn handle(state: &Arc<State>, out: &Output, tasks: &mut JoinSet<()>, messa
                     if let Err(error) = forward(&state, &session, &outgoing, &out).await {
                         tracing::warn!(
                             error = Outside::within(&error.to_string(), TEXT_LIMIT).field(),
-                            "notification not delivered"
+                            "{what} not delivered"
                         );
                     }
                 });
             }
-        }
-        Kind::Response => {
-            // A response to a server request: the stateless server sends none.
-            tracing::debug!("ignoring a response from the client: the server sends no requests");
         }
     }
 }

@@ -531,3 +531,65 @@ async fn a_proxy_behind_tls_is_relayed_by_the_default_build() {
     );
     relay.finish().await;
 }
+
+/// An app that asks the user mid-call: the server's `elicitation/create`
+/// reaches the stdio client on stdout, the client's response on stdin goes
+/// back to the server and on to the app, and the call then ends with the
+/// app's answer. The app sees the user's answer as the client wrote it.
+#[tokio::test]
+async fn a_request_from_the_app_reaches_the_client_and_its_response_the_app() {
+    let server = TestServer::start().await;
+    let (id, mut app) = manual_session(&server).await;
+    let url = server.http_url();
+    let mut relay = RawChild::spawn(command(&[], &env(&url, OPENCLAW_TOKEN)));
+    let mut hello = initialize(1, Some(&id));
+    hello["params"]["capabilities"] = json!({"elicitation": {"form": {}}});
+    relay.send(hello).await;
+    assert_eq!(relay.recv().await["id"], 1);
+    relay
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    relay
+        .send(request(
+            2,
+            "tools/call",
+            json!({"name": "echo_text", "arguments": {"text": "delete"}}),
+        ))
+        .await;
+    let invoke = app.next_json().await.expect("invoke_tool");
+    let call = invoke["request_id"].clone();
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+    app.send_json(
+        json!({"type": "client_request", "request_id": call, "id": "confirm-1",
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": "Really delete?", "requestedSchema": schema}}),
+    )
+    .await;
+
+    let asked = relay.recv().await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "Really delete?", "{asked}");
+    assert!(!asked["id"].is_null(), "a request has an id: {asked}");
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"],
+            "result": {"action": "accept", "content": {"ok": true}}}))
+        .await;
+
+    let answered = app.next_json().await.expect("client_response");
+    assert_eq!(answered["type"], "client_response", "{answered}");
+    assert_eq!(answered["id"], "confirm-1", "{answered}");
+    assert_eq!(
+        answered["result"],
+        json!({"action": "accept", "content": {"ok": true}})
+    );
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": call, "ok": true,
+        "content": {"deleted": true}}),
+    )
+    .await;
+    let reply = relay.recv().await;
+    assert_eq!(reply["id"], 2, "{reply}");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    relay.finish().await;
+}
