@@ -511,3 +511,54 @@ async fn subscribed_resource_updates_and_list_changes_reach_the_stream() {
         json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
     );
 }
+
+/// An app that asks the user mid-call, over the legacy transport: the
+/// request arrives on the client's stream, the client POSTs its response to
+/// the endpoint, the app receives it, and the call's result follows on the
+/// stream.
+#[tokio::test]
+async fn a_request_from_the_app_goes_on_the_stream_and_its_response_through_the_endpoint() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let mut hello = initialize_body(1, "2024-11-05");
+    hello["params"]["capabilities"] = json!({"elicitation": {}});
+    client.request(&hello).await;
+    let (status, _) = client
+        .post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "echo_text", "arguments": {"text": "delete"}}}))
+        .await;
+    assert_eq!(status, 202);
+    let invoke = app.next_json().await.expect("invoke_tool");
+    let call = invoke["request_id"].clone();
+    app.send_json(json!({"type": "client_request", "request_id": call, "id": "confirm-1",
+        "method": "elicitation/create",
+        "params": {"message": "Really delete?",
+                   "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}))
+        .await;
+
+    let asked = client.next_message().await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "Really delete?", "{asked}");
+    let (status, text) = client
+        .post(&json!({"jsonrpc": "2.0", "id": asked["id"],
+            "result": {"action": "decline"}}))
+        .await;
+    assert_eq!(status, 202, "{text}");
+    let answered = app.next_json().await.expect("client_response");
+    assert_eq!(answered["type"], "client_response", "{answered}");
+    assert_eq!(answered["id"], "confirm-1");
+    assert_eq!(answered["result"], json!({"action": "decline"}));
+
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": call, "ok": true,
+        "content": {"deleted": false}}),
+    )
+    .await;
+    let result = client.next_message().await;
+    assert_eq!(result["id"], 2, "{result}");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+}
