@@ -3,6 +3,7 @@
 //! `tests/cluster`.)
 
 mod app_sdk;
+mod asks;
 mod audit_log;
 mod bench;
 mod caller;

@@ -1,0 +1,210 @@
+//! An app's requests to the MCP client during a call, on the streamable
+//! endpoint up to 2025-11-25, driven raw: the request arrives on the call's
+//! SSE answer, the client POSTs its response, and every way a wait can end
+//! (answered, the client gone, the app's bridge gone, the session deleted)
+//! leaves nothing pending and is counted in `/metrics`. Responses that
+//! answer nothing waiting (twice, unknown, another session's) are refused
+//! with a JSON-RPC error that says why, and the session goes on serving.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use openclaw_proxy_tests::prometheus::Scrape;
+use openclaw_proxy_tests::*;
+use serde_json::{Value, json};
+
+type Bytes = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// The client's end of one call's SSE answer.
+struct CallStream {
+    bytes: Bytes,
+    buffer: String,
+}
+
+impl CallStream {
+    /// The next JSON-RPC message on the stream; `None` when it ended.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let data: Vec<&str> = block
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                if !data.is_empty() {
+                    return serde_json::from_str(&data.join("\n")).ok();
+                }
+                continue;
+            }
+            match self.bytes.next().await {
+                Some(Ok(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                Some(Err(_)) | None => return None,
+            }
+        }
+    }
+}
+
+/// POSTs `body` to the session's MCP URL as a 2025-11-25 client.
+fn post(session: &TestSession, body: &Value) -> RawRequest {
+    mcp_post(&session.mcp_url, body)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2025-11-25")
+}
+
+/// Starts a call whose app asks the client to confirm; returns the call's
+/// stream, the app's request id of the call and the request the client got.
+async fn asking_call(session: &TestSession, app: &mut WsApp) -> (CallStream, Value, Value) {
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "echo_text", "arguments": {"text": "delete"}}});
+    // The answer's head comes with its first message: the app's request.
+    let response = tokio::spawn(post(session, &call).send_streaming());
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    let request_id = invoke["request_id"].clone();
+    app.send_json(
+        json!({"type": "client_request", "request_id": request_id, "id": "confirm",
+        "method": "elicitation/create",
+        "params": {"message": "Really?", "requestedSchema": {"type": "object", "properties": {}}}}),
+    )
+    .await;
+    let response = no_hang(response).await.expect("the call's answer");
+    assert_eq!(response.status(), 200);
+    let mut stream = CallStream {
+        bytes: Box::pin(response.bytes_stream()),
+        buffer: String::new(),
+    };
+    let asked = no_hang(stream.next())
+        .await
+        .unwrap_or_else(|| panic!("the request; read {:?}", stream.buffer));
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    (stream, request_id, asked)
+}
+
+/// A session with a WebSocket app answered by hand.
+async fn session_with_app(server: &TestServer) -> (TestSession, WsApp) {
+    let session = TestSession::legacy(server).await;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    server
+        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
+        .await;
+    (session, app)
+}
+
+fn scrape(server: &TestServer) -> Scrape {
+    Scrape::parse(&server.hub.render_metrics()).expect("metrics")
+}
+
+fn counted(server: &TestServer, outcome: &str) -> f64 {
+    scrape(server)
+        .get(
+            "openclaw_proxy_client_requests_total",
+            &[("method", "elicitation/create"), ("outcome", outcome)],
+        )
+        .unwrap_or(0.0)
+}
+
+async fn nothing_pending(server: &TestServer, after: &str) {
+    let server = &*server;
+    eventually(
+        &format!("no request pending after {after}"),
+        Duration::from_secs(10),
+        || async move { scrape(server).value("openclaw_proxy_client_requests_pending", &[]) == 0.0 },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_answer_reaches_the_app_and_bad_answers_are_refused_naming_why() {
+    let server = TestServer::start().await;
+    let (session, mut app) = session_with_app(&server).await;
+    let (mut stream, request_id, asked) = asking_call(&session, &mut app).await;
+    assert_eq!(
+        scrape(&server).value("openclaw_proxy_client_requests_pending", &[]),
+        1.0
+    );
+
+    let answer =
+        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {}}});
+    let reply = post(&session, &answer).send().await;
+    assert_eq!(reply.status(), 202, "{}", reply.text());
+    let response = no_hang(app.next_json()).await.expect("client_response");
+    assert_eq!(response["type"], "client_response", "{response}");
+    assert_eq!(response["result"]["action"], "accept");
+    nothing_pending(&server, "the answer").await;
+
+    // Twice: nothing waits for it any more.
+    let reply = post(&session, &answer).send().await;
+    assert!(reply.status().is_client_error(), "{}", reply.text());
+    assert!(
+        reply.json()["error"]["message"].is_string(),
+        "{}",
+        reply.text()
+    );
+    // An id the proxy never gave, and one of another session.
+    for id in [
+        json!("no-such-request"),
+        json!(format!("{}:1/confirm", "another-session")),
+    ] {
+        let reply = post(&session, &json!({"jsonrpc": "2.0", "id": id, "result": {}}))
+            .send()
+            .await;
+        assert!(reply.status().is_client_error(), "{id}: {}", reply.text());
+        assert_ne!(reply.status(), 404, "the session is not gone");
+        assert!(
+            reply.json()["error"]["message"].is_string(),
+            "{}",
+            reply.text()
+        );
+    }
+
+    // The call goes on and ends with the app's answer.
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": "done"}),
+    )
+    .await;
+    let result = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(result["id"], 5, "{result}");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    assert_eq!(counted(&server, "answered"), 1.0);
+}
+
+#[tokio::test]
+async fn every_way_a_wait_ends_leaves_nothing_pending() {
+    let server = TestServer::start().await;
+
+    // The client goes away: the call and its request end.
+    let (session, mut app) = session_with_app(&server).await;
+    let (stream, _, _) = asking_call(&session, &mut app).await;
+    drop(stream);
+    let cancel = no_hang(app.next_json()).await.expect("cancel_tool");
+    assert_eq!(cancel["type"], "cancel_tool", "{cancel}");
+    nothing_pending(&server, "the client went away").await;
+
+    // The app's bridge ends: the client hears the call failed.
+    let (mut stream, _, _) = asking_call(&session, &mut app).await;
+    drop(app);
+    let result = no_hang(stream.next()).await.expect("the call's end");
+    assert!(
+        result["result"]["isError"] == true || result["error"].is_object(),
+        "{result}"
+    );
+    nothing_pending(&server, "the bridge ended").await;
+
+    // The session is deleted.
+    let (session, mut app) = session_with_app(&server).await;
+    let (mut stream, _, _) = asking_call(&session, &mut app).await;
+    let deleted = server.rest().delete_session(&session.id).await;
+    assert!(deleted.status().is_success(), "{}", deleted.text());
+    let result = no_hang(stream.next()).await.expect("the call's end");
+    assert!(
+        result["result"]["isError"] == true || result["error"].is_object(),
+        "{result}"
+    );
+    nothing_pending(&server, "the session was deleted").await;
+
+    assert_eq!(counted(&server, "abandoned"), 3.0);
+    assert_eq!(counted(&server, "answered"), 0.0);
+}
