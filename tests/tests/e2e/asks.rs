@@ -107,7 +107,6 @@ fn counted(server: &TestServer, outcome: &str) -> f64 {
 }
 
 async fn nothing_pending(server: &TestServer, after: &str) {
-    let server = &*server;
     eventually(
         &format!("no request pending after {after}"),
         Duration::from_secs(10),
