@@ -530,6 +530,23 @@ impl ServerConfig {
     }
 }
 
+impl ServerConfig {
+    /// A warning for a cluster node without `OPENCLAW_PROXY_REQUEST_STATE_KEY`:
+    /// each process then seals 2026-07-28 `requestState` with a random key
+    /// of its own, so a client's retried call that another node receives is
+    /// refused as tampered. `None` outside cluster mode or with a key.
+    pub fn request_state_warning(&self) -> Option<&'static str> {
+        let keyed = self
+            .request_state_key
+            .as_deref()
+            .is_some_and(|key| !key.trim().is_empty());
+        let clustered = self.nats_url.iter().any(|url| !url.trim().is_empty());
+        (clustered && !keyed).then_some(
+            "OPENCLAW_PROXY_REQUEST_STATE_KEY is not set in cluster mode: this node seals 2026-07-28 requestState with a random key of its own, so a client's retried call that reaches another node is refused; set the same key on every node",
+        )
+    }
+}
+
 /// A non-loopback listen address with an empty global token.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -579,6 +596,27 @@ mod tests {
         );
         let unlimited = config(&["--session-create-rate", "0"]);
         assert!(unlimited.core().limits.session_create_rate.is_none());
+    }
+
+    #[test]
+    fn a_cluster_node_without_a_request_state_key_is_warned() {
+        let nats = [
+            "--listen",
+            "127.0.0.1:0",
+            "--nats-url",
+            "nats://127.0.0.1:4222",
+        ];
+        let warning = config(&nats).request_state_warning().expect("warned");
+        assert!(
+            warning.contains("OPENCLAW_PROXY_REQUEST_STATE_KEY"),
+            "{warning}"
+        );
+        let keyed = [&nats[..], &["--request-state-key", "shared"]].concat();
+        assert_eq!(config(&keyed).request_state_warning(), None);
+        assert_eq!(
+            config(&["--listen", "127.0.0.1:0"]).request_state_warning(),
+            None
+        );
     }
 
     #[test]

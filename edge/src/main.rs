@@ -40,6 +40,9 @@ async fn run(config: ServerConfig) -> anyhow::Result<()> {
     if let Some(warning) = config.exposure()? {
         tracing::warn!("{warning}");
     }
+    if let Some(warning) = config.request_state_warning() {
+        tracing::warn!("{warning}");
+    }
     // Settings that cannot work stop the server before it listens.
     let hub = match config.cluster() {
         None => Hub::new(config.core()),
