@@ -27,6 +27,31 @@ use crate::outcome::{BridgeEnd, InvokeError, McpFailure, McpReply, ToolOutcome};
 use crate::proto;
 use crate::tools::Tool;
 
+/// Header carrying the wire version of a message between nodes: the
+/// version of the headers and bodies of this file. Absent from nodes of
+/// versions before it existed, which wrote version 1.
+pub const WIRE: &str = "Ocp-Wire";
+/// The wire version this node writes, and the newest it reads. Raise it
+/// when a message changes in a way an older node would misread; a change an
+/// older node can ignore (a new optional header) keeps it.
+pub const WIRE_VERSION: u32 = 2;
+
+/// Fails a message whose wire version this node cannot read (a newer one,
+/// or no number), naming both versions; reads one without the header as
+/// version 1. A node refuses such a call rather than misread it.
+pub fn readable(headers: Option<&HeaderMap>) -> Result<(), InvokeError> {
+    let Some(version) = headers.and_then(|headers| headers.get(WIRE)) else {
+        return Ok(());
+    };
+    match version.as_str().trim().parse::<u32>() {
+        Ok(version) if version <= WIRE_VERSION => Ok(()),
+        _ => Err(InvokeError::Remote(format!(
+            "Another proxy node sent a message of this call in wire version {}, and this node reads versions up to {WIRE_VERSION}: the cluster is part way through an upgrade; finish it, node by node (docs/cluster.md, \"Rolling upgrades\").",
+            crate::escape::quoted(version.as_str())
+        ))),
+    }
+}
+
 /// Header naming the kind of a message on a call's reply subject.
 pub const KIND: &str = "Ocp-Kind";
 /// Header carrying the tool of a forwarded call.
@@ -672,6 +697,29 @@ mod tests {
         .write(&mut headers)
         .expect_err("refused");
         assert!(error.to_string().contains("cannot be sent"), "{error}");
+    }
+
+    #[test]
+    fn a_wire_version_this_node_cannot_read_is_refused_naming_both() {
+        let with = |version: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(WIRE, version);
+            headers
+        };
+        assert!(readable(None).is_ok(), "a node before the header");
+        assert!(readable(Some(&HeaderMap::new())).is_ok());
+        assert!(readable(Some(&with("1"))).is_ok());
+        assert!(readable(Some(&with(&WIRE_VERSION.to_string()))).is_ok());
+        for unreadable in ["3", "99", "x", "-1"] {
+            let error = readable(Some(&with(unreadable)))
+                .expect_err(unreadable)
+                .to_string();
+            assert!(
+                error.contains(&format!("\"{unreadable}\""))
+                    && error.contains(&format!("up to {WIRE_VERSION}")),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -137,6 +137,7 @@ struct Replies<'a> {
 impl Replies<'_> {
     async fn publish(&self, kind: &'static str, body: Bytes) {
         let mut headers = HeaderMap::new();
+        headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
         headers.insert(KIND, kind);
         let reply = Outgoing::to(self.reply.clone(), Some(headers), body);
         if let Err(closed) = self.outbox.send(reply).await {
@@ -228,6 +229,11 @@ async fn answer_call(
     let _answering = AnsweringEntry::new(answering, reply.to_string(), cancelled.clone());
     let _in_flight = outbox.call_in_flight();
     let replies = Replies { outbox, reply };
+    // A call this node cannot read is refused, naming both versions.
+    if let Err(error) = wire::readable(message.headers.as_ref()) {
+        replies.failure(&error).await;
+        return;
+    }
     let Some(hub) = hub.upgrade() else {
         replies.failure(&InvokeError::NotConnected).await;
         return;

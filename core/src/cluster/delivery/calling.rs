@@ -146,6 +146,7 @@ struct Attempt<'a> {
 /// wait, the request's `_meta`, the caller, and the `traceparent`.
 fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     let mut headers = HeaderMap::new();
+    headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
     call.asks.write(&mut headers)?;
     headers.insert(
         wire::TIMEOUT_MS,
@@ -217,6 +218,11 @@ impl Waited<'_> {
                 // offered again briefly before it counts as not connected.
                 abandon.call = None;
                 return Err(Moved(self.context));
+            }
+            // A reply this node cannot read fails the call (the holder is
+            // told to stop) rather than being misread.
+            if let Err(error) = wire::readable(message.headers.as_ref()) {
+                return Ok(Err(error));
             }
             let kind = message
                 .headers
