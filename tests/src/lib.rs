@@ -11,6 +11,7 @@ pub mod bench;
 pub mod conformance;
 pub mod forgery;
 pub mod grpc_app;
+pub mod listening;
 pub mod mcp_client;
 pub mod oauth;
 pub mod processes;
@@ -23,6 +24,7 @@ pub mod ws_app;
 
 pub use app::{Answer, BridgeKind, Call, TestApp, echo, serve_app};
 pub use grpc_app::*;
+pub use listening::{LegacyClient, Listener};
 pub use mcp_client::*;
 pub use oauth::{SigningKey, TestIssuer};
 pub use rest::{Method, RawRequest, Reply, Rest, StatusCode, mcp_post};
