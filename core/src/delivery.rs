@@ -8,13 +8,21 @@
 //! sends the call to the node that holds the bridge and relays its progress
 //! and answer. The hub tells the delivery when bridges
 //! come and go here, so that calls from elsewhere can find them.
+//!
+//! The same seam carries a session's changes (`hub/changes.rs`) between
+//! processes: the hub hands it each change that happens here, and tells it
+//! when a session gains its first watcher here and loses its last, so that
+//! changes made elsewhere reach those watchers too. One node has nowhere to
+//! send them and nothing to hear.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
 use crate::call::CallContext;
 use crate::directory::SessionRecord;
+use crate::hub::SessionEvent;
 use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
 
 /// A call for a session whose bridge is not attached to this process.
@@ -108,6 +116,23 @@ pub trait RemoteDelivery: Send + Sync + 'static {
     fn connected(&self) -> Option<bool> {
         None
     }
+
+    /// A change of the session happened here (the watchers here are told by
+    /// the hub): tell the watchers elsewhere. Never waits, since it is
+    /// called from the task that reads the app's bridge; a change that
+    /// cannot be sent is dropped (and logged).
+    fn publish_change(&self, _session_id: &str, _change: &SessionEvent) {}
+
+    /// The session has its first watcher here: pass on the changes made
+    /// elsewhere from now on (to `Hub::hear_change`). The future
+    /// ends once they will be heard, or it is known they cannot be.
+    fn watch_changes(&self, _session_id: &Arc<str>) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// The session's last watcher here is gone (or the session is): stop
+    /// passing its changes on.
+    fn unwatch_changes(&self, _session_id: &str) {}
 }
 
 /// A single node: no bridge exists anywhere but here.

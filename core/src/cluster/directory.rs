@@ -280,6 +280,20 @@ impl NatsDirectory {
         Ok(entry.filter(|entry| entry.operation == Operation::Put))
     }
 
+    /// Reads the session's entry from the bucket into the cache, without
+    /// waiting for the watch to bring it; whether the session exists (one
+    /// that does not leaves the cache).
+    pub(crate) async fn fetch(&self, id: &str) -> Result<bool, DirectoryError> {
+        let Some(entry) = self.live_entry(id).await? else {
+            self.write().remove(id);
+            return Ok(false);
+        };
+        let stored: StoredSession = serde_json::from_slice(&entry.value)
+            .map_err(|error| DirectoryError(format!("unreadable session entry: {error}")))?;
+        self.remember(&id.into(), stored, entry.revision);
+        Ok(true)
+    }
+
     /// Claims the session for this node: compare-and-set of its holder.
     /// Returns the revision written, from which request ids continue.
     pub(crate) async fn claim(&self, record: &SessionRecord) -> Result<u64, DirectoryError> {
@@ -427,18 +441,10 @@ impl SessionDirectory for Shared {
                 return Ok(Some(record));
             }
             let directory = &self.0;
-            let Some(entry) = directory.live_entry(id).await? else {
-                directory.write().remove(id);
+            if !directory.fetch(id).await? {
                 return Ok(None);
-            };
-            let stored: StoredSession = serde_json::from_slice(&entry.value)
-                .map_err(|error| DirectoryError(format!("unreadable session entry: {error}")))?;
-            let id: Arc<str> = id.into();
-            directory.remember(&id, stored, entry.revision);
-            Ok(directory
-                .read()
-                .get(&id)
-                .map(|cached| cached.record.clone()))
+            }
+            Ok(directory.read().get(id).map(|cached| cached.record.clone()))
         })
     }
 

@@ -4,11 +4,13 @@
 //! in a JetStream KV bucket that every node watches and caches
 //! ([`NatsDirectory`]); a call for a session whose bridge is on another node
 //! travels as a NATS request to the node that holds the bridge
-//! ([`NatsDelivery`]). How it works and how it fails (routing by interest,
+//! ([`NatsDelivery`]), and a session's changes reach its watchers on every
+//! node (`changes.rs`). How it works and how it fails (routing by interest,
 //! one bridge in the cluster, the idle TTL, dead nodes, NATS out of reach):
 //! `docs/cluster.md`; why NATS, and the invariants kept:
 //! `ARCHITECTURE.md#cluster-mode-on-nats`.
 
+mod changes;
 mod delivery;
 mod directory;
 mod outbox;

@@ -1,6 +1,7 @@
 //! One queue per node for what calls send to NATS (the calling node's
 //! requests and cancellations, the holding node's progress, answers and
-//! failures), so that a busy node sends many messages in one write.
+//! failures) and for the sessions' changes, so that a busy node sends many
+//! messages in one write.
 //!
 //! Why: the NATS client writes whatever is queued when its task runs, and
 //! tokio runs a task woken by another right after that one (its "LIFO
@@ -28,6 +29,7 @@ use async_nats::{HeaderMap, Message, Subject};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::log_budget::LogBudget;
 use crate::outcome::InvokeError;
 
 /// Messages queued at most; a full queue holds the publishing call up.
@@ -55,6 +57,9 @@ pub(crate) struct Outgoing {
     /// A request's waiting call: told when the request cannot be sent, and
     /// the request is dropped when the call has stopped waiting.
     pub(crate) caller: Option<mpsc::Sender<Incoming>>,
+    /// For a message nobody waits on whose loss is worth a warning (a
+    /// session's change): the budget of the warning when it cannot be sent.
+    pub(crate) unsent_warnings: Option<Arc<LogBudget>>,
 }
 
 impl Outgoing {
@@ -66,6 +71,7 @@ impl Outgoing {
             headers,
             payload,
             caller: None,
+            unsent_warnings: None,
         }
     }
 }
@@ -82,6 +88,15 @@ pub(crate) struct Outbox {
 #[derive(Debug, thiserror::Error)]
 #[error("this node's queue to NATS is closed")]
 pub(crate) struct Closed;
+
+/// Why a message was not queued at once.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotQueued {
+    #[error("this node's queue to NATS is full")]
+    Full,
+    #[error(transparent)]
+    Closed(#[from] Closed),
+}
 
 impl Outbox {
     /// Starts the task that hands queued messages to `client`.
@@ -118,6 +133,15 @@ impl Outbox {
     /// Queues a message; waits while the queue is full.
     pub(crate) async fn send(&self, message: Outgoing) -> Result<(), Closed> {
         self.queue.send(message).await.map_err(|_| Closed)
+    }
+
+    /// Queues a message at once, or not at all: for code that must never
+    /// wait and can do without the message (a session's change).
+    pub(crate) fn try_send(&self, message: Outgoing) -> Result<(), NotQueued> {
+        self.queue.try_send(message).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => NotQueued::Full,
+            mpsc::error::TrySendError::Closed(_) => NotQueued::Closed(Closed),
+        })
     }
 
     /// Queues a message from code that cannot wait (a `Drop`): at once, or
@@ -160,6 +184,7 @@ async fn publish(client: &async_nats::Client, message: Outgoing) {
         headers,
         payload,
         caller,
+        unsent_warnings,
     } = message;
     if caller.as_ref().is_some_and(mpsc::Sender::is_closed) {
         // Nobody waits for its answer any more.
@@ -177,9 +202,9 @@ async fn publish(client: &async_nats::Client, message: Outgoing) {
         (None, None) => client.publish(subject, payload).await,
     };
     let Err(error) = published else { return };
-    match caller {
+    match (caller, unsent_warnings) {
         // The call fails at once, saying why.
-        Some(caller) => {
+        (Some(caller), _) => {
             let reason = if error.kind() == async_nats::client::PublishErrorKind::MaxPayloadExceeded
             {
                 InvokeError::TooLargeForNats {
@@ -192,6 +217,11 @@ async fn publish(client: &async_nats::Client, message: Outgoing) {
             };
             let _ = caller.try_send(Incoming::Unsent(reason));
         }
-        None => tracing::debug!(%error, "message to another node not sent"),
+        (None, Some(warnings)) => {
+            if let Some(left_out) = warnings.allow() {
+                tracing::warn!(%error, bytes, left_out, "a session's change was not sent to the other nodes");
+            }
+        }
+        (None, None) => tracing::debug!(%error, "message to another node not sent"),
     }
 }

@@ -6,20 +6,35 @@
 //! dropped with the last watcher), and a watcher that falls behind skips
 //! what it missed rather than holding the app up.
 //!
-//! Changes are seen on the node where they happen: the node holding the
-//! app's bridge for `resource_updated`, the node that took the update for
-//! list changes.
+//! A change happens on one node (the node holding the app's bridge for
+//! `resource_updated`, the node that took the update for list changes),
+//! and a session's watchers may sit on any node. So the hub tells its own
+//! watchers at once and hands the change to its [`RemoteDelivery`], which
+//! carries it to the other nodes (in cluster mode: `cluster/changes.rs`);
+//! a node hears the changes of a session only while it has a watcher for
+//! it (the first watcher here asks for them, the last one's going ends
+//! that), and passes what it hears to its watchers with [`Hub::hear_change`].
+//! Each watcher hears each change once: the node where it happened delivers
+//! it itself (its watchers hear it even when the other nodes cannot be
+//! reached, and without a round trip), and the delivery never hands a node
+//! back its own changes.
+//!
+//! [`RemoteDelivery`]: crate::delivery::RemoteDelivery
 
-use std::sync::{Arc, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, Weak};
 
 use tokio::sync::broadcast;
 
-use super::{Hub, HubError};
+use super::{Hub, HubError, Inner};
 use crate::catalog::Catalog;
 use crate::tools::Tool;
 
 /// How many changes wait for a slow watcher before it skips ahead.
 const BACKLOG: usize = 64;
+
+/// The change feeds of the sessions watched here.
+pub(super) type Feeds = HashMap<Arc<str>, broadcast::Sender<SessionEvent>>;
 
 /// One change in a session.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,47 +49,116 @@ pub enum SessionEvent {
     PromptsChanged,
 }
 
+/// One watcher of a session's changes. The last one dropped ends the feed
+/// here, and with it this node's interest in the session's changes made
+/// elsewhere.
+#[derive(Debug)]
+pub struct Watch {
+    hub: Weak<Inner>,
+    session_id: Arc<str>,
+    /// Always `Some` but while dropping: dropped under the feeds' lock, so
+    /// that the count of watchers left is exact.
+    receiver: Option<broadcast::Receiver<SessionEvent>>,
+}
+
+impl Watch {
+    /// The next change; `Lagged` when this watcher fell behind and skipped
+    /// some, `Closed` once the session is gone.
+    pub async fn recv(&mut self) -> Result<SessionEvent, broadcast::error::RecvError> {
+        match self.receiver.as_mut() {
+            Some(receiver) => receiver.recv().await,
+            None => Err(broadcast::error::RecvError::Closed),
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let Some(inner) = self.hub.upgrade() else {
+            return;
+        };
+        let mut feeds = inner.changes.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(self.receiver.take());
+        // The feed may be a newer one (the session's feed ended and another
+        // began): it has watchers of its own, and stays.
+        let unwatched = feeds
+            .get(&self.session_id)
+            .is_some_and(|feed| feed.receiver_count() == 0);
+        if unwatched {
+            feeds.remove(&self.session_id);
+            inner.remote.unwatch_changes(&self.session_id);
+        }
+    }
+}
+
 impl Hub {
-    /// The changes of a live session from now on. The feed ends when the
-    /// session is deleted or expires here.
-    pub async fn watch(
-        &self,
-        session_id: &str,
-    ) -> Result<broadcast::Receiver<SessionEvent>, HubError> {
+    /// The changes of a live session from now on, made here or on any other
+    /// node. The feed ends when the session is deleted or expires.
+    pub async fn watch(&self, session_id: &str) -> Result<Watch, HubError> {
         let record = self.record(session_id).await?;
-        let mut feeds = self
-            .inner
-            .changes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let feed = feeds
-            .entry(record.id.clone())
-            .or_insert_with(|| broadcast::channel(BACKLOG).0);
-        Ok(feed.subscribe())
+        let (receiver, elsewhere) = {
+            let mut feeds = self
+                .inner
+                .changes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match feeds.get(&record.id) {
+                Some(feed) => (feed.subscribe(), None),
+                None => {
+                    let (feed, receiver) = broadcast::channel(BACKLOG);
+                    feeds.insert(record.id.clone(), feed);
+                    (receiver, Some(self.inner.remote.watch_changes(&record.id)))
+                }
+            }
+        };
+        // Made before waiting: a caller that stops waiting drops the watch,
+        // which ends what it began.
+        let watch = Watch {
+            hub: Arc::downgrade(&self.inner),
+            session_id: record.id.clone(),
+            receiver: Some(receiver),
+        };
+        if let Some(elsewhere) = elsewhere {
+            elsewhere.await;
+        }
+        Ok(watch)
     }
 
-    /// Tells the session's watchers of a change; forgets a feed nobody
-    /// watches any more.
+    /// Tells the session's watchers, here and on other nodes, of a change
+    /// that happened here.
     pub(super) fn publish(&self, session_id: &str, change: SessionEvent) {
-        let mut feeds = self
+        self.inner.remote.publish_change(session_id, &change);
+        self.hear_change(session_id, change);
+    }
+
+    /// Tells the session's watchers here of a change; nothing when nobody
+    /// here watches it. For changes made elsewhere, as the remote delivery
+    /// hears them.
+    pub(crate) fn hear_change(&self, session_id: &str, change: SessionEvent) {
+        let feeds = self
             .inner
             .changes
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(feed) = feeds.get(session_id)
-            && feed.send(change).is_err()
-        {
-            feeds.remove(session_id);
+        if let Some(feed) = feeds.get(session_id) {
+            // No receiver left: its last watch is being dropped, and
+            // removes the feed.
+            let _ = feed.send(change);
         }
     }
 
     /// Ends the session's feed: its watchers see it close.
     pub(super) fn end_feed(&self, session_id: &str) {
-        self.inner
+        let mut feeds = self
+            .inner
             .changes
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(session_id);
+            .unwrap_or_else(PoisonError::into_inner);
+        // Under the lock, as every start and end of a feed: a watch begun
+        // meanwhile keeps what it asked the delivery for.
+        if feeds.remove(session_id).is_some() {
+            self.inner.remote.unwatch_changes(session_id);
+        }
     }
 
     /// Tells the watchers which lists an update changed.
@@ -144,5 +228,29 @@ mod tests {
             .await
             .expect("delete");
         assert!(changes.recv().await.is_err(), "the feed ends");
+    }
+
+    #[tokio::test]
+    async fn the_feed_lives_as_long_as_its_watchers() {
+        let hub = hub();
+        let id = session(&hub).await;
+        let feeds = |hub: &Hub| hub.inner.changes.lock().expect("feeds").len();
+        let first = hub.watch(&id).await.expect("watch");
+        let mut second = hub.watch(&id).await.expect("watch");
+        assert_eq!(feeds(&hub), 1, "one feed for both watchers");
+        drop(first);
+        assert_eq!(feeds(&hub), 1, "a watcher is left");
+        hub.publish(&id, SessionEvent::ToolsChanged);
+        assert_eq!(second.recv().await.ok(), Some(SessionEvent::ToolsChanged));
+        drop(second);
+        assert_eq!(feeds(&hub), 0, "an unwatched session has no feed");
+        // A change nobody watches goes nowhere; a new watcher begins anew.
+        hub.publish(&id, SessionEvent::PromptsChanged);
+        let mut again = hub.watch(&id).await.expect("watch");
+        hub.publish(&id, SessionEvent::ResourcesChanged);
+        assert_eq!(
+            again.recv().await.ok(),
+            Some(SessionEvent::ResourcesChanged)
+        );
     }
 }

@@ -40,7 +40,7 @@ mod sessions;
 mod testing;
 
 pub use answers::{AnswerError, client_request_id, parse_client_request_id};
-pub use changes::SessionEvent;
+pub use changes::{SessionEvent, Watch};
 pub use request::AppRequest;
 pub use sessions::Deletion;
 
@@ -142,7 +142,7 @@ struct Inner {
     /// Session creations per client address; `None` without a limit.
     creations: Option<CreateLimiter>,
     /// The change feeds of sessions someone watches.
-    changes: Mutex<HashMap<Arc<str>, tokio::sync::broadcast::Sender<SessionEvent>>>,
+    changes: Mutex<changes::Feeds>,
 }
 
 /// This process's share of a session.

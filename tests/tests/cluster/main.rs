@@ -8,12 +8,15 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
+use openclaw_proxy_core::proto::{self, app_message};
+use openclaw_proxy_tests::listening::Open;
 use openclaw_proxy_tests::processes::{
     ClusterRound, NatsServer, TempDir, free_port, nats_server_binary,
 };
 use openclaw_proxy_tests::server_process::proxy_binary;
 use openclaw_proxy_tests::{
-    APP_TOKEN, GrpcBridge, OPENCLAW_TOKEN, Route, ServerBuilder, ServerProcess, TestServer, WsApp,
+    APP_TOKEN, BridgeKind, GrpcBridge, LegacyClient, Listener, OPENCLAW_TOKEN, Rest, Route,
+    ServerBuilder, ServerProcess, TestServer, WsApp, eventually, initialize_body,
     legacy_session_body, mcp_connect, sse_messages, texts,
 };
 use rmcp::model::{
@@ -1210,4 +1213,243 @@ async fn access_tokens_open_owned_sessions_on_every_node_and_bad_ones_none() {
     assert_eq!(frame["caller"]["kind"], "oauth", "{frame}");
     assert_eq!(frame["caller"]["subject"], "alice", "{frame}");
     assert_eq!(frame["caller"]["issuer"], json!(issuer.url), "{frame}");
+}
+
+/// The app's end of a bridge, on either transport, as far as announcing
+/// changes goes.
+enum Announcer {
+    Ws(WsApp),
+    Grpc(GrpcBridge),
+}
+
+impl Announcer {
+    /// Attaches a bridge of this kind to the session on `node`.
+    async fn attach(kind: BridgeKind, node: &Node, session_id: &str) -> Self {
+        match kind {
+            BridgeKind::Ws => Self::Ws(
+                WsApp::connect(&bridge_url(node, session_id), Some(APP_TOKEN))
+                    .await
+                    .expect("WebSocket bridge"),
+            ),
+            BridgeKind::Grpc => Self::Grpc(
+                GrpcBridge::open(node.channel().await, APP_TOKEN, session_id)
+                    .await
+                    .expect("gRPC bridge"),
+            ),
+        }
+    }
+
+    /// Says the resource `uri` changed.
+    async fn resource_updated(&mut self, uri: &str) {
+        match self {
+            Self::Ws(app) => {
+                app.send_json(json!({"type": "resource_updated", "uri": uri}))
+                    .await;
+            }
+            Self::Grpc(bridge) => {
+                bridge
+                    .send(app_message::Kind::ResourceUpdated(proto::ResourceUpdated {
+                        uri: uri.into(),
+                    }))
+                    .await;
+            }
+        }
+    }
+}
+
+/// How many subscriptions NATS (monitored on `monitor`) holds on the
+/// session's changes subject, over every connection.
+async fn change_subscriptions(monitor: u16, session_id: &str) -> usize {
+    let reply = Rest::new(format!("http://127.0.0.1:{monitor}"))
+        .get("/connz?subs=1")
+        .send()
+        .await;
+    let suffix = format!(".changes.{session_id}");
+    reply.json()["connections"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|connection| {
+            connection["subscriptions_list"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .filter(|subject| subject.as_str().is_some_and(|s| s.ends_with(&suffix)))
+        .count()
+}
+
+/// The updated URIs among `heard`, in order.
+fn updated_uris(heard: &[Value]) -> Vec<String> {
+    heard
+        .iter()
+        .filter(|message| message["method"] == "notifications/resources/updated")
+        .filter_map(|message| message["params"]["uri"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The legacy client's messages up to the update of `uri`.
+async fn legacy_until_updated(client: &mut LegacyClient, uri: &str) -> Vec<Value> {
+    let mut heard = Vec::new();
+    loop {
+        let message = client.next_message().await;
+        let done = message["method"] == "notifications/resources/updated"
+            && message["params"]["uri"] == uri;
+        heard.push(message);
+        if done {
+            return heard;
+        }
+    }
+}
+
+/// The 2026-07-28 listener's messages up to the update of `uri`.
+async fn listener_until_updated(listener: &mut Listener, uri: &str) -> Vec<Value> {
+    let mut heard = Vec::new();
+    loop {
+        let mut more = listener.until("notifications/resources/updated").await;
+        let done = more.last().is_some_and(|last| last["params"]["uri"] == uri);
+        heard.append(&mut more);
+        if done {
+            return heard;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_sessions_changes_reach_its_listeners_on_every_node_once() {
+    let monitor = free_port().expect("free port");
+    let nats = start_nats(vec!["-m".into(), monitor.to_string()]).await;
+    let settings = node_on(&nats, 300);
+    let (a, b) = (settings.clone().spawn().await, settings.spawn().await);
+    a.wait_ready(200).await;
+    b.wait_ready(200).await;
+    const WATCHED: [&str; 4] = [
+        "notes://welcome",
+        "notes://end",
+        "notes://end-of-lists",
+        "notes://after",
+    ];
+    for kind in BridgeKind::BOTH {
+        let created = a
+            .rest()
+            .token(APP_TOKEN)
+            .create_session(&declaring_body())
+            .await;
+        assert_eq!(created.status(), 200);
+        let id = created.json()["mcpSessionId"]
+            .as_str()
+            .expect("session id")
+            .to_owned();
+        // The app's bridge on A.
+        let mut app = Announcer::attach(kind, &a, &id).await;
+        // Nobody listens: no node subscribes to the session's changes.
+        assert_eq!(change_subscriptions(monitor, &id).await, 0, "{kind:?}");
+
+        // Listeners on B, and one on A beside the bridge.
+        let mcp_url = |node: &Node| format!("{}/v1/mcp/{id}", node.url());
+        let mut on_b = Listener::open(&mcp_url(&b), &WATCHED).await;
+        let mut on_a = Listener::open(&mcp_url(&a), &WATCHED).await;
+        let mut legacy_on_b = LegacyClient::open(&b.url(), &id, Open::Path).await;
+        legacy_on_b.request(&initialize_body(1, "2024-11-05")).await;
+        for (n, uri) in WATCHED.iter().enumerate() {
+            let subscribed = legacy_on_b
+                .request(
+                    &json!({"jsonrpc": "2.0", "id": 10 + n, "method": "resources/subscribe",
+                                 "params": {"uri": uri}}),
+                )
+                .await;
+            assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+        }
+        // One subscription per node with listeners, however many they are.
+        eventually(
+            "A and B subscribing to the session's changes",
+            Duration::from_secs(10),
+            || async { change_subscriptions(monitor, &id).await == 2 },
+        )
+        .await;
+
+        // The app on A says a resource changed: every listener hears it
+        // once, those on B through NATS, the one on A from A itself.
+        app.resource_updated("notes://welcome").await;
+        app.resource_updated("notes://end").await;
+        let heard = listener_until_updated(&mut on_b, "notes://end").await;
+        assert_eq!(
+            updated_uris(&heard),
+            ["notes://welcome", "notes://end"],
+            "{kind:?} on B: {heard:?}"
+        );
+        let heard = listener_until_updated(&mut on_a, "notes://end").await;
+        assert_eq!(
+            updated_uris(&heard),
+            ["notes://welcome", "notes://end"],
+            "{kind:?} on A: {heard:?}"
+        );
+        let heard = legacy_until_updated(&mut legacy_on_b, "notes://end").await;
+        assert_eq!(
+            updated_uris(&heard),
+            ["notes://welcome", "notes://end"],
+            "{kind:?} legacy on B: {heard:?}"
+        );
+
+        // An update taken on A changes the prompts (not the resources).
+        let update = json!({"tools": declaring_body()["tools"], "prompts": [{"name": "greet"}]});
+        let reply = a.rest().token(APP_TOKEN).put_tools(&id, &update).await;
+        assert_eq!(reply.status(), 200, "{}", reply.text());
+        app.resource_updated("notes://end-of-lists").await;
+        for (listener, node) in [(&mut on_b, "B"), (&mut on_a, "A")] {
+            let heard = listener_until_updated(listener, "notes://end-of-lists").await;
+            let methods: Vec<&str> = heard
+                .iter()
+                .filter_map(|message| message["method"].as_str())
+                .collect();
+            assert_eq!(
+                methods,
+                [
+                    "notifications/prompts/list_changed",
+                    "notifications/resources/updated"
+                ],
+                "{kind:?} on {node}: {heard:?}"
+            );
+        }
+        // Listing again on hearing of it shows the new list on B.
+        let client = mcp_connect(&b.url(), &id, Route::Path).await;
+        let prompts = client.list_prompts(None).await.expect("prompts/list");
+        let names: Vec<&str> = prompts.prompts.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["greet"], "{kind:?}");
+        client.cancel().await.expect("close");
+        let heard = legacy_until_updated(&mut legacy_on_b, "notes://end-of-lists").await;
+        let methods: Vec<&str> = heard
+            .iter()
+            .filter_map(|message| message["method"].as_str())
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                "notifications/prompts/list_changed",
+                "notifications/resources/updated"
+            ],
+            "{kind:?} legacy on B: {heard:?}"
+        );
+
+        // B's listeners go: B drops its subscription, A keeps its own.
+        drop(on_b);
+        drop(legacy_on_b);
+        eventually(
+            "B dropping its subscription with its last listener",
+            Duration::from_secs(30),
+            || async { change_subscriptions(monitor, &id).await == 1 },
+        )
+        .await;
+        // The listener on A still hears A's changes.
+        app.resource_updated("notes://after").await;
+        let heard = listener_until_updated(&mut on_a, "notes://after").await;
+        assert_eq!(updated_uris(&heard), ["notes://after"], "{kind:?}");
+        drop(on_a);
+        eventually(
+            "A dropping its subscription with its last listener",
+            Duration::from_secs(30),
+            || async { change_subscriptions(monitor, &id).await == 0 },
+        )
+        .await;
+    }
 }

@@ -520,58 +520,19 @@ async fn a_listening_2026_client_hears_of_updated_resources_and_changed_lists() 
     let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                      "io.modelcontextprotocol/clientCapabilities": {}});
-    let listen = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
-                        "params": {"_meta": meta, "notifications": {
-                            "resourcesListChanged": true, "promptsListChanged": true,
-                            "resourceSubscriptions": ["notes://welcome"]}}});
-    let mut stream = mcp_post(&session.mcp_url, &listen)
-        .bearer_auth(OPENCLAW_TOKEN)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .header("accept", "application/json, text/event-stream")
-        .send_streaming()
-        .await;
-    assert_eq!(stream.status(), 200);
-    let mut seen = String::new();
-    let mut next_method = async |seen: &mut String| -> Vec<String> {
-        let chunk = no_hang(stream.chunk())
-            .await
-            .expect("stream")
-            .expect("a chunk");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-        sse_messages(seen)
-            .iter()
-            .filter_map(|message| message["method"].as_str().map(str::to_owned))
-            .collect()
-    };
-    // The acknowledgment first.
-    let mut methods = next_method(&mut seen).await;
-    while !methods
-        .iter()
-        .any(|m| m == "notifications/subscriptions/acknowledged")
-    {
-        methods = next_method(&mut seen).await;
-    }
+    let mut listener = Listener::open(&session.mcp_url, &["notes://welcome"]).await;
 
-    // The app says a subscribed resource changed, then one nobody watches.
+    // The app says a resource nobody watches changed, then a subscribed one.
     app.send_json(json!({"type": "resource_updated", "uri": "notes://logo"}))
         .await;
     app.send_json(json!({"type": "resource_updated", "uri": "notes://welcome"}))
         .await;
-    while !methods
+    let heard = listener.until("notifications/resources/updated").await;
+    let updates: Vec<&Value> = heard
         .iter()
-        .any(|m| m == "notifications/resources/updated")
-    {
-        methods = next_method(&mut seen).await;
-    }
-    let updates: Vec<Value> = sse_messages(&seen)
-        .into_iter()
         .filter(|message| message["method"] == "notifications/resources/updated")
         .collect();
-    assert_eq!(updates.len(), 1, "{seen}");
+    assert_eq!(updates.len(), 1, "{heard:?}");
     assert_eq!(updates[0]["params"]["uri"], "notes://welcome");
 
     // An update changes the prompts but not the resources.
@@ -580,17 +541,12 @@ async fn a_listening_2026_client_hears_of_updated_resources_and_changed_lists() 
         .put_tools(&session.id, &json!({"tools": [], "prompts": []}))
         .await;
     assert_eq!(reply.status(), 200);
-    while !methods
-        .iter()
-        .any(|m| m == "notifications/prompts/list_changed")
-    {
-        methods = next_method(&mut seen).await;
-    }
+    let heard = listener.until("notifications/prompts/list_changed").await;
     assert!(
-        !methods
+        !heard
             .iter()
-            .any(|m| m == "notifications/resources/list_changed"),
-        "the resources did not change: {seen}"
+            .any(|message| message["method"] == "notifications/resources/list_changed"),
+        "the resources did not change: {heard:?}"
     );
 }
 

@@ -5,134 +5,12 @@
 //! byte) and by the TypeScript SDK's `SSEClientTransport`.
 
 use std::path::PathBuf;
-use std::pin::Pin;
 
-use futures_util::{Stream, StreamExt};
 use openclaw_proxy_core::proto::proxy_message;
 use openclaw_proxy_tests::conformance::{ensure_node_tools, node_dir, start_fixture};
+use openclaw_proxy_tests::listening::{Open, open_request, post_to};
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
-
-type Bytes = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
-
-/// A client's end of a legacy SSE stream.
-struct LegacyClient {
-    base: String,
-    /// The endpoint the stream named, resolved against `base`.
-    endpoint: String,
-    token: String,
-    bytes: Bytes,
-    buffer: String,
-}
-
-/// How the `GET` reaches the session.
-#[derive(Clone, Copy, Debug)]
-enum Open {
-    Path,
-    Header,
-    HeaderSlash,
-}
-
-/// The `GET` that opens a legacy stream, with `token`.
-fn open_request(server: &TestServer, session_id: &str, open: Open) -> RawRequest {
-    let client = Rest::new(server.http_url());
-    let request = match open {
-        Open::Path => client.get(&format!("/v1/mcp/{session_id}")),
-        Open::Header => client.get("/v1/mcp").header("mcp-session-id", session_id),
-        Open::HeaderSlash => client.get("/v1/mcp/").header("mcp-session-id", session_id),
-    };
-    request.header("accept", "text/event-stream")
-}
-
-impl LegacyClient {
-    /// Opens a stream with the OpenClaw token and reads its `endpoint` event.
-    async fn open(server: &TestServer, session_id: &str, open: Open) -> Self {
-        let response = open_request(server, session_id, open)
-            .bearer_auth(OPENCLAW_TOKEN)
-            .send_streaming()
-            .await;
-        assert_eq!(response.status(), 200, "{open:?}");
-        let content_type = response.headers()["content-type"].to_str().expect("text");
-        assert!(
-            content_type.starts_with("text/event-stream"),
-            "{content_type}"
-        );
-        let mut client = Self {
-            base: server.http_url(),
-            endpoint: String::new(),
-            token: OPENCLAW_TOKEN.to_owned(),
-            bytes: Box::pin(response.bytes_stream()),
-            buffer: String::new(),
-        };
-        let (event, data) = no_hang(client.next_event()).await.expect("endpoint event");
-        assert_eq!(event, "endpoint");
-        assert!(
-            data.starts_with(&format!("/v1/mcp/{session_id}/messages?legacy=")),
-            "{data}"
-        );
-        client.endpoint = format!("{}{data}", client.base);
-        client
-    }
-
-    /// The next event with data, as (event name, data); comments skipped.
-    /// `None` when the stream ended.
-    async fn next_event(&mut self) -> Option<(String, String)> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let (mut event, mut data) = ("message".to_owned(), Vec::new());
-                for line in block.lines() {
-                    if let Some(name) = line.strip_prefix("event:") {
-                        event = name.trim().to_owned();
-                    } else if let Some(value) = line.strip_prefix("data:") {
-                        data.push(value.strip_prefix(' ').unwrap_or(value).to_owned());
-                    }
-                }
-                if !data.is_empty() {
-                    return Some((event, data.join("\n")));
-                }
-                continue;
-            }
-            match self.bytes.next().await {
-                Some(Ok(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                Some(Err(_)) | None => return None,
-            }
-        }
-    }
-
-    /// The next `message` event's JSON-RPC message.
-    async fn next_message(&mut self) -> Value {
-        let (event, data) = no_hang(self.next_event())
-            .await
-            .expect("a message on the stream");
-        assert_eq!(event, "message", "{data}");
-        serde_json::from_str(&data).expect("JSON-RPC message")
-    }
-
-    /// POSTs `body` to the endpoint; the HTTP status and body text.
-    async fn post(&self, body: &Value) -> (u16, String) {
-        post_to(&self.endpoint, &self.token, body).await
-    }
-
-    /// Sends a request and returns its answer from the stream.
-    async fn request(&mut self, body: &Value) -> Value {
-        let (status, text) = self.post(body).await;
-        assert_eq!(status, 202, "{text}");
-        let answer = self.next_message().await;
-        assert_eq!(answer["id"], body["id"], "{answer}");
-        answer
-    }
-}
-
-async fn post_to(url: &str, token: &str, body: &Value) -> (u16, String) {
-    let response = Rest::default()
-        .token(token)
-        .post(url)
-        .json(body)
-        .send()
-        .await;
-    (response.status().as_u16(), response.text())
-}
 
 fn echo_tools() -> Value {
     json!([{
@@ -148,7 +26,7 @@ async fn a_legacy_client_initializes_lists_and_calls_over_its_stream() {
     for bridge in BridgeKind::BOTH {
         let app = TestApp::start(&server, bridge, echo_tools(), echo).await;
         for open in [Open::Path, Open::Header, Open::HeaderSlash] {
-            let mut client = LegacyClient::open(&server, &app.session.id, open).await;
+            let mut client = LegacyClient::open(&server.http_url(), &app.session.id, open).await;
             let what = format!("{bridge:?} {open:?}");
 
             let initialized = client.request(&initialize_body(1, "2024-11-05")).await;
@@ -201,7 +79,7 @@ async fn streamable_gets_keep_their_405_and_bad_requests_are_refused() {
 
     // A streamable HTTP client's GET names its revision: 405, as before.
     for open in [Open::Path, Open::Header, Open::HeaderSlash] {
-        let response = open_request(&server, id, open)
+        let response = open_request(&server.http_url(), id, open)
             .bearer_auth(OPENCLAW_TOKEN)
             .header("mcp-protocol-version", "2025-11-25")
             .send()
@@ -218,20 +96,20 @@ async fn streamable_gets_keep_their_405_and_bad_requests_are_refused() {
     assert_eq!(response.status(), 405);
 
     // A bad token: 401 with the Bearer challenge.
-    let response = open_request(&server, id, Open::Path)
+    let response = open_request(&server.http_url(), id, Open::Path)
         .bearer_auth("wrong")
         .send()
         .await;
     assert_eq!(response.status(), 401);
     assert_eq!(response.headers()["www-authenticate"], "Bearer");
     // An unknown session: 404.
-    let response = open_request(&server, "no-such-session", Open::Header)
+    let response = open_request(&server.http_url(), "no-such-session", Open::Header)
         .bearer_auth(OPENCLAW_TOKEN)
         .send()
         .await;
     assert_eq!(response.status(), 404);
 
-    let mut client = LegacyClient::open(&server, id, Open::Path).await;
+    let mut client = LegacyClient::open(&server.http_url(), id, Open::Path).await;
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     // The endpoint checks the token like every MCP route.
     let (status, _) = post_to(&client.endpoint, "wrong", &ping).await;
@@ -281,7 +159,7 @@ async fn closing_the_stream_cancels_its_call_in_a_websocket_app() {
     let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
-    let client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let client = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
     let (status, _) = client
         .post(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": "echo_text", "arguments": {"text": "long"}}}))
@@ -302,7 +180,7 @@ async fn closing_the_stream_cancels_its_call_in_a_grpc_app() {
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
         .expect("attach");
-    let client = LegacyClient::open(&server, &session.id, Open::Header).await;
+    let client = LegacyClient::open(&server.http_url(), &session.id, Open::Header).await;
     // With a progress token the call goes through rmcp's path.
     let (status, _) = client
         .post(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
@@ -328,7 +206,7 @@ async fn progress_and_cancellation_notices_travel_like_on_the_streamable_endpoin
     let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
         .await
         .expect("attach");
-    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let mut client = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
     let (status, _) = client
         .post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
             "params": {"name": "echo_text", "arguments": {}, "_meta": {"progressToken": "p"}}}))
@@ -379,7 +257,7 @@ async fn progress_and_cancellation_notices_travel_like_on_the_streamable_endpoin
 async fn tool_updates_reach_the_stream_and_deleting_the_session_ends_it() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
-    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let mut client = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
     client.request(&initialize_body(1, "2024-11-05")).await;
 
     let response = server
@@ -473,7 +351,7 @@ async fn subscribed_resource_updates_and_list_changes_reach_the_stream() {
     let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
-    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let mut client = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
     client.request(&initialize_body(1, "2024-11-05")).await;
     let subscribed = client
         .request(
@@ -523,7 +401,7 @@ async fn a_request_from_the_app_goes_on_the_stream_and_its_response_through_the_
     let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
-    let mut client = LegacyClient::open(&server, &session.id, Open::Path).await;
+    let mut client = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
     let mut hello = initialize_body(1, "2024-11-05");
     hello["params"]["capabilities"] = json!({"elicitation": {}});
     client.request(&hello).await;

@@ -107,6 +107,7 @@ impl NatsDelivery {
             headers: Some(headers),
             payload: call.body,
             caller: Some(sender),
+            unsent_warnings: None,
         };
         // The queue is full only while NATS does not take what it is given.
         match tokio::time::timeout_at(deadline, self.outbox.send(request)).await {

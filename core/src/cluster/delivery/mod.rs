@@ -24,6 +24,9 @@
 //! subscription per node costs less than one per call); the node running
 //! that call drops it, which tells the app to stop, as on one node.
 //!
+//! The same node also carries a session's changes to the other nodes that
+//! watch it (`../changes.rs`), through the same outbox.
+//!
 //! The two sides of a call are a file each: `calling.rs` (the node that
 //! received the call) and `answering.rs` (the node that holds the bridge).
 //! This file holds [`NatsDelivery`], what both sides share, and the seam's
@@ -43,12 +46,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Node;
+use super::changes::Changes;
 use super::directory::NatsDirectory;
 use super::outbox::{Incoming, Outbox};
 use crate::delivery::{RemoteCall, RemoteDelivery};
 use crate::directory::SessionRecord;
 use crate::escape::Outside;
-use crate::hub::WeakHub;
+use crate::hub::{SessionEvent, WeakHub};
 use crate::outcome::{InvokeError, Reply};
 
 /// How often the holding node says it is still working on a call.
@@ -79,12 +83,14 @@ pub struct NatsDelivery {
     serving: Mutex<HashMap<Arc<str>, JoinHandle<()>>>,
     hub: OnceLock<WeakHub>,
     outbox: Outbox,
+    changes: Changes,
 }
 
 impl NatsDelivery {
     pub(crate) fn new(node: Arc<Node>, directory: Arc<NatsDirectory>) -> Self {
         let reply_base = format!("{}.reply.{}", node.prefix, node.id);
         let outbox = Outbox::start(node.client.clone());
+        let changes = Changes::new(node.clone(), directory.clone(), outbox.clone());
         Self {
             node,
             directory,
@@ -95,6 +101,7 @@ impl NatsDelivery {
             serving: Mutex::default(),
             hub: OnceLock::new(),
             outbox,
+            changes,
         }
     }
 
@@ -113,6 +120,7 @@ impl NatsDelivery {
     /// here, the ticker that says `alive` for the calls running here, and
     /// the listener for cancellations of those.
     pub(crate) fn start(self: &Arc<Self>, hub: WeakHub) {
+        self.changes.start(hub.clone());
         let _ = self.hub.set(hub);
         let client = self.node.client.clone();
         tokio::spawn(calling::route_replies(
@@ -190,6 +198,18 @@ impl RemoteDelivery for NatsDelivery {
 
     fn connected(&self) -> Option<bool> {
         Some(self.node.connected())
+    }
+
+    fn publish_change(&self, session_id: &str, change: &SessionEvent) {
+        self.changes.publish(session_id, change);
+    }
+
+    fn watch_changes(&self, session_id: &Arc<str>) -> BoxFuture<'static, ()> {
+        self.changes.watch(session_id)
+    }
+
+    fn unwatch_changes(&self, session_id: &str) {
+        self.changes.unwatch(session_id);
     }
 
     fn ready(&self) -> Result<(), String> {

@@ -133,8 +133,8 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
 /// its tools change (looked at every [`WATCH_INTERVAL`], so a change made on
 /// another node is seen too), `notifications/resources/updated` for a
 /// resource the client subscribed to and the list changes of resources and
-/// prompts as they happen here, and the end of the stream when the session
-/// is gone or the server shuts down.
+/// prompts as they happen on any node, and the end of the stream when the
+/// session is gone or the server shuts down.
 async fn watch(state: McpState, stream: Arc<LegacyStream>, mut tools: Option<Arc<[Tool]>>) {
     let hub = &state.hub;
     let mut changes = hub.watch(&stream.session_id).await.ok();
@@ -185,7 +185,7 @@ async fn watch(state: McpState, stream: Arc<LegacyStream>, mut tools: Option<Arc
 
 /// The next change of a watched session; never, once the feed ended.
 async fn next_change(
-    changes: &mut Option<tokio::sync::broadcast::Receiver<SessionEvent>>,
+    changes: &mut Option<openclaw_proxy_core::hub::Watch>,
 ) -> Option<SessionEvent> {
     loop {
         let Some(feed) = changes.as_mut() else {
