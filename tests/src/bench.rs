@@ -10,6 +10,11 @@
 //! The MCP clients are lean on purpose (one HTTP/1.1 connection per client,
 //! raw JSON-RPC, no SDK), because they share the machine with the server and
 //! every cycle they spend is one the server does not get.
+//!
+//! They send the OpenClaw token, or with [`OAuthLoad`] an OAuth access
+//! token each, signed by an issuer the load generator runs itself (the
+//! tests' [`TestIssuer`]): what a signed-in MCP host sends, so the cost of
+//! checking access tokens shows beside the static token's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +45,7 @@ use openclaw_proxy_app::{
 };
 
 use crate::grpc_app::with_token;
+use crate::oauth::{SigningKey, TestIssuer, unix_now};
 use crate::session::TestSession;
 
 pub use crate::app::BridgeKind;
@@ -167,6 +173,51 @@ fn authority_of(url: &str) -> &str {
         .trim_end_matches('/')
 }
 
+/// Access tokens instead of the OpenClaw token: the sessions are bound to
+/// `subject`, and each MCP client signs its own token of that subject for
+/// the MCP endpoint it calls, as an authorization server would issue it.
+#[derive(Clone)]
+pub struct OAuthLoad {
+    /// The issuer's URL, the tokens' `iss`.
+    pub issuer: String,
+    /// The key that signs them (ES256), which the issuer publishes.
+    pub key: SigningKey,
+    /// Their `sub`, and the sessions' owner.
+    pub subject: String,
+}
+
+impl OAuthLoad {
+    /// Tokens of `subject` from `issuer`'s current key.
+    pub fn new(issuer: &TestIssuer, subject: &str) -> Self {
+        Self {
+            issuer: issuer.url.clone(),
+            key: issuer.key(),
+            subject: subject.to_owned(),
+        }
+    }
+
+    /// Client `client`'s token for the MCP endpoint at `audience`, good
+    /// for an hour past `duration`, with the scope `mcp`.
+    fn token(&self, audience: &str, client: usize, duration: Duration) -> String {
+        let now = unix_now();
+        self.key.sign(&json!({
+            "iss": self.issuer, "sub": self.subject, "aud": audience,
+            "iat": now, "nbf": now, "exp": now + 3600 + duration.as_secs(),
+            "client_id": "loadgen", "scope": "mcp", "jti": format!("loadgen-{client}"),
+        }))
+    }
+}
+
+impl std::fmt::Debug for OAuthLoad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthLoad")
+            .field("issuer", &self.issuer)
+            .field("kid", &self.key.kid)
+            .field("subject", &self.subject)
+            .finish()
+    }
+}
+
 /// One load run.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
@@ -198,6 +249,9 @@ pub struct LoadConfig {
     /// session key, as OpenClaw sends one, and a nested vendor object),
     /// which reach the app as sent.
     pub vendor_meta: bool,
+    /// OAuth access tokens instead of the OpenClaw token (the sessions
+    /// bound to their subject).
+    pub oauth: Option<OAuthLoad>,
 }
 
 impl LoadConfig {
@@ -280,13 +334,14 @@ pub async fn start_apps(
     bridge: BridgeKind,
     sessions: usize,
 ) -> anyhow::Result<Vec<String>> {
-    start_apps_with(target, bridge, GrpcApp::Lean, sessions, 0, false).await
+    start_apps_with(target, bridge, GrpcApp::Lean, sessions, 0, false, None).await
 }
 
 /// [`start_apps`] with the choice of gRPC app, and apps that report
 /// progress `reports` times per call before answering. With `catalog`,
 /// each session also declares the bench resource ([`BENCH_URI`]) and
-/// prompt ([`BENCH_PROMPT`]), which its app serves.
+/// prompt ([`BENCH_PROMPT`]), which its app serves. With `owner`, each
+/// session is bound to that OAuth subject.
 pub async fn start_apps_with(
     target: &Target,
     bridge: BridgeKind,
@@ -294,11 +349,12 @@ pub async fn start_apps_with(
     sessions: usize,
     reports: u32,
     catalog: bool,
+    owner: Option<&str>,
 ) -> anyhow::Result<Vec<String>> {
     if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Crate {
         let mut ids = Vec::with_capacity(sessions);
         for _ in 0..sessions {
-            ids.push(start_crate_app(target, reports, catalog).await?);
+            ids.push(start_crate_app(target, reports, catalog, owner).await?);
         }
         return Ok(ids);
     }
@@ -317,12 +373,12 @@ pub async fn start_apps_with(
         }
         let id = match &channel {
             Some(channel) => {
-                let id = register_grpc(channel.clone(), &target.app_token, catalog).await?;
+                let id = register_grpc(channel.clone(), &target.app_token, catalog, owner).await?;
                 start_grpc_app(channel.clone(), &target.app_token, &id, reports).await?;
                 id
             }
             None => {
-                let id = register_rest(&http, target, catalog).await?;
+                let id = register_rest(&http, target, catalog, owner).await?;
                 start_ws_app(target, &id, reports).await?;
                 id
             }
@@ -342,6 +398,7 @@ async fn register_rest(
     http: &reqwest::Client,
     target: &Target,
     catalog: bool,
+    owner: Option<&str>,
 ) -> anyhow::Result<String> {
     let mut body = json!({
         "device_id": "loadgen", "device_name": "loadgen", "app_version": "1", "chat_id": "load",
@@ -350,6 +407,9 @@ async fn register_rest(
     if catalog {
         body["resources"] = json!([{"uri": BENCH_URI, "name": "doc", "mimeType": "text/plain"}]);
         body["prompts"] = json!([{"name": BENCH_PROMPT, "arguments": [{"name": "text"}]}]);
+    }
+    if let Some(subject) = owner {
+        body["owner"] = json!({"subject": subject});
     }
     let reply: Value = http
         .post(format!("{}/v1/chat/sessions", target.base_url))
@@ -363,7 +423,12 @@ async fn register_rest(
     Ok(TestSession::from_rest_reply(&reply)?.id)
 }
 
-async fn register_grpc(channel: Channel, token: &str, catalog: bool) -> anyhow::Result<String> {
+async fn register_grpc(
+    channel: Channel,
+    token: &str,
+    catalog: bool,
+    owner: Option<&str>,
+) -> anyhow::Result<String> {
     let (resources, prompts) = if catalog {
         let resource = proto::ResourceDefinition {
             uri: BENCH_URI.into(),
@@ -397,6 +462,10 @@ async fn register_grpc(channel: Channel, token: &str, catalog: bool) -> anyhow::
         }],
         resources,
         prompts,
+        owner: owner.map(|subject| proto::SessionOwner {
+            subject: subject.into(),
+            issuer: String::new(),
+        }),
         ..Default::default()
     };
     Ok(SessionServiceClient::new(channel)
@@ -534,7 +603,12 @@ async fn start_ws_app(target: &Target, session_id: &str, reports: u32) -> anyhow
 /// arguments (after `reports` progress reports), and with `catalog` also
 /// serves the bench resource and prompt; it registers its own session and
 /// serves until the runtime ends.
-async fn start_crate_app(target: &Target, reports: u32, catalog: bool) -> anyhow::Result<String> {
+async fn start_crate_app(
+    target: &Target,
+    reports: u32,
+    catalog: bool,
+    owner: Option<&str>,
+) -> anyhow::Result<String> {
     let echo = move |arguments: Value, call: CallContext| async move {
         for step in 1..=reports {
             call.progress(f64::from(step), Some(f64::from(reports)), "")
@@ -554,6 +628,9 @@ async fn start_crate_app(target: &Target, reports: u32, catalog: bool) -> anyhow
             serde_json::from_str(ECHO_SCHEMA)?,
             echo,
         ));
+    if let Some(subject) = owner {
+        builder = builder.owner(subject, "");
+    }
     if catalog {
         let read = |_: ReadRequest, _: CallContext| async {
             Ok::<_, McpError>(
@@ -687,8 +764,16 @@ struct McpConnection {
 const META_2026: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"loadgen","version":"1"}"#;
 
 impl McpConnection {
-    async fn open(config: &LoadConfig, session_id: &str) -> anyhow::Result<Self> {
+    /// Client number `client`'s connection to `session_id`.
+    async fn open(config: &LoadConfig, session_id: &str, client: usize) -> anyhow::Result<Self> {
         let target = &config.target;
+        let token = match &config.oauth {
+            Some(oauth) => {
+                let audience = format!("http://{}/v1/mcp", target.mcp_authority());
+                oauth.token(&audience, client, config.duration)
+            }
+            None => target.openclaw_token.clone(),
+        };
         let stream = tokio::net::TcpStream::connect(target.mcp_authority()).await?;
         stream.set_nodelay(true)?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
@@ -697,7 +782,7 @@ impl McpConnection {
             sender,
             authority: target.mcp_authority().to_owned(),
             path: format!("/v1/mcp/{session_id}"),
-            token: format!("Bearer {}", target.openclaw_token),
+            token: format!("Bearer {token}"),
             method: config.method,
             protocol: config.protocol,
             progress: config.progress,
@@ -862,7 +947,7 @@ pub async fn drive_calls(
     let mut connections = Vec::with_capacity(config.concurrency);
     for worker in 0..config.concurrency {
         let session = &session_ids[worker % session_ids.len()];
-        let mut connection = McpConnection::open(config, session).await?;
+        let mut connection = McpConnection::open(config, session, worker).await?;
         // Warm up: the bridge may still be attaching; OpenClaw also
         // initializes first at revisions that have the handshake.
         if config.protocol == Protocol::V2025_11_25 {
@@ -929,6 +1014,7 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
         config.sessions.max(1),
         config.reports_per_call(),
         config.method.needs_catalog(),
+        config.oauth.as_ref().map(|oauth| oauth.subject.as_str()),
     )
     .await?;
     drive_calls(config, &sessions).await
@@ -951,6 +1037,7 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         "progress": config.progress,
         "progress_reports": config.reports_per_call(),
         "vendor_meta": config.vendor_meta,
+        "credential": if config.oauth.is_some() { "oauth" } else { "openclaw_token" },
         "concurrency": config.concurrency,
         "sessions": config.sessions,
     });
@@ -1021,6 +1108,7 @@ pub async fn measure_memory(
         progress: false,
         progress_reports: 0,
         vendor_meta: false,
+        oauth: None,
     };
     let report = drive_calls(&probe, &ids[ids.len().saturating_sub(1)..]).await?;
     settle().await;
@@ -1117,7 +1205,7 @@ pub async fn measure_abuse(
     let mut sessions = Vec::with_capacity(bridges);
     let mut sockets = Vec::with_capacity(bridges);
     for _ in 0..bridges {
-        let id = register_rest(&http, target, false).await?;
+        let id = register_rest(&http, target, false, None).await?;
         let url = format!("ws://{}/v1/chat/sessions/{id}/bridge", target.authority());
         let mut request = url.into_client_request()?;
         request.headers_mut().insert(

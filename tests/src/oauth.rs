@@ -6,10 +6,15 @@
 //! official TypeScript SDK does that against a real authorization server).
 //! Its key set can be rotated and the server stopped, and it counts how
 //! often the key set was fetched.
+//!
+//! The end-to-end and cluster tests refuse the same bad tokens on the same
+//! routes, so both take them from here: [`TestIssuer::bad_tokens`], one
+//! request on each MCP route ([`on_every_route`]), and the challenge a
+//! refusal must carry ([`assert_challenged`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::State;
@@ -21,6 +26,8 @@ use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+use crate::rest::{Reply, Rest, StatusCode};
 
 /// One EC P-256 signing key.
 #[derive(Clone)]
@@ -164,6 +171,178 @@ impl TestIssuer {
     pub fn token(&self, subject: &str, audience: &str) -> String {
         self.key().sign(&self.claims(subject, audience))
     }
+
+    /// Tokens of `subject` for `audience` that are bad in one way each,
+    /// for a server requiring the scope `mcp`: the case, the token, and
+    /// the RFC 6750 error its refusal names.
+    pub fn bad_tokens(&self, subject: &str, audience: &str) -> Vec<BadToken> {
+        let key = self.key();
+        let good = self.claims(subject, audience);
+        let with = |change: &dyn Fn(&mut Value)| {
+            let mut claims = good.clone();
+            change(&mut claims);
+            claims
+        };
+        let now = unix_now();
+        let encode = |value: &Value| URL_SAFE_NO_PAD.encode(value.to_string());
+        let unsigned = format!(
+            "{}.{}.",
+            encode(&json!({"alg": "none", "typ": "JWT"})),
+            encode(&good)
+        );
+        let hmac = {
+            let mut header = Header::new(Algorithm::HS256);
+            header.kid = Some(key.kid.clone());
+            let secret = EncodingKey::from_secret(key.public_bytes());
+            jsonwebtoken::encode(&header, &good, &secret).expect("signing")
+        };
+        let invalid = |case, token| BadToken {
+            case,
+            token,
+            error: "invalid_token",
+        };
+        vec![
+            invalid(
+                "expired",
+                key.sign(&with(&|c| {
+                    c["exp"] = json!(now - 600);
+                    c["iat"] = json!(now - 4000);
+                    c["nbf"] = json!(now - 4000);
+                })),
+            ),
+            invalid(
+                "not yet valid",
+                key.sign(&with(&|c| c["nbf"] = json!(now + 600))),
+            ),
+            invalid(
+                "wrong audience",
+                key.sign(&with(&|c| {
+                    c["aud"] = json!("https://elsewhere.example/v1/mcp")
+                })),
+            ),
+            invalid(
+                "wrong issuer",
+                key.sign(&with(&|c| c["iss"] = json!("https://other-issuer.example"))),
+            ),
+            invalid("bad signature", SigningKey::generate(&key.kid).sign(&good)),
+            invalid("alg none", unsigned),
+            invalid("HMAC with the public key", hmac),
+            invalid(
+                "unknown kid",
+                SigningKey::generate("key-unknown").sign(&good),
+            ),
+            BadToken {
+                case: "missing scope",
+                token: key.sign(&with(&|c| c["scope"] = json!("profile"))),
+                error: "insufficient_scope",
+            },
+        ]
+    }
+}
+
+/// A token that must be refused, from [`TestIssuer::bad_tokens`].
+#[derive(Clone, Debug)]
+pub struct BadToken {
+    /// What is wrong with it.
+    pub case: &'static str,
+    /// The token.
+    pub token: String,
+    /// The RFC 6750 error of its challenge: `invalid_token` or
+    /// `insufficient_scope`.
+    pub error: &'static str,
+}
+
+fn tools_list() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+}
+
+/// One request on each MCP route of `session` at the server at `base`
+/// (`http://127.0.0.1:PORT`), with `token`: the streamable endpoint by path
+/// and by header, the legacy stream, and the legacy message route. Answers
+/// each route's name and reply.
+pub async fn on_every_route(base: &str, session: &str, token: &str) -> Vec<(String, Reply)> {
+    let rest = Rest::new(base);
+    let by_path = rest
+        .mcp(&format!("/v1/mcp/{session}"), &tools_list())
+        .bearer_auth(token)
+        .send()
+        .await;
+    let by_header = rest
+        .mcp("/v1/mcp", &tools_list())
+        .header("mcp-session-id", session)
+        .bearer_auth(token)
+        .send()
+        .await;
+    let stream = rest
+        .get(&format!("/v1/mcp/{session}"))
+        .header("accept", "text/event-stream")
+        .bearer_auth(token)
+        .timeout(Duration::from_secs(2))
+        .try_send()
+        .await;
+    let message = rest
+        .mcp(
+            &format!("/v1/mcp/{session}/messages?legacy=none"),
+            &tools_list(),
+        )
+        .bearer_auth(token)
+        .send()
+        .await;
+    let mut replies = vec![
+        ("POST /v1/mcp/{id}".to_owned(), by_path),
+        ("POST /v1/mcp".to_owned(), by_header),
+        ("POST /v1/mcp/{id}/messages".to_owned(), message),
+    ];
+    // An opened legacy stream never ends: reading it times out, which
+    // shows it was opened (a refusal is a whole answer).
+    if let Ok(reply) = stream {
+        replies.push(("GET /v1/mcp/{id}".to_owned(), reply));
+    }
+    replies
+}
+
+/// Asserts that `reply`, from `route` of [`on_every_route`], is a refusal
+/// whose challenge names the metadata of the resource the client used, on
+/// the public base URL `public` the server knows itself by, and `error`;
+/// `case` says in a failure what was sent.
+pub fn assert_challenged(
+    public: &str,
+    session: &str,
+    (case, route): (&str, &str),
+    reply: &Reply,
+    error: &str,
+) {
+    let expected = if error == "insufficient_scope" {
+        StatusCode::FORBIDDEN
+    } else {
+        StatusCode::UNAUTHORIZED
+    };
+    assert_eq!(
+        reply.status(),
+        expected,
+        "{case}, {route}: {}",
+        reply.text()
+    );
+    let challenge = reply.header("www-authenticate").unwrap_or_default();
+    let metadata = if route == "POST /v1/mcp" {
+        format!("resource_metadata=\"{public}/.well-known/oauth-protected-resource/v1/mcp\"")
+    } else {
+        format!(
+            "resource_metadata=\"{public}/.well-known/oauth-protected-resource/v1/mcp/{session}\""
+        )
+    };
+    assert!(
+        challenge.starts_with("Bearer "),
+        "{case}, {route}: {challenge}"
+    );
+    assert!(
+        challenge.contains(&metadata),
+        "{case}, {route}: {challenge}"
+    );
+    assert!(
+        challenge.contains(&format!("error=\"{error}\"")),
+        "{case}, {route}: {challenge}"
+    );
 }
 
 impl Drop for TestIssuer {

@@ -344,6 +344,7 @@ impl ClusterRound {
                         progress: false,
                         progress_reports: 0,
                         vendor_meta: false,
+                        oauth: None,
                     };
                     let before = cpu_of(&pids)?;
                     let report = bench::run_load(&config).await?;

@@ -14,7 +14,9 @@
 //! client sends the same token with every request, so a verified token is
 //! remembered by its SHA-256 until it expires (a bounded map: when full,
 //! expired entries go first, then all). Only the audience, which depends on
-//! the URL the request reached, and the expiry are checked again each time.
+//! the URL the request reached, and the expiry are checked again each time,
+//! so a remembered token is refused once its `exp` (plus the leeway) has
+//! passed, as it would be if it were verified again.
 
 pub mod fetch;
 pub mod keys;
@@ -158,6 +160,9 @@ impl Verifier {
     }
 
     fn remember(&self, key: TokenDigest, verified: Arc<Verified>) {
+        if self.settings.cache_entries == 0 {
+            return;
+        }
         let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
         if cache.len() >= self.settings.cache_entries {
             let now = now();
@@ -292,4 +297,180 @@ fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use base64::Engine;
+    use jsonwebtoken::{EncodingKey, Header};
+    use ring::rand::SystemRandom;
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+    use serde_json::json;
+
+    use super::*;
+
+    const ISSUER: &str = "http://127.0.0.1:9";
+    const AUDIENCE: &str = "http://127.0.0.1:8000/v1/mcp";
+
+    /// An EC P-256 key: what signs, and its public JWK.
+    struct TestKey {
+        pkcs8: Vec<u8>,
+        jwk: Value,
+    }
+
+    impl TestKey {
+        fn generate(kid: &str) -> Self {
+            let random = SystemRandom::new();
+            let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &random)
+                .expect("key generation");
+            let pair =
+                EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &random)
+                    .expect("the key just made");
+            let (x, y) = pair.public_key().as_ref()[1..].split_at(32);
+            Self {
+                pkcs8: pkcs8.as_ref().to_vec(),
+                jwk: json!({"kty": "EC", "crv": "P-256", "alg": "ES256", "kid": kid,
+                            "x": URL_SAFE_NO_PAD.encode(x), "y": URL_SAFE_NO_PAD.encode(y)}),
+            }
+        }
+
+        /// A token of `subject` expiring at `exp`, numbered `n` (so each
+        /// is a token of its own).
+        fn token(&self, subject: &str, exp: u64, n: u64) -> String {
+            let mut header = Header::new(Algorithm::ES256);
+            header.kid = self.jwk["kid"].as_str().map(str::to_owned);
+            let claims = json!({"iss": ISSUER, "sub": subject, "aud": AUDIENCE,
+                                "exp": exp, "jti": n, "client_id": "c"});
+            jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ec_der(&self.pkcs8))
+                .expect("signing")
+        }
+    }
+
+    /// A key set file that is removed when dropped.
+    struct KeyFile(PathBuf);
+
+    impl KeyFile {
+        fn new(name: &str) -> Self {
+            Self(
+                std::env::temp_dir()
+                    .join(format!("openclaw-proxy-{name}-{}.json", std::process::id())),
+            )
+        }
+
+        fn publish(&self, keys: &[&TestKey]) {
+            let keys: Vec<&Value> = keys.iter().map(|key| &key.jwk).collect();
+            std::fs::write(&self.0, json!({"keys": keys}).to_string()).expect("write the set");
+        }
+    }
+
+    impl Drop for KeyFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn verifier(file: &KeyFile, cache_entries: usize) -> Verifier {
+        let mut settings = OAuthSettings::new(ISSUER);
+        settings.jwks = JwksSource::File(file.0.clone());
+        settings.leeway = Duration::ZERO;
+        settings.jwks_refresh_min = Duration::ZERO;
+        settings.cache_entries = cache_entries;
+        Verifier::new(settings)
+    }
+
+    fn cached(verifier: &Verifier) -> usize {
+        verifier
+            .cache
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    async fn verify(verifier: &Verifier, token: &str) -> Result<Arc<OAuthIdentity>, TokenError> {
+        verifier
+            .verify(token, |audience| audience == AUDIENCE)
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_verified_token_is_remembered_within_the_bound_until_it_expires() {
+        let file = KeyFile::new("cache-test-jwks");
+        let key = TestKey::generate("k1");
+        file.publish(&[&key]);
+        let hour = now() + 3600;
+
+        // Tokens of their own, more than the cache holds: it never holds
+        // more than its bound.
+        let bounded = verifier(&file, 2);
+        for n in 0..5 {
+            let token = key.token("alice", hour, n);
+            let identity = verify(&bounded, &token).await.expect("a good token");
+            assert_eq!(identity.subject, "alice");
+            assert!(cached(&bounded) <= 2, "{} entries", cached(&bounded));
+        }
+
+        let verifier = verifier(&file, 2);
+        let remembered = key.token("alice", hour, 10);
+        let soon = now() + 2;
+        let expiring = key.token("alice", soon, 11);
+        verify(&verifier, &remembered).await.expect("a good token");
+        verify(&verifier, &expiring).await.expect("a good token");
+        assert_eq!(cached(&verifier), 2);
+
+        // The issuer drops the key, and a token naming a new kid makes the
+        // verifier load that set: the key is gone from memory too.
+        file.publish(&[]);
+        let stranger = TestKey::generate("k2").token("alice", hour, 12);
+        assert!(matches!(
+            verify(&verifier, &stranger).await,
+            Err(TokenError::Key(_))
+        ));
+        let unseen = key.token("alice", hour, 13);
+        assert!(
+            matches!(verify(&verifier, &unseen).await, Err(TokenError::Key(_))),
+            "a token not verified before needs the key"
+        );
+        // A remembered token does not: it is served from the cache, for
+        // this resource only.
+        let identity = verify(&verifier, &remembered).await.expect("remembered");
+        assert_eq!(identity.subject, "alice");
+        assert!(matches!(
+            verifier.verify(&remembered, |_| false).await,
+            Err(TokenError::Audience { .. })
+        ));
+
+        // Once its exp has passed, a remembered token is refused by the
+        // cache itself (verifying it again would fail on the key instead).
+        while now() <= soon {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            verifier
+                .cache
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&digest(&expiring)),
+            "still remembered"
+        );
+        assert!(matches!(
+            verify(&verifier, &expiring).await,
+            Err(TokenError::Expired)
+        ));
+        assert!(cached(&verifier) <= 2);
+    }
+
+    #[tokio::test]
+    async fn a_cache_of_no_entries_remembers_nothing() {
+        let file = KeyFile::new("no-cache-test-jwks");
+        let key = TestKey::generate("k1");
+        file.publish(&[&key]);
+        let verifier = verifier(&file, 0);
+        let token = key.token("alice", now() + 3600, 0);
+        verify(&verifier, &token).await.expect("a good token");
+        verify(&verifier, &token).await.expect("verified again");
+        assert_eq!(cached(&verifier), 0);
+    }
 }

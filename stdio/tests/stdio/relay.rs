@@ -593,3 +593,49 @@ async fn a_request_from_the_app_reaches_the_client_and_its_response_the_app() {
     assert_eq!(reply["result"]["isError"], false, "{reply}");
     relay.finish().await;
 }
+
+#[tokio::test]
+async fn an_oauth_access_token_is_the_relays_bearer_and_its_user_the_caller() {
+    let issuer = TestIssuer::start().await;
+    let server = TestServer::builder()
+        .oauth(openclaw_proxy_edge::oauth::OAuthSettings::new(
+            issuer.url.clone(),
+        ))
+        .start()
+        .await;
+    let mut body = legacy_session_body();
+    body["owner"] = json!({"subject": "alice"});
+    let session = server.rest().register(&body).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    wait_for_bridge(&server, &session.id).await;
+    let url = server.http_url();
+    let alice = issuer.token("alice", &format!("{url}/v1/mcp"));
+    let mut relay = RawChild::spawn(command(&[], &env(&url, &alice)));
+
+    relay.send(initialize(1, Some(&session.id))).await;
+    assert_eq!(
+        relay.recv().await["result"]["protocolVersion"],
+        "2025-11-25"
+    );
+    relay
+        .send(request(
+            2,
+            "tools/call",
+            json!({"name": "echo_text", "arguments": {"text": "hi"}}),
+        ))
+        .await;
+    let frame = answer(&mut app, json!({"echoed_text": "hi"})).await;
+    assert_eq!(frame["caller"]["kind"], "oauth", "{frame}");
+    assert_eq!(frame["caller"]["subject"], "alice", "{frame}");
+    let reply = relay.recv().await;
+    assert_eq!(
+        reply["result"]["structuredContent"],
+        json!({"echoed_text": "hi"}),
+        "{reply}"
+    );
+    let (status, rest) = relay.finish().await;
+    assert!(status.success(), "{status:?}");
+    assert!(rest.is_empty(), "{rest:?}");
+}

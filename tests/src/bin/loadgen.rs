@@ -6,6 +6,7 @@
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app crate
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --protocol 2026-07-28 --progress
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --method resources/read
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64 --oauth
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --bridges 500 --calls 2000
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
@@ -13,6 +14,12 @@
 //!
 //! `--url` targets a server that is already running instead of `--spawn`ing
 //! one (memory needs `--spawn` or `--pid`). Each run prints one JSON line.
+//!
+//! `--oauth` sends OAuth access tokens instead of the OpenClaw token: the
+//! load generator is the issuer itself, its metadata and key set on a
+//! loopback port, and starts the server (`--spawn` only) with that issuer
+//! and the required scope `mcp`; each client signs its own ES256 token for
+//! the MCP endpoint, and the sessions are bound to the tokens' subject.
 //!
 //! Cluster mode, the bridge on node A and the calls on node B (both started
 //! with the same `OPENCLAW_PROXY_NATS_URL` and tokens):
@@ -39,8 +46,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use openclaw_proxy_tests::TestIssuer;
 use openclaw_proxy_tests::bench::{
-    self, BridgeKind, GrpcApp, LoadConfig, Method, Protocol, Target,
+    self, BridgeKind, GrpcApp, LoadConfig, Method, OAuthLoad, Protocol, Target,
 };
 use openclaw_proxy_tests::processes::{ClusterRound, Node};
 
@@ -95,6 +103,10 @@ enum Command {
         /// OpenClaw sends one, and a nested vendor object).
         #[arg(long)]
         meta: bool,
+        /// OAuth access tokens instead of the OpenClaw token, from an issuer
+        /// the load generator runs on loopback (needs --spawn).
+        #[arg(long)]
+        oauth: bool,
     },
     /// Resident memory while bridges that stopped reading are sent large
     /// calls, and after they are gone.
@@ -218,7 +230,8 @@ struct Server {
     _child: Option<tokio::process::Child>,
 }
 
-async fn server(args: &ServerArgs) -> anyhow::Result<Server> {
+/// The server of `args`; a spawned one gets these extra variables.
+async fn server(args: &ServerArgs, variables: &[(&str, String)]) -> anyhow::Result<Server> {
     let target = |base_url: String| Target {
         base_url,
         app_token: args.tokens.app_token.clone(),
@@ -230,7 +243,7 @@ async fn server(args: &ServerArgs) -> anyhow::Result<Server> {
             binary,
             &args.tokens.app_token,
             &args.tokens.openclaw_token,
-            &[],
+            variables,
         )
         .await?;
         return Ok(Server {
@@ -265,8 +278,26 @@ async fn main() -> anyhow::Result<()> {
             progress,
             progress_reports,
             meta,
+            oauth,
         } => {
-            let server = server(&args).await?;
+            // The issuer serves until the run ends.
+            let issuer = match oauth {
+                true if args.spawn.is_none() => {
+                    anyhow::bail!("--oauth needs --spawn: the server must trust loadgen's issuer")
+                }
+                true => Some(TestIssuer::start().await),
+                false => None,
+            };
+            let variables: Vec<(&str, String)> = issuer
+                .iter()
+                .flat_map(|issuer| {
+                    [
+                        ("OPENCLAW_PROXY_OAUTH_ISSUER", issuer.url.clone()),
+                        ("OPENCLAW_PROXY_OAUTH_REQUIRED_SCOPES", "mcp".to_owned()),
+                    ]
+                })
+                .collect();
+            let server = server(&args, &variables).await?;
             let config = LoadConfig {
                 target: server.target.clone(),
                 bridge,
@@ -280,6 +311,9 @@ async fn main() -> anyhow::Result<()> {
                 progress,
                 progress_reports,
                 vendor_meta: meta,
+                oauth: issuer
+                    .as_ref()
+                    .map(|issuer| OAuthLoad::new(issuer, "loadgen-user")),
             };
             let cpu_before = server.pid.map(bench::cpu_seconds).transpose()?;
             let report = bench::run_load(&config).await?;
@@ -332,7 +366,7 @@ async fn main() -> anyhow::Result<()> {
             calls,
             payload_bytes,
         } => {
-            let server = server(&args).await?;
+            let server = server(&args, &[]).await?;
             let pid = server.pid.context("abuse needs --spawn or --pid")?;
             let report =
                 bench::measure_abuse(&server.target, pid, bridges, calls, payload_bytes).await?;
@@ -343,7 +377,7 @@ async fn main() -> anyhow::Result<()> {
             bridge,
             sessions,
         } => {
-            let server = server(&args).await?;
+            let server = server(&args, &[]).await?;
             let pid = server.pid.context("memory needs --spawn or --pid")?;
             println!(
                 "{}",
@@ -362,7 +396,7 @@ async fn main() -> anyhow::Result<()> {
             stdio,
             duration,
         } => {
-            let server = server(&args).await?;
+            let server = server(&args, &[]).await?;
             let sessions = bench::start_apps(&server.target, BridgeKind::Ws, 1).await?;
             let report = bench::run_stdio(
                 &stdio,

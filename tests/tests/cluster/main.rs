@@ -1107,18 +1107,19 @@ async fn log_records_of_a_call_on_one_node_reach_a_client_on_another_at_its_leve
 
 /// OAuth in cluster mode: a session bound to alice on one node opens to her
 /// access token on every node, her identity crossing NATS to the app; every
-/// bad token is refused on every node with the challenge naming the public
-/// URL the nodes share.
+/// bad token of the end-to-end tests is refused on every node and every MCP
+/// route with the challenge naming the public URL the nodes share.
 #[tokio::test]
 async fn access_tokens_open_owned_sessions_on_every_node_and_bad_ones_none() {
+    use openclaw_proxy_tests::oauth::{assert_challenged, on_every_route};
     let issuer = openclaw_proxy_tests::TestIssuer::start().await;
     let nats = start_nats(Vec::new()).await;
     let public = "https://mcp.example.com";
+    let mut oauth = openclaw_proxy_edge::oauth::OAuthSettings::new(issuer.url.clone());
+    oauth.required_scopes = vec!["mcp".into()];
     let settings = node_on(&nats, 300)
         .env("OPENCLAW_PROXY_PUBLIC_URL", public)
-        .oauth(openclaw_proxy_edge::oauth::OAuthSettings::new(
-            issuer.url.clone(),
-        ));
+        .oauth(oauth);
     let mut nodes = Vec::new();
     for _ in 0..2 {
         let node = settings.clone().spawn().await;
@@ -1138,42 +1139,28 @@ async fn access_tokens_open_owned_sessions_on_every_node_and_bad_ones_none() {
     let (other, _, _) = create_with_tokens(&nodes[0]).await;
     let audience = format!("{public}/v1/mcp");
     let alice = issuer.token("alice", &audience);
-    let mut expired = issuer.claims("alice", &audience);
-    expired["exp"] = json!(openclaw_proxy_tests::oauth::unix_now() - 600);
-    let refused = [
-        ("bob", issuer.token("bob", &audience)),
-        ("expired", issuer.key().sign(&expired)),
-        (
-            "another audience",
-            issuer.token("alice", "http://127.0.0.1:1/v1/mcp"),
-        ),
-        (
-            "unknown key",
-            openclaw_proxy_tests::SigningKey::generate("k9")
-                .sign(&issuer.claims("alice", &audience)),
-        ),
-    ];
-    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let mut refused = issuer.bad_tokens("alice", &audience);
+    refused.push(openclaw_proxy_tests::oauth::BadToken {
+        case: "another subject",
+        token: issuer.token("bob", &audience),
+        error: "invalid_token",
+    });
     for node in &nodes {
         assert_eq!(list_with(node, &id, &alice).await, 200, "{}", node.addr);
         assert_eq!(list_with(node, &other, &alice).await, 401, "{}", node.addr);
-        for (case, token) in &refused {
-            let reply = node
-                .rest()
-                .token(token)
-                .mcp(&format!("/v1/mcp/{id}"), &list)
-                .send()
-                .await;
-            assert_eq!(reply.status(), 401, "{case} on {}", node.addr);
-            let challenge = reply.header("www-authenticate").unwrap_or_default();
-            let metadata = format!(
-                "resource_metadata=\"{public}/.well-known/oauth-protected-resource/v1/mcp/{id}\""
+        for bad in &refused {
+            let replies = on_every_route(&node.url(), &id, &bad.token).await;
+            assert_eq!(
+                replies.len(),
+                4,
+                "{} on {}: a route let it in",
+                bad.case,
+                node.addr
             );
-            assert!(challenge.contains(&metadata), "{case}: {challenge}");
-            assert!(
-                challenge.contains("error=\"invalid_token\""),
-                "{case}: {challenge}"
-            );
+            let case = format!("{} on {}", bad.case, node.addr);
+            for (route, reply) in replies {
+                assert_challenged(public, &id, (&case, &route), &reply, bad.error);
+            }
         }
     }
     // The bridge on node 0, the call from node 1: the caller crosses NATS.

@@ -38,6 +38,7 @@ async fn load_generator_smoke_run_on_both_bridges() {
             progress: false,
             progress_reports: 0,
             vendor_meta: false,
+            oauth: None,
         };
         let report = bench::run_load(&config).await.expect("load run");
         assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");
@@ -80,6 +81,7 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
                 progress,
                 progress_reports,
                 vendor_meta,
+                oauth: None,
             };
             let report = bench::run_load(&config).await.expect("load run");
             let case = format!(
@@ -128,6 +130,7 @@ async fn load_generator_smoke_run_of_resources_and_prompts() {
                     progress,
                     progress_reports: 0,
                     vendor_meta,
+                    oauth: None,
                 };
                 let report = bench::run_load(&config).await.expect("load run");
                 let case = format!("{bridge:?} {grpc_app:?} {method:?} {protocol:?}");
@@ -180,6 +183,7 @@ async fn wrong_answers_count_as_errors() {
         progress: false,
         progress_reports: 0,
         vendor_meta: false,
+        oauth: None,
     };
     let report = bench::drive_calls(&config, &[session.id])
         .await
@@ -246,4 +250,41 @@ async fn nats_round_trip_smoke_run_through_a_real_nats_server() {
         "{line}"
     );
     assert!(line["p50_us"].as_u64() <= line["max_us"].as_u64(), "{line}");
+}
+
+#[tokio::test]
+async fn load_generator_smoke_run_with_oauth_access_tokens() {
+    // OAuth only: the OpenClaw token opens nothing, so every correct call
+    // was opened by a client's own access token.
+    let issuer = TestIssuer::start().await;
+    let mut settings = openclaw_proxy_edge::oauth::OAuthSettings::new(issuer.url.clone());
+    settings.required_scopes = vec!["mcp".into()];
+    settings.only = true;
+    for (bridge, grpc_app) in [
+        (BridgeKind::Ws, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Crate),
+    ] {
+        let server = TestServer::builder().oauth(settings.clone()).start().await;
+        let config = LoadConfig {
+            target: target(&server),
+            bridge,
+            grpc_app,
+            concurrency: 4,
+            sessions: 2,
+            duration: Duration::from_secs(120),
+            max_calls: Some(300),
+            method: Method::ToolsCall,
+            protocol: Protocol::default(),
+            progress: false,
+            progress_reports: 0,
+            vendor_meta: false,
+            oauth: Some(bench::OAuthLoad::new(&issuer, "loadgen-user")),
+        };
+        let report = bench::run_load(&config).await.expect("load run");
+        assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");
+        assert_eq!(report.calls, 300, "{bridge:?} {grpc_app:?}");
+        let line = bench::report_json(&config, &report);
+        assert_eq!(line["credential"], "oauth");
+    }
 }

@@ -178,3 +178,74 @@ async fn the_rust_app_crate_binds_its_session_and_sees_the_signed_in_user() {
     assert_eq!(reply.json()["result"]["structuredContent"]["oauth"], false);
     serving.shutdown().await.expect("a clean shutdown");
 }
+
+#[tokio::test]
+async fn the_audit_line_of_a_call_by_an_access_token_names_its_subject_and_client() {
+    let issuer = TestIssuer::start().await;
+    let proxy = TestServer::builder()
+        .oauth(OAuthSettings::new(issuer.url.clone()))
+        .spawn()
+        .await;
+    let mut body = legacy_session_body();
+    body["owner"] = json!({"subject": "alice"});
+    body["resources"] = json!([{"uri": "notes:///1", "name": "one"}]);
+    let session = proxy.rest().token(APP_TOKEN).register(&body).await;
+    let session_token = session.session_token.clone().expect("session_token");
+    let mut app = WsApp::connect(&session.bridge_url, Some(&session_token))
+        .await
+        .expect("bridge");
+    let alice = issuer.token("alice", &format!("{}/v1/mcp", proxy.url()));
+    let invoke_result = |frame: &Value| {
+        json!({"type": "invoke_result", "request_id": frame["request_id"], "ok": true,
+               "content": {"text": "hi"}})
+    };
+    one_frame(
+        &mut app,
+        &session,
+        &alice,
+        tools_call(1),
+        "invoke_tool",
+        invoke_result,
+    )
+    .await;
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                      "params": {"uri": "notes:///1"}});
+    let mcp_result = |frame: &Value| {
+        json!({"type": "mcp_result", "request_id": frame["request_id"],
+               "result": {"contents": [{"uri": "notes:///1", "text": "one"}]}})
+    };
+    one_frame(&mut app, &session, &alice, read, "mcp_request", mcp_result).await;
+    let mcp_token = session.mcp_token.clone().expect("mcp_token");
+    one_frame(
+        &mut app,
+        &session,
+        &mcp_token,
+        tools_call(3),
+        "invoke_tool",
+        invoke_result,
+    )
+    .await;
+    drop(app);
+    let lines = proxy.stop().await;
+    let audited = |event: &str| -> Vec<&String> {
+        lines
+            .iter()
+            .filter(|line| {
+                line.contains(" audit: ") && line.contains(&format!("event=\"{event}\""))
+            })
+            .collect()
+    };
+    let calls = audited("tool_call");
+    assert_eq!(calls.len(), 2, "{lines:#?}");
+    for line in [calls[0], audited("app_request")[0]] {
+        assert!(line.contains(" subject=\"alice\""), "{line}");
+        assert!(line.contains(" client_id=\"test-client\""), "{line}");
+        assert!(!line.contains(&alice), "the token in the log: {line}");
+    }
+    // A call opened by the session's own token names no subject.
+    assert!(
+        calls[1].contains(" subject=\"-\" client_id=\"-\""),
+        "{}",
+        calls[1]
+    );
+}

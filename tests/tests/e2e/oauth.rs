@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use openclaw_proxy_edge::oauth::{JwksSource, OAuthSettings};
-use openclaw_proxy_tests::oauth::unix_now;
+use openclaw_proxy_tests::oauth;
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
 
@@ -39,78 +39,14 @@ fn resource(server: &TestServer) -> String {
     format!("{}/v1/mcp", server.http_url())
 }
 
-/// One request on each MCP route of `session`, with `token`: the
-/// streamable endpoint by path and by header, the legacy stream, and the
-/// legacy message route. Answers each route's name and reply.
+/// One request on each MCP route of `session` at `server`.
 async fn on_every_route(server: &TestServer, session: &str, token: &str) -> Vec<(String, Reply)> {
-    let rest = Rest::new(server.http_url());
-    let by_path = rest
-        .mcp(&format!("/v1/mcp/{session}"), &tools_list())
-        .bearer_auth(token)
-        .send()
-        .await;
-    let by_header = rest
-        .mcp("/v1/mcp", &tools_list())
-        .header("mcp-session-id", session)
-        .bearer_auth(token)
-        .send()
-        .await;
-    let stream = rest
-        .get(&format!("/v1/mcp/{session}"))
-        .header("accept", "text/event-stream")
-        .bearer_auth(token)
-        .timeout(Duration::from_secs(2))
-        .try_send()
-        .await;
-    let message = rest
-        .mcp(
-            &format!("/v1/mcp/{session}/messages?legacy=none"),
-            &tools_list(),
-        )
-        .bearer_auth(token)
-        .send()
-        .await;
-    let mut replies = vec![
-        ("POST /v1/mcp/{id}".to_owned(), by_path),
-        ("POST /v1/mcp".to_owned(), by_header),
-        ("POST /v1/mcp/{id}/messages".to_owned(), message),
-    ];
-    // An opened legacy stream never ends: reading it times out, which
-    // shows it was opened (a refusal is a whole answer).
-    if let Ok(reply) = stream {
-        replies.push(("GET /v1/mcp/{id}".to_owned(), reply));
-    }
-    replies
+    oauth::on_every_route(&server.http_url(), session, token).await
 }
 
 /// Asserts a refusal with the challenge naming the session's metadata.
 fn assert_challenged(server: &TestServer, session: &str, route: &str, reply: &Reply, error: &str) {
-    let expected = if error == "insufficient_scope" {
-        StatusCode::FORBIDDEN
-    } else {
-        StatusCode::UNAUTHORIZED
-    };
-    assert_eq!(reply.status(), expected, "{route}: {}", reply.text());
-    let challenge = reply.header("www-authenticate").unwrap_or_default();
-    let path_metadata = format!(
-        "resource_metadata=\"{}/.well-known/oauth-protected-resource/v1/mcp/{session}\"",
-        server.http_url()
-    );
-    let header_metadata = format!(
-        "resource_metadata=\"{}/.well-known/oauth-protected-resource/v1/mcp\"",
-        server.http_url()
-    );
-    let metadata = if route == "POST /v1/mcp" {
-        header_metadata
-    } else {
-        path_metadata
-    };
-    assert!(challenge.starts_with("Bearer "), "{route}: {challenge}");
-    assert!(challenge.contains(&metadata), "{route}: {challenge}");
-    assert!(
-        challenge.contains(&format!("error=\"{error}\"")),
-        "{route}: {challenge}"
-    );
+    oauth::assert_challenged(&server.http_url(), session, ("", route), reply, error);
 }
 
 #[tokio::test]
@@ -191,76 +127,16 @@ async fn bad_tokens_are_refused_on_every_mcp_route_with_a_challenge() {
     let server = server_for(&issuer, |_| {}).await;
     let owned = session(&server, Some("alice")).await;
     let audience = resource(&server);
-    let key = issuer.key();
-    let good = issuer.claims("alice", &audience);
-    let with = |change: &dyn Fn(&mut Value)| {
-        let mut claims = good.clone();
-        change(&mut claims);
-        claims
-    };
-    let now = unix_now();
-    let unsigned = |claims: &Value| {
-        use base64::Engine;
-        let encode = |value: &Value| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
-        };
-        format!(
-            "{}.{}.",
-            encode(&json!({"alg": "none", "typ": "JWT"})),
-            encode(claims)
-        )
-    };
-    let hmac = {
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
-        header.kid = Some(key.kid.clone());
-        let secret = jsonwebtoken::EncodingKey::from_secret(key.public_bytes());
-        jsonwebtoken::encode(&header, &good, &secret).expect("signing")
-    };
-    let impostor = SigningKey::generate(&key.kid);
-    let cases: Vec<(&str, String, &str)> = vec![
-        (
-            "expired",
-            key.sign(&with(&|c| {
-                c["exp"] = json!(now - 600);
-                c["iat"] = json!(now - 4000);
-                c["nbf"] = json!(now - 4000);
-            })),
-            "invalid_token",
-        ),
-        (
-            "not yet valid",
-            key.sign(&with(&|c| c["nbf"] = json!(now + 600))),
-            "invalid_token",
-        ),
-        (
-            "wrong audience",
-            key.sign(&with(&|c| {
-                c["aud"] = json!("https://elsewhere.example/v1/mcp")
-            })),
-            "invalid_token",
-        ),
-        (
-            "wrong issuer",
-            key.sign(&with(&|c| c["iss"] = json!("https://other-issuer.example"))),
-            "invalid_token",
-        ),
-        ("bad signature", impostor.sign(&good), "invalid_token"),
-        ("alg none", unsigned(&good), "invalid_token"),
-        ("HMAC with the public key", hmac, "invalid_token"),
-        (
-            "unknown kid",
-            SigningKey::generate("key-unknown").sign(&good),
-            "invalid_token",
-        ),
-        (
-            "missing scope",
-            key.sign(&with(&|c| c["scope"] = json!("profile"))),
-            "insufficient_scope",
-        ),
-        ("no token at all", String::new(), ""),
-    ];
+    let mut cases: Vec<(&str, String, &str)> = issuer
+        .bad_tokens("alice", &audience)
+        .into_iter()
+        .map(|bad| (bad.case, bad.token, bad.error))
+        .collect();
+    cases.push(("no token at all", String::new(), ""));
     for (case, token, error) in cases {
-        for (route, reply) in on_every_route(&server, &owned.id, &token).await {
+        let replies = on_every_route(&server, &owned.id, &token).await;
+        assert_eq!(replies.len(), 4, "{case}: the legacy stream opened");
+        for (route, reply) in replies {
             if error.is_empty() {
                 assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{case}, {route}");
                 let challenge = reply.header("www-authenticate").unwrap_or_default();
@@ -274,12 +150,13 @@ async fn bad_tokens_are_refused_on_every_mcp_route_with_a_challenge() {
                 );
                 continue;
             }
-            assert_challenged(&server, &owned.id, &route, &reply, error);
+            let public = server.http_url();
+            oauth::assert_challenged(&public, &owned.id, (case, &route), &reply, error);
             assert!(!reply.text().contains(&token), "{case}: the token echoed");
         }
     }
     // And the good token gets in on the same routes.
-    let token = key.sign(&good);
+    let token = issuer.token("alice", &audience);
     for (route, reply) in on_every_route(&server, &owned.id, &token).await {
         assert!(
             reply.status().as_u16() < 401 || reply.status().as_u16() > 403,
@@ -396,8 +273,15 @@ async fn a_rotated_key_is_fetched_and_an_outage_keeps_the_known_keys() {
     claims["jti"] = json!("another");
     let reply = list(second.sign(&claims)).await;
     assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    let fetches = issuer.jwks_fetches();
     let reply = list(SigningKey::generate("key-3").sign(&claims)).await;
     assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{}", reply.text());
+    // That unknown kid made the proxy try the stopped issuer, and the fetch
+    // failed: the known key still verifies a token it has not seen before.
+    assert_eq!(issuer.jwks_fetches(), fetches, "the issuer is stopped");
+    claims["jti"] = json!("after the failed fetch");
+    let reply = list(second.sign(&claims)).await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
 }
 
 #[tokio::test]
@@ -476,4 +360,50 @@ async fn static_tokens_open_nothing_in_oauth_only_mode_and_keys_may_come_from_a_
         StatusCode::OK
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn the_owner_may_be_named_by_another_claim_than_sub() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |settings| {
+        settings.subject_claim = "email".into();
+    })
+    .await;
+    let by_email = session(&server, Some("alice@example.com")).await;
+    let by_sub = session(&server, Some("alice")).await;
+    let mut claims = issuer.claims("alice", &resource(&server));
+    claims["email"] = json!("alice@example.com");
+    let token = issuer.key().sign(&claims);
+    for (route, reply) in on_every_route(&server, &by_email.id, &token).await {
+        assert!(
+            reply.status() != StatusCode::UNAUTHORIZED && reply.status() != StatusCode::FORBIDDEN,
+            "{route} refused the session owned by the token's email: {}",
+            reply.text()
+        );
+    }
+    let listed = Rest::new(server.http_url())
+        .mcp(&by_email.mcp_url, &tools_list())
+        .bearer_auth(&token)
+        .send()
+        .await;
+    assert_eq!(listed.json()["result"]["tools"][0]["name"], "echo_text");
+    // The session owned by the token's sub is not the token's.
+    for (route, reply) in on_every_route(&server, &by_sub.id, &token).await {
+        assert_challenged(&server, &by_sub.id, &route, &reply, "invalid_token");
+    }
+    // A token without the claim names no owner at all, whatever its sub.
+    let without = issuer.token("alice@example.com", &resource(&server));
+    let reply = Rest::new(server.http_url())
+        .mcp(&by_email.mcp_url, &tools_list())
+        .bearer_auth(&without)
+        .send()
+        .await;
+    assert_challenged(
+        &server,
+        &by_email.id,
+        "POST /v1/mcp/{id}",
+        &reply,
+        "invalid_token",
+    );
+    assert!(reply.text().contains("email"), "{}", reply.text());
 }
