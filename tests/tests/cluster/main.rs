@@ -1440,3 +1440,65 @@ async fn a_sessions_changes_reach_its_listeners_on_every_node_once() {
         .await;
     }
 }
+
+/// A rolling upgrade: a call sent in a wire version newer than the node
+/// reads (as a node of a later release would send one) is refused with a
+/// failure naming both versions, not misread; a call in the node's own
+/// version is served.
+#[tokio::test]
+async fn a_call_in_a_wire_version_the_node_cannot_read_fails_naming_both_versions() {
+    use futures_util::StreamExt;
+    let nats = start_nats(Vec::new()).await;
+    let prefix = format!("test_{}", free_port().expect("free port"));
+    let node = TestServer::builder()
+        .nats(&nats.url(), &prefix)
+        .spawn()
+        .await;
+    node.wait_ready(200).await;
+    let id = create(&node).await;
+    let app = app_on(&node, &id, |_| (Duration::ZERO, json!({"served": true}))).await;
+    call_when_reachable(&node, &id, "warm").await;
+
+    let client = async_nats::connect(nats.url()).await.expect("NATS");
+    let send = async |version: &str| {
+        let inbox = client.new_inbox();
+        let mut replies = client.subscribe(inbox.clone()).await.expect("subscribe");
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Ocp-Wire", version);
+        headers.insert("Ocp-Tool", "echo_text");
+        client
+            .publish_with_reply_and_headers(
+                format!("{prefix}.call.{id}"),
+                inbox,
+                headers,
+                r#"{"text":"x"}"#.into(),
+            )
+            .await
+            .expect("publish");
+        loop {
+            let reply = tokio::time::timeout(Duration::from_secs(20), replies.next())
+                .await
+                .expect("a reply within 20 s")
+                .expect("the reply subject");
+            let kind = reply
+                .headers
+                .as_ref()
+                .and_then(|headers| headers.get("Ocp-Kind"))
+                .map(|kind| kind.as_str().to_owned())
+                .unwrap_or_default();
+            if kind != "alive" {
+                return (kind, String::from_utf8_lossy(&reply.payload).into_owned());
+            }
+        }
+    };
+    let (kind, body) = send("99").await;
+    assert_eq!(kind, "failure", "{body}");
+    assert!(
+        body.contains(r#"wire version \"99\""#) && body.contains("up to 2"),
+        "{body}"
+    );
+    let (kind, body) = send("2").await;
+    assert_eq!(kind, "answer", "{body}");
+    assert!(body.contains("served"), "{body}");
+    app.abort();
+}
