@@ -14,6 +14,7 @@
 //! [`Hub`]: openclaw_proxy_core::Hub
 
 pub mod config;
+pub mod first_bytes;
 pub mod http;
 pub mod oauth;
 pub mod server;

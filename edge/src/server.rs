@@ -34,6 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tower_service::Service;
 
 use crate::config::{ConnectionLimits, EdgeConfig};
+use crate::first_bytes::{Rewind, read_until_known};
 use crate::http;
 use crate::http::request::ConnectionInfo;
 use crate::tls::Tls;
@@ -174,17 +175,19 @@ impl Connections {
         let limit = self.header_read_timeout;
         let Some(tls) = &self.tls else {
             tokio::spawn(async move {
-                // A client that sends nothing never reaches hyper's
-                // header-read timer (protocol detection waits first).
-                let mut first = [0_u8; 1];
-                match tokio::time::timeout(limit, stream.peek(&mut first)).await {
-                    Ok(Ok(1..)) => {}
+                // A client that sends nothing, or part of the HTTP/2
+                // preface, never reaches hyper's header-read timer (protocol
+                // detection waits first): see `first_bytes`.
+                let mut stream = stream;
+                let first = match tokio::time::timeout(limit, read_until_known(&mut stream)).await {
+                    Ok(Ok(first)) if !first.is_empty() => first,
                     Ok(_) => return,
                     Err(_) => {
-                        tracing::debug!(%remote, "connection sent nothing in time; closed");
+                        tracing::debug!(%remote, "connection did not say its protocol in time; closed");
                         return;
                     }
-                }
+                };
+                let stream = Rewind::new(first, stream);
                 let connection = builder
                     .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                     .into_owned();

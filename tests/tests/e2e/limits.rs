@@ -354,6 +354,15 @@ async fn stalled_and_idle_clients_are_disconnected() {
         .await
         .expect("connect");
     assert!(until_closed(&mut silent).await.is_empty());
+    // Clients that send part of the HTTP/2 preface, then nothing: the
+    // protocol is never told, and the timeout still closes them.
+    for prefix in [&b"P"[..], b"PRI * HTTP/2.0\r\n"] {
+        let mut partial = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        partial.write_all(prefix).await.expect("write");
+        assert!(until_closed(&mut partial).await.is_empty());
+    }
     // An idle keep-alive connection after a complete exchange.
     let mut idle = tokio::net::TcpStream::connect(server.addr)
         .await
