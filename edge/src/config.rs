@@ -295,6 +295,10 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u8).range(1..=5))]
     pub nats_kv_replicas: u8,
 
+    /// Instead of serving: GET this http:// URL (such as http://127.0.0.1:8000/ready) and exit 0 if it answers 200, 1 otherwise; a container health check needs no shell or curl.
+    #[arg(long, value_name = "URL")]
+    pub probe: Option<String>,
+
     /// OAuth access tokens on the MCP endpoints (`OPENCLAW_PROXY_OAUTH_*`).
     #[command(flatten)]
     pub oauth: OAuthArgs,

@@ -10,6 +10,7 @@
 //! - [`tls`]: optional native TLS on that listener, reloaded when the files change.
 //! - [`oauth`]: OAuth access tokens on the MCP endpoints (JWT checks, the issuer's keys).
 //! - [`telemetry`]: log lines (text or JSON) and OpenTelemetry trace export.
+//! - [`self_probe`]: `--probe URL`, a health check from inside the binary.
 //!
 //! [`Hub`]: openclaw_proxy_core::Hub
 
@@ -17,6 +18,7 @@ pub mod config;
 pub mod first_bytes;
 pub mod http;
 pub mod oauth;
+pub mod self_probe;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

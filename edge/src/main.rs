@@ -15,8 +15,16 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How long `--probe` waits to connect, and then for the answer.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> anyhow::Result<()> {
     let config = ServerConfig::parse();
+    if let Some(url) = &config.probe {
+        // A health check, not a server: no runtime, no logs, exit 0 or 1.
+        return openclaw_proxy_edge::self_probe::probe(url, PROBE_TIMEOUT)
+            .map_err(anyhow::Error::msg);
+    }
     // The runtime is built here, not by `#[tokio::main]`, because its size
     // is a setting. 0 keeps tokio's default: one thread per CPU the process
     // may use (or `TOKIO_WORKER_THREADS`).

@@ -130,3 +130,74 @@ fn worker_threads_sets_how_many_threads_serve() {
         child.wait().expect("wait");
     }
 }
+
+/// `openclaw-proxy --probe URL` with the variables a container sets.
+fn probe(url: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_openclaw-proxy"))
+        .args(["--probe", url])
+        .env("OPENCLAW_PROXY_LISTEN", "0.0.0.0:8000")
+        .env("OPENCLAW_PROXY_APP_TOKEN", "t")
+        .env("OPENCLAW_PROXY_SHUTDOWN_DELAY_SECONDS", "3")
+        .output()
+        .expect("run --probe")
+}
+
+/// The image's health check: `--probe` exits 0 on a 200 and 1 otherwise,
+/// and during the shutdown delay `/ready` fails it while `/health` passes.
+#[test]
+fn probe_exits_zero_on_ready_and_one_while_shutting_down() {
+    let (mut child, addr, _lines) = start(&[("OPENCLAW_PROXY_SHUTDOWN_DELAY_SECONDS", "3")]);
+    let ready = probe(&format!("http://{addr}/ready"));
+    assert!(ready.status.success(), "{ready:?}");
+    assert!(
+        ready.stdout.is_empty() && ready.stderr.is_empty(),
+        "{ready:?}"
+    );
+
+    let missing = probe(&format!("http://{addr}/no-such-route"));
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("404"), "{said}");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    // The signal reaches the server at once; /ready answers 503 from then
+    // until the port closes three seconds later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let draining = loop {
+        let draining = probe(&format!("http://{addr}/ready"));
+        if !draining.status.success() || std::time::Instant::now() > deadline {
+            break draining;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(draining.status.code(), Some(1), "{draining:?}");
+    let said = String::from_utf8_lossy(&draining.stderr);
+    assert!(said.contains("503"), "{said}");
+    let alive = probe(&format!("http://{addr}/health"));
+    assert!(alive.status.success(), "{alive:?}");
+
+    let exit = child.wait().expect("wait");
+    assert!(exit.success(), "exit status {exit:?}");
+    let gone = probe(&format!("http://{addr}/ready"));
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+    let said = String::from_utf8_lossy(&gone.stderr);
+    assert!(said.contains("cannot connect"), "{said}");
+}
+
+#[test]
+fn probe_refuses_a_url_it_cannot_check() {
+    for url in [
+        "https://127.0.0.1:8000/ready",
+        "127.0.0.1:8000/ready",
+        "http:///ready",
+    ] {
+        let output = probe(url);
+        assert_eq!(output.status.code(), Some(1), "{url}: {output:?}");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(said.contains("--probe"), "{url}: {said}");
+    }
+}
