@@ -1205,7 +1205,7 @@ async fn access_tokens_open_owned_sessions_on_every_node_and_bad_ones_none() {
 /// The app's end of a bridge, on either transport, as far as announcing
 /// changes goes.
 enum Announcer {
-    Ws(WsApp),
+    Ws(Box<WsApp>),
     Grpc(GrpcBridge),
 }
 
@@ -1213,11 +1213,11 @@ impl Announcer {
     /// Attaches a bridge of this kind to the session on `node`.
     async fn attach(kind: BridgeKind, node: &Node, session_id: &str) -> Self {
         match kind {
-            BridgeKind::Ws => Self::Ws(
+            BridgeKind::Ws => Self::Ws(Box::new(
                 WsApp::connect(&bridge_url(node, session_id), Some(APP_TOKEN))
                     .await
                     .expect("WebSocket bridge"),
-            ),
+            )),
             BridgeKind::Grpc => Self::Grpc(
                 GrpcBridge::open(node.channel().await, APP_TOKEN, session_id)
                     .await
