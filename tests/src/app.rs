@@ -341,12 +341,18 @@ impl RequestBridge {
     /// Attaches a bridge of `kind` to `session_id` on the server at `base`
     /// (`http://host:port`) with the app token.
     pub async fn attach(kind: BridgeKind, base: &str, session_id: &str) -> Self {
+        Self::attach_with(kind, base, session_id, APP_TOKEN).await
+    }
+
+    /// [`RequestBridge::attach`] with `token` (the app token or the
+    /// session's own).
+    pub async fn attach_with(kind: BridgeKind, base: &str, session_id: &str, token: &str) -> Self {
         match kind {
             BridgeKind::Ws => {
                 let authority = base.trim_start_matches("http://");
                 let url = format!("ws://{authority}/v1/chat/sessions/{session_id}/bridge");
                 Self::Ws(
-                    WsApp::connect(&url, Some(APP_TOKEN))
+                    WsApp::connect(&url, Some(token))
                         .await
                         .expect("WebSocket bridge"),
                 )
@@ -354,7 +360,7 @@ impl RequestBridge {
             BridgeKind::Grpc => Self::Grpc(
                 GrpcBridge::open(
                     crate::server::channel_to(base.to_owned()).await,
-                    APP_TOKEN,
+                    token,
                     session_id,
                 )
                 .await
