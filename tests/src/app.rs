@@ -20,6 +20,7 @@ use crate::grpc_app::{GrpcBridge, Received};
 use crate::server::{APP_TOKEN, TestServer};
 use crate::session::TestSession;
 use crate::ws_app::{WsApp, legacy_session_body};
+use openclaw_proxy_core::proto;
 
 /// Which bridge an app uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -172,7 +173,7 @@ impl AppBridge for GrpcBridge {
                             .then_some(invoke.trace_parent),
                     });
                 }
-                Received::Notice(_) | Received::Cancel(_) => {}
+                Received::Notice(_) | Received::Cancel(_) | Received::Request(_) => {}
                 Received::Ended(status) => return Err(status),
             }
         }
@@ -307,5 +308,155 @@ fn crate_tool(tool: &Value, handler: Arc<dyn Fn(&Call) -> Answer + Send + Sync>)
     match tool["path"].as_str() {
         Some(path) => defined.path(path),
         None => defined,
+    }
+}
+
+/// An MCP request (`resources/read`, `prompts/get`, ...) as the app
+/// receives it, on either bridge.
+#[derive(Clone, Debug)]
+pub struct AppRequest {
+    /// The proxy's id of the request, to echo in the answer.
+    pub request_id: String,
+    /// The MCP method.
+    pub method: String,
+    /// The request's params, a JSON object.
+    pub params: Value,
+    /// The W3C `traceparent` the proxy sent with the request, if any.
+    pub trace_parent: Option<String>,
+}
+
+/// A JSON-RPC error an app answers a request with: code, message, data.
+pub type RequestError = (i32, String, Value);
+
+/// The app's end of either bridge, receiving MCP requests and answering
+/// them by hand (tool calls and other frames are skipped; pings answered).
+pub enum RequestBridge {
+    /// The JSON WebSocket bridge.
+    Ws(WsApp),
+    /// The gRPC bridge.
+    Grpc(GrpcBridge),
+}
+
+impl RequestBridge {
+    /// Attaches a bridge of `kind` to `session_id` on the server at `base`
+    /// (`http://host:port`) with the app token.
+    pub async fn attach(kind: BridgeKind, base: &str, session_id: &str) -> Self {
+        Self::attach_with(kind, base, session_id, APP_TOKEN).await
+    }
+
+    /// [`RequestBridge::attach`] with `token` (the app token or the
+    /// session's own).
+    pub async fn attach_with(kind: BridgeKind, base: &str, session_id: &str, token: &str) -> Self {
+        match kind {
+            BridgeKind::Ws => {
+                let authority = base.trim_start_matches("http://");
+                let url = format!("ws://{authority}/v1/chat/sessions/{session_id}/bridge");
+                Self::Ws(
+                    WsApp::connect(&url, Some(token))
+                        .await
+                        .expect("WebSocket bridge"),
+                )
+            }
+            BridgeKind::Grpc => Self::Grpc(
+                GrpcBridge::open(
+                    crate::server::channel_to(base.to_owned()).await,
+                    token,
+                    session_id,
+                )
+                .await
+                .expect("gRPC bridge"),
+            ),
+        }
+    }
+
+    /// The next MCP request; `None` once the bridge ended.
+    pub async fn next_request(&mut self) -> Option<AppRequest> {
+        match self {
+            Self::Ws(app) => loop {
+                let frame = app.next_json().await.ok()?;
+                if frame["type"] != "mcp_request" {
+                    continue;
+                }
+                let text = |key: &str| {
+                    frame[key]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("mcp_request without a string {key:?}: {frame}"))
+                        .to_owned()
+                };
+                return Some(AppRequest {
+                    request_id: text("request_id"),
+                    method: text("method"),
+                    params: frame["params"].clone(),
+                    trace_parent: frame["traceparent"].as_str().map(str::to_owned),
+                });
+            },
+            Self::Grpc(bridge) => loop {
+                match bridge.next().await {
+                    Received::Request(request) => {
+                        return Some(AppRequest {
+                            params: serde_json::from_str(&request.params_json)
+                                .expect("the proxy sends params as JSON text"),
+                            request_id: request.request_id,
+                            method: request.method,
+                            trace_parent: (!request.trace_parent.is_empty())
+                                .then_some(request.trace_parent),
+                        });
+                    }
+                    Received::Ended(_) => return None,
+                    Received::Invoke(_) | Received::Notice(_) | Received::Cancel(_) => {}
+                }
+            },
+        }
+    }
+
+    /// Answers the request `request_id` with a result or a JSON-RPC error.
+    pub async fn answer(&mut self, request_id: &str, outcome: Result<Value, RequestError>) {
+        match self {
+            Self::Ws(app) => {
+                let mut frame = json!({"type": "mcp_result", "request_id": request_id});
+                match outcome {
+                    Ok(result) => frame["result"] = result,
+                    Err((code, message, data)) => {
+                        frame["error"] = json!({"code": code, "message": message});
+                        if !data.is_null() {
+                            frame["error"]["data"] = data;
+                        }
+                    }
+                }
+                app.send_json(frame).await;
+            }
+            Self::Grpc(bridge) => {
+                let outcome =
+                    outcome
+                        .map(|result| result.to_string())
+                        .map_err(|(code, message, data)| proto::McpError {
+                            code,
+                            message,
+                            data_json: if data.is_null() {
+                                String::new()
+                            } else {
+                                data.to_string()
+                            },
+                        });
+                bridge.answer_request(request_id, outcome).await;
+            }
+        }
+    }
+
+    /// Answers every request through `handler` until the bridge ends;
+    /// returns the requests seen.
+    pub fn serve(
+        mut self,
+        mut handler: impl FnMut(&AppRequest) -> Result<Value, RequestError> + Send + 'static,
+    ) -> JoinHandle<Vec<AppRequest>> {
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some(request) = self.next_request().await {
+                let outcome = handler(&request);
+                self.answer(&request.request_id, outcome).await;
+                seen.push(request);
+            }
+            seen
+        })
     }
 }

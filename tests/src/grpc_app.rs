@@ -122,6 +122,9 @@ pub struct GrpcBridge {
 pub enum Received {
     /// A tool call (boxed: it is many times the size of the others).
     Invoke(Box<proto::InvokeTool>),
+    /// An MCP request the app answers (`resources/read`, `prompts/get`,
+    /// ...), with an `McpResult`.
+    Request(Box<proto::McpRequest>),
     /// An error notice.
     Notice(proto::ErrorNotice),
     /// A call the app should stop working on.
@@ -165,6 +168,9 @@ impl GrpcBridge {
                     Some(proxy_message::Kind::Invoke(invoke)) => {
                         return Received::Invoke(Box::new(invoke));
                     }
+                    Some(proxy_message::Kind::McpRequest(request)) => {
+                        return Received::Request(Box::new(request));
+                    }
                     Some(proxy_message::Kind::Error(notice)) => return Received::Notice(notice),
                     Some(proxy_message::Kind::Cancel(cancel)) => return Received::Cancel(cancel),
                     Some(proxy_message::Kind::Ping(ping)) => {
@@ -192,6 +198,28 @@ impl GrpcBridge {
             Received::Invoke(invoke) => *invoke,
             other => panic!("expected an invocation, got {other:?}"),
         }
+    }
+
+    /// The next MCP request; panics on anything else.
+    pub async fn next_request(&mut self) -> proto::McpRequest {
+        match self.next().await {
+            Received::Request(request) => *request,
+            other => panic!("expected an MCP request, got {other:?}"),
+        }
+    }
+
+    /// Answers an MCP request with its result (JSON text) or a JSON-RPC
+    /// error.
+    pub async fn answer_request(&self, request_id: &str, outcome: Result<String, proto::McpError>) {
+        let outcome = match outcome {
+            Ok(result_json) => proto::mcp_result::Outcome::ResultJson(result_json),
+            Err(error) => proto::mcp_result::Outcome::Error(error),
+        };
+        self.send(app_message::Kind::McpResult(proto::McpResult {
+            request_id: request_id.into(),
+            outcome: Some(outcome),
+        }))
+        .await;
     }
 
     /// The status the stream ends with; panics on anything else.

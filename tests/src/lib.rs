@@ -23,7 +23,9 @@ pub mod server_process;
 pub mod session;
 pub mod ws_app;
 
-pub use app::{Answer, BridgeKind, Call, TestApp, echo, serve_app};
+pub use app::{
+    Answer, AppRequest, BridgeKind, Call, RequestBridge, RequestError, TestApp, echo, serve_app,
+};
 pub use grpc_app::*;
 pub use http_client::{http_client, http_client_builder};
 pub use listening::{LegacyClient, Listener};

@@ -15,9 +15,9 @@ use openclaw_proxy_tests::processes::{
 };
 use openclaw_proxy_tests::server_process::proxy_binary;
 use openclaw_proxy_tests::{
-    APP_TOKEN, BridgeKind, GrpcBridge, LegacyClient, Listener, OPENCLAW_TOKEN, Rest, Route,
-    ServerBuilder, ServerProcess, TestServer, WsApp, eventually, initialize_body,
-    legacy_session_body, mcp_connect, sse_messages, texts,
+    APP_TOKEN, AppRequest, BridgeKind, GrpcBridge, LegacyClient, Listener, OPENCLAW_TOKEN,
+    RequestBridge, Rest, Route, ServerBuilder, ServerProcess, TestServer, WsApp, eventually,
+    initialize_body, legacy_session_body, mcp_connect, sse_messages, texts,
 };
 use rmcp::model::{
     CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams, ResourceContents,
@@ -862,42 +862,45 @@ fn declaring_body() -> Value {
 
 /// A WebSocket app that answers `mcp_request` frames as a notes app would,
 /// and reports each request it gets.
-fn notes_app(mut app: WsApp, seen: tokio::sync::mpsc::UnboundedSender<Value>) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Ok(frame) = app.next_json().await {
-            if frame["type"] != "mcp_request" {
-                continue;
-            }
-            let id = frame["request_id"].clone();
-            let params = &frame["params"];
-            let answer = match (frame["method"].as_str(), params["uri"].as_str()) {
-                (Some("resources/read"), Some("notes://welcome")) => {
-                    json!({"type": "mcp_result", "request_id": id, "result": {"contents": [
-                        {"uri": "notes://welcome", "mimeType": "text/plain", "text": "Hello from A"}]}})
-                }
-                (Some("resources/read"), uri) => json!({"type": "mcp_result", "request_id": id,
-                    "error": {"code": -32002, "message": format!("No note at {}", uri.unwrap_or_default()),
-                              "data": {"uri": uri}}}),
-                (Some("prompts/get"), _) if params["name"] == "locked" => {
-                    json!({"type": "mcp_result", "request_id": id, "error": {"code": -32001,
-                        "message": "locked", "data": {"until": 12345678901234567890_u64, "by": "ops"}}})
-                }
-                (Some("prompts/get"), _) => {
-                    json!({"type": "mcp_result", "request_id": id, "result": {
-                    "messages": [{"role": "user", "content": {"type": "text",
-                        "text": format!("Summarise {}", params["arguments"]["ticket"].as_str().unwrap_or("?"))}}]}})
-                }
-                _ => json!({"type": "mcp_result", "request_id": id,
-                    "error": {"code": -32601, "message": "not served"}}),
-            };
-            let _ = seen.send(frame);
-            app.send_json(answer).await;
+/// A notes app's answers to MCP requests; each request seen is sent on
+/// `seen` as `{method, params}`.
+fn notes_app(
+    app: RequestBridge,
+    seen: tokio::sync::mpsc::UnboundedSender<Value>,
+) -> JoinHandle<Vec<AppRequest>> {
+    app.serve(move |request| {
+        let params = &request.params;
+        let _ = seen.send(json!({"method": request.method, "params": params}));
+        match (request.method.as_str(), params["uri"].as_str()) {
+            ("resources/read", Some("notes://welcome")) => Ok(json!({"contents": [
+                {"uri": "notes://welcome", "mimeType": "text/plain", "text": "Hello from A"}]})),
+            ("resources/read", uri) => Err((
+                -32002,
+                format!("No note at {}", uri.unwrap_or_default()),
+                json!({"uri": uri}),
+            )),
+            ("prompts/get", _) if params["name"] == "locked" => Err((
+                -32001,
+                "locked".to_owned(),
+                json!({"until": 12345678901234567890_u64, "by": "ops"}),
+            )),
+            ("prompts/get", _) => Ok(json!({"messages": [{"role": "user", "content": {
+                "type": "text",
+                "text": format!("Summarise {}", params["arguments"]["ticket"].as_str().unwrap_or("?"))}}]})),
+            _ => Err((-32601, "not served".to_owned(), Value::Null)),
         }
     })
 }
 
 #[tokio::test]
 async fn resources_and_prompts_on_one_node_are_read_from_another() {
+    for kind in BridgeKind::BOTH {
+        resources_and_prompts_read_from_another_node(kind).await;
+    }
+}
+
+/// A session whose app is on node A over `kind` serves a client on node B.
+async fn resources_and_prompts_read_from_another_node(kind: BridgeKind) {
     let (_nats, nodes, _) = cluster(2, 300).await;
     let (a, b) = (&nodes[0], &nodes[1]);
     let created = a
@@ -910,9 +913,7 @@ async fn resources_and_prompts_on_one_node_are_read_from_another() {
         .as_str()
         .expect("session id")
         .to_owned();
-    let app = WsApp::connect(&bridge_url(a, &id), Some(APP_TOKEN))
-        .await
-        .expect("bridge on A");
+    let app = RequestBridge::attach(kind, &a.url(), &id).await;
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let app = notes_app(app, seen_tx);
     let client = mcp_connect(&b.url(), &id, Route::Path).await;
@@ -942,7 +943,8 @@ async fn resources_and_prompts_on_one_node_are_read_from_another() {
             Err(error) => panic!("resources/read: {error:?}"),
         }
     }
-    let read = read.expect("the bridge on A became reachable from B");
+    let read =
+        read.unwrap_or_else(|| panic!("{}: the bridge on A became reachable from B", kind.name()));
     match &read.contents[0] {
         ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "Hello from A"),
         other => panic!("expected text, got {other:?}"),

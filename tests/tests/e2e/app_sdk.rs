@@ -959,9 +959,60 @@ async fn echo_through(server: &TestServer, session_id: &str, text: &str) {
     );
 }
 
+/// What every example's `echo://readme` holds.
+const EXAMPLE_README: &str = "This app echoes text back: call echo_text with {\"text\": ...}.";
+
+/// The session an example registered shows its resource and its prompt,
+/// and an MCP client reads the one and gets the other through the bridge.
+async fn readme_and_prompt_through(server: &TestServer, session_id: &str) {
+    let shown = server
+        .sessions()
+        .await
+        .get(session_id)
+        .await
+        .expect("GetSession");
+    let uris: Vec<&str> = shown.resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["echo://readme"], "{shown:?}");
+    let prompts: Vec<&str> = shown.prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(prompts, ["echo_prompt"], "{shown:?}");
+
+    let client = mcp_connect(&server.http_url(), session_id, Route::Path).await;
+    let listed = no_hang(client.list_resources(None))
+        .await
+        .expect("resources/list");
+    assert_eq!(listed.resources.len(), 1, "{listed:?}");
+    assert_eq!(listed.resources[0].uri, "echo://readme");
+    let read =
+        no_hang(client.read_resource(rmcp::model::ReadResourceRequestParams::new("echo://readme")))
+            .await
+            .expect("resources/read");
+    match &read.contents[..] {
+        [rmcp::model::ResourceContents::TextResourceContents { uri, text, .. }] => {
+            assert_eq!(uri, "echo://readme");
+            assert_eq!(text, EXAMPLE_README);
+        }
+        other => panic!("expected one text, got {other:?}"),
+    }
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("text".into(), json!("hello"));
+    let prompt = no_hang(client.get_prompt(
+        rmcp::model::GetPromptRequestParams::new("echo_prompt").with_arguments(arguments),
+    ))
+    .await
+    .expect("prompts/get");
+    let messages = serde_json::to_value(&prompt.messages).expect("messages");
+    assert_eq!(
+        messages,
+        json!([{"role": "user", "content": {"type": "text",
+            "text": "Use the echo_text tool to echo this text: hello"}}])
+    );
+    let _ = client.cancel().await;
+}
+
 /// Runs an example against a proxy behind a relay: it answers an MCP call,
-/// then the proxy restarts at the same address, and the example registers a
-/// new session, prints its id and answers again.
+/// serves its resource and prompt, then the proxy restarts at the same
+/// address, and the example registers a new session, prints its id and
+/// answers again.
 async fn check_example(mut command: tokio::process::Command) {
     let first = pinging_server().await;
     let relay = Relay::start(first.addr).await;
@@ -969,6 +1020,7 @@ async fn check_example(mut command: tokio::process::Command) {
     let mut example = ExampleApp::start(command);
     let old = example.next_session_id().await;
     echo_through(&first, &old, "one").await;
+    readme_and_prompt_through(&first, &old).await;
 
     no_hang(first.shutdown()).await.expect("first server stops");
     let second = pinging_server().await;
@@ -1011,14 +1063,6 @@ async fn the_python_example_answers_and_survives_a_proxy_restart() {
     check_example(command).await;
 }
 
-// The Python and TypeScript examples also declare a resource
-// (`echo://readme`) and a prompt (`echo_prompt`) and answer `mcp_request`
-// for them. Neither GET of a session nor MCP lists them on this branch yet:
-// the proxy stores and serves declarations with the proxy side of issue 25.
-// Once it does, assert here that the session the example registered shows
-// them (`GetSessionResponse.resources[0].uri == "echo://readme"`,
-// `.prompts[0].name == "echo_prompt"`) and that an MCP client reads the one
-// and gets the other.
 #[tokio::test]
 async fn the_typescript_example_answers_and_survives_a_proxy_restart() {
     let node = tokio::task::spawn_blocking(openclaw_proxy_tests::conformance::ensure_node_tools)

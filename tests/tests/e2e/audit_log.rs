@@ -570,3 +570,101 @@ async fn text_log_lines_hold_each_outside_value_as_one_quoted_field() {
 async fn json_log_lines_hold_each_outside_value_as_one_string_field() {
     audited("json", json_event).await;
 }
+
+#[tokio::test]
+async fn answered_requests_are_audited_and_counted_per_method_on_both_bridges() {
+    let proxy = proxy("json").await;
+    let rest = proxy.rest().token(APP_TOKEN);
+    let mut body = legacy_session_body();
+    body["resources"] = json!([{"uri": "notes:///1", "name": "one"}]);
+    body["prompts"] = json!([{"name": "greet"}]);
+    let mut sessions = Vec::new();
+    let mut served = Vec::new();
+    for kind in BridgeKind::BOTH {
+        let session = rest.register(&body).await;
+        let app = RequestBridge::attach(kind, &proxy.url(), &session.id).await;
+        served.push(app.serve(|request| match request.method.as_str() {
+            "resources/read" => Ok(json!({"contents": [{"uri": "notes:///1", "text": "one"}]})),
+            _ => Err((-32001, "locked".to_owned(), Value::Null)),
+        }));
+        let id = session.id.clone();
+        eventually(
+            "the bridge attaching",
+            std::time::Duration::from_secs(10),
+            || {
+                let rest = rest.clone();
+                let id = id.clone();
+                async move { rest.get_session(&id).await.json()["bridge_connected"] == true }
+            },
+        )
+        .await;
+        let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                          "params": {"uri": "notes:///1"}});
+        let (reply, _) = post(&session.mcp_url, &read, &[]).await;
+        assert_eq!(
+            reply.json()["result"]["contents"][0]["text"],
+            "one",
+            "{}: {}",
+            kind.name(),
+            reply.text()
+        );
+        let prompt = json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
+                            "params": {"name": "greet"}});
+        let (reply, _) = post(&session.mcp_url, &prompt, &[]).await;
+        assert_eq!(
+            reply.json()["error"]["code"],
+            -32001,
+            "{}: {}",
+            kind.name(),
+            reply.text()
+        );
+        sessions.push((kind, session.id));
+    }
+
+    // Counted per method and outcome, as tool calls are: one of each per
+    // bridge.
+    let scrape = prometheus::Scrape::parse(&rest.metrics().await.text()).expect("Prometheus text");
+    for (method, outcome) in [("resources/read", "ok"), ("prompts/get", "tool_error")] {
+        assert_eq!(
+            scrape.value(
+                "openclaw_proxy_app_requests_total",
+                &[("method", method), ("outcome", outcome)]
+            ),
+            2.0,
+            "{method} {outcome}"
+        );
+    }
+
+    let lines = proxy.stop().await;
+    drop(served);
+    let events: Vec<Fields> = lines
+        .iter()
+        .filter_map(|line| json_event(line).map(|fields| checked(fields, line)))
+        .filter(|fields| fields["event"] == "app_request")
+        .collect();
+    for (kind, id) in &sessions {
+        let transport = match kind {
+            BridgeKind::Ws => "websocket",
+            BridgeKind::Grpc => "grpc",
+        };
+        for (method, target, outcome) in [
+            ("resources/read", "notes:///1", "ok"),
+            ("prompts/get", "greet", "tool_error"),
+        ] {
+            let matching = events
+                .iter()
+                .filter(|fields| {
+                    fields["session"] == id[..8]
+                        && fields["method"] == method
+                        && fields["target_name"] == target
+                        && fields["outcome"] == outcome
+                        && fields["transport"] == transport
+                })
+                .count();
+            assert_eq!(
+                matching, 1,
+                "{method} {target} {outcome} over {transport} in {events:#?}"
+            );
+        }
+    }
+}

@@ -212,14 +212,18 @@ async fn resources_and_prompts_are_listed_read_and_fetched_through_a_websocket_a
 
 #[tokio::test]
 async fn app_requests_share_the_sessions_call_limit() {
+    for kind in BridgeKind::BOTH {
+        app_requests_share_the_call_limit_on(kind).await;
+    }
+}
+
+async fn app_requests_share_the_call_limit_on(kind: BridgeKind) {
     let server = TestServer::builder()
         .core(|core| core.limits.max_calls_per_session = 1)
         .start()
         .await;
     let session = server.rest().register(&declaring_body()).await;
-    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
-        .await
-        .expect("bridge");
+    let mut app = RequestBridge::attach(kind, &server.http_url(), &session.id).await;
     let client = mcp_connect(&server.http_url(), &session.id, Route::Path).await;
     // The app holds the first read unanswered; a second request is refused.
     let first = tokio::spawn({
@@ -229,23 +233,40 @@ async fn app_requests_share_the_sessions_call_limit() {
                 .await
         }
     });
-    let held = app.next_json().await.expect("mcp_request");
-    assert_eq!(held["type"], "mcp_request", "{held}");
-    let refused = client
-        .get_prompt(GetPromptRequestParams::new("summarise"))
+    let held = no_hang(app.next_request()).await.expect("mcp_request");
+    assert_eq!(held.method, "resources/read", "{}: {held:?}", kind.name());
+    let refused = no_hang(client.get_prompt(GetPromptRequestParams::new("summarise")))
         .await
         .expect_err("over the limit");
     assert!(
         format!("{refused:?}").contains("OPENCLAW_PROXY_MAX_CALLS_PER_SESSION"),
-        "{refused:?}"
+        "{}: {refused:?}",
+        kind.name()
     );
-    app.send_json(
-        json!({"type": "mcp_result", "request_id": held["request_id"],
-                         "result": {"contents": [{"uri": "notes://welcome", "text": "hi"}]}}),
-    )
-    .await;
+    let text_of = json!({"contents": [{"uri": "notes://welcome", "text": "hi"}]});
+    app.answer(&held.request_id, Ok(text_of)).await;
     let read = no_hang(first).await.expect("join").expect("the held read");
-    assert_eq!(read.contents.len(), 1);
+    match &read.contents[..] {
+        [ResourceContents::TextResourceContents { text, .. }] => assert_eq!(text, "hi"),
+        other => panic!("{}: expected one text, got {other:?}", kind.name()),
+    }
+    // Once the read is answered, a prompt fits again.
+    let prompt = tokio::spawn({
+        let peer = client.peer().clone();
+        async move {
+            peer.get_prompt(GetPromptRequestParams::new("summarise"))
+                .await
+        }
+    });
+    let asked = no_hang(app.next_request()).await.expect("prompts/get");
+    assert_eq!(asked.method, "prompts/get");
+    let messages =
+        json!({"messages": [{"role": "user", "content": {"type": "text", "text": "go"}}]});
+    app.answer(&asked.request_id, Ok(messages)).await;
+    no_hang(prompt)
+        .await
+        .expect("join")
+        .expect("the prompt after the read");
     client.cancel().await.expect("close");
 }
 

@@ -498,6 +498,107 @@ async fn session_tokens_carry_a_call_end_to_end() {
     );
 }
 
+#[tokio::test]
+async fn a_sessions_mcp_token_opens_its_resources_and_prompts_on_both_bridges() {
+    for kind in BridgeKind::BOTH {
+        for required in [false, true] {
+            resources_and_prompts_by_token(kind, required).await;
+        }
+    }
+}
+
+/// `resources/read` and `prompts/get` take the same tokens as `tools/call`:
+/// the session's MCP token, the global one unless session tokens are
+/// required, never another session's or the app's side.
+async fn resources_and_prompts_by_token(kind: BridgeKind, required: bool) {
+    let server = start_server(required).await;
+    let mut declaring = body();
+    declaring["resources"] = json!([{"uri": "notes:///1", "name": "one"}]);
+    declaring["prompts"] = json!([{"name": "greet"}]);
+    let a = {
+        let session = server.rest().register(&declaring).await;
+        Created {
+            session_token: session.session_token.expect("session_token"),
+            mcp_token: session.mcp_token.expect("mcp_token"),
+            id: session.id,
+            bridge_url: session.bridge_url,
+            mcp_url: session.mcp_url,
+        }
+    };
+    let b = create(&server).await;
+    let app = RequestBridge::attach_with(kind, &server.http_url(), &a.id, &a.session_token).await;
+    let served = app.serve(|request| match request.method.as_str() {
+        "resources/read" => Ok(json!({"contents": [{"uri": "notes:///1", "text": "note one"}]})),
+        "prompts/get" => Ok(json!({"messages": [{"role": "user",
+            "content": {"type": "text", "text": "hello"}}]})),
+        _ => Err((-32601, "not served".to_owned(), Value::Null)),
+    });
+    let requests = [
+        (
+            json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                   "params": {"uri": "notes:///1"}}),
+            "/result/contents/0/text",
+            "note one",
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
+                   "params": {"name": "greet"}}),
+            "/result/messages/0/content/text",
+            "hello",
+        ),
+    ];
+    let global = if required {
+        StatusCode::UNAUTHORIZED
+    } else {
+        StatusCode::OK
+    };
+    let mut answered = 0;
+    for (request, pointer, expected) in &requests {
+        let what = format!(
+            "{} (required: {required}) {}",
+            kind.name(),
+            request["method"]
+        );
+        for (token, status) in [
+            (Some(a.mcp_token.as_str()), StatusCode::OK),
+            (Some(OPENCLAW_TOKEN), global),
+            (Some(b.mcp_token.as_str()), StatusCode::UNAUTHORIZED),
+            (Some(a.session_token.as_str()), StatusCode::UNAUTHORIZED),
+            (Some(APP_TOKEN), StatusCode::UNAUTHORIZED),
+            (None, StatusCode::UNAUTHORIZED),
+        ] {
+            let reply = no_hang(
+                Rest::default()
+                    .token_opt(token)
+                    .mcp(&a.mcp_url, request)
+                    .send(),
+            )
+            .await;
+            assert_eq!(
+                reply.status(),
+                status,
+                "{what} with {token:?}: {}",
+                reply.text()
+            );
+            if status == StatusCode::OK {
+                answered += 1;
+                assert_eq!(
+                    reply.json().pointer(pointer),
+                    Some(&json!(expected)),
+                    "{what}: {}",
+                    reply.text()
+                );
+            } else {
+                assert_eq!(reply.header("www-authenticate"), Some("Bearer"), "{what}");
+            }
+        }
+    }
+    // Only the requests let in reached the app.
+    drop(server);
+    let seen = no_hang(served).await.expect("the app task");
+    assert_eq!(seen.len(), answered, "{}: {seen:?}", kind.name());
+}
+
 /// Collects every log line the server writes while the test runs.
 #[derive(Clone, Default)]
 pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);

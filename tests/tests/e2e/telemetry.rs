@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use openclaw_proxy_app::{App, CallContext, Tool};
 use openclaw_proxy_tests::{
-    Call, ServerProcess, TestServer, TestSession, WsApp, echo, eventually, legacy_session_body,
-    no_hang, serve_app,
+    BridgeKind, Call, RequestBridge, ServerProcess, TestServer, TestSession, WsApp, echo,
+    eventually, legacy_session_body, no_hang, serve_app,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -158,8 +158,8 @@ fn record(seen: &Seen, call: &Call) {
         .push(call.trace_parent.clone());
 }
 
-#[tokio::test]
-async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_app() {
+/// A collector serving on this runtime, and the binary exporting to it.
+async fn traced_proxy() -> (Collector, ServerProcess) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -176,6 +176,12 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ])
     .await;
+    (collector, proxy)
+}
+
+#[tokio::test]
+async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_app() {
+    let (collector, proxy) = traced_proxy().await;
     let base = proxy.url();
     let rest = proxy.rest().token(TOKEN);
 
@@ -319,6 +325,134 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
         let expected = format!("00-{trace_id}-{}-01", hex(&round_trip.span_id));
         let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
         assert_eq!(seen, vec![Some(expected)]);
+    }
+}
+
+#[tokio::test]
+async fn spans_of_resources_read_and_prompts_get_reach_the_collector_on_both_bridges() {
+    let (collector, proxy) = traced_proxy().await;
+    let rest = proxy.rest().token(TOKEN);
+    let mut body = legacy_session_body();
+    body["resources"] = json!([{"uri": "notes:///1", "name": "one"}]);
+    body["prompts"] = json!([{"name": "greet"}]);
+    let mut served = Vec::new();
+    let mut asked = Vec::new();
+    for (n, kind) in BridgeKind::BOTH.into_iter().enumerate() {
+        let session = rest.register(&body).await;
+        let app = RequestBridge::attach_with(kind, &proxy.url(), &session.id, TOKEN).await;
+        served.push(app.serve(|request| match request.method.as_str() {
+            "resources/read" => Ok(json!({"contents": [{"uri": "notes:///1", "text": "one"}]})),
+            _ => Ok(json!({"messages": [{"role": "user",
+                "content": {"type": "text", "text": "hello"}}]})),
+        }));
+        let id = session.id.clone();
+        eventually("the bridge attaching", Duration::from_secs(10), || {
+            let rest = rest.clone();
+            let id = id.clone();
+            async move { rest.get_session(&id).await.json()["bridge_connected"] == true }
+        })
+        .await;
+        for (m, (method, params)) in [
+            ("resources/read", json!({"uri": "notes:///1"})),
+            ("prompts/get", json!({"name": "greet"})),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let digit = char::from(b'3' + u8::try_from(2 * n + m).expect("small"));
+            let trace_id = digit.to_string().repeat(32);
+            let caller_span = digit.to_string().repeat(16);
+            let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+            let response = no_hang(
+                rest.mcp(&format!("/v1/mcp/{}", session.id), &request)
+                    .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
+                    .send(),
+            )
+            .await;
+            assert_eq!(response.status(), 200, "{}", response.text());
+            assert!(
+                response.json().get("result").is_some(),
+                "{}",
+                response.text()
+            );
+            asked.push((kind, session.id.clone(), method, trace_id, caller_span));
+        }
+    }
+    let lines = proxy.stop().await;
+    let mut seen = Vec::new();
+    for app in served {
+        seen.extend(no_hang(app).await.expect("the app task"));
+    }
+
+    let spans = collector
+        .spans
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for (kind, session_id, method, trace_id, caller_span) in &asked {
+        let what = format!("{method} on {}", kind.name());
+        let named = |name: &str| {
+            spans
+                .iter()
+                .map(|(_, span)| span)
+                .find(|span| hex(&span.trace_id) == *trace_id && span.name == name)
+                .unwrap_or_else(|| {
+                    panic!("{what}: no span {name} in trace {trace_id}: {spans:#?}\n{lines:#?}")
+                })
+        };
+        let (request, app_request, round_trip) = (
+            named("mcp_request"),
+            named("app_request"),
+            named("bridge_round_trip"),
+        );
+        assert_eq!(
+            hex(&request.parent_span_id),
+            *caller_span,
+            "{what}: the caller's span is the parent"
+        );
+        assert_eq!(app_request.parent_span_id, request.span_id, "{what}");
+        assert_eq!(round_trip.parent_span_id, app_request.span_id, "{what}");
+        let attribute = |span: &Span, key: &str| attributes(span.attributes.clone()).remove(key);
+        assert_eq!(
+            attribute(request, "mcp.method.name").as_deref(),
+            Some(*method),
+            "{what}"
+        );
+        assert_eq!(
+            attribute(app_request, "method").as_deref(),
+            Some(*method),
+            "{what}"
+        );
+        for span in [request, app_request, round_trip] {
+            assert_eq!(
+                attribute(span, "session").as_deref(),
+                Some(&session_id[..8]),
+                "{what}: {span:?}"
+            );
+        }
+        for span in [app_request, round_trip] {
+            assert_eq!(
+                attribute(span, "outcome").as_deref(),
+                Some("ok"),
+                "{what}: {span:?}"
+            );
+        }
+        let transport = match kind {
+            BridgeKind::Ws => "websocket",
+            BridgeKind::Grpc => "grpc",
+        };
+        assert_eq!(
+            attribute(round_trip, "transport").as_deref(),
+            Some(transport),
+            "{what}"
+        );
+        // The app was told to make the proxy's round trip span its parent.
+        let expected = format!("00-{trace_id}-{}-01", hex(&round_trip.span_id));
+        assert!(
+            seen.iter()
+                .any(|request| request.trace_parent.as_deref() == Some(expected.as_str())),
+            "{what}: no request carried {expected}: {seen:#?}"
+        );
     }
 }
 

@@ -203,6 +203,7 @@ pub(super) async fn handle_message(
     {
         *method = McpMethod::of(request.method());
         let span = request_span(request.method(), &session_id, request.target());
+        trace::set_remote_parent(&span, &request.trace_parent(&parts.headers));
         return direct::answer_request(
             &state.hub,
             &state.in_flight,

@@ -57,6 +57,12 @@ impl DirectRequest {
     pub fn target(&self) -> &str {
         &self.target
     }
+
+    /// The request's W3C `traceparent`: its `_meta` one, else the header's
+    /// ([`crate::http::mcp::call::trace_parent`]).
+    pub fn trace_parent(&self, headers: &HeaderMap) -> String {
+        trace_parent_of(self.trace_parent.as_deref(), headers)
+    }
 }
 
 #[derive(Deserialize)]
