@@ -331,10 +331,11 @@ pub type RequestError = (i32, String, Value);
 /// The app's end of either bridge, receiving MCP requests and answering
 /// them by hand (tool calls and other frames are skipped; pings answered).
 pub enum RequestBridge {
-    /// The JSON WebSocket bridge.
-    Ws(WsApp),
+    /// The JSON WebSocket bridge (both boxed: a WebSocket client that can
+    /// speak TLS is much larger than a gRPC one).
+    Ws(Box<WsApp>),
     /// The gRPC bridge.
-    Grpc(GrpcBridge),
+    Grpc(Box<GrpcBridge>),
 }
 
 impl RequestBridge {
@@ -351,13 +352,13 @@ impl RequestBridge {
             BridgeKind::Ws => {
                 let authority = base.trim_start_matches("http://");
                 let url = format!("ws://{authority}/v1/chat/sessions/{session_id}/bridge");
-                Self::Ws(
+                Self::Ws(Box::new(
                     WsApp::connect(&url, Some(token))
                         .await
                         .expect("WebSocket bridge"),
-                )
+                ))
             }
-            BridgeKind::Grpc => Self::Grpc(
+            BridgeKind::Grpc => Self::Grpc(Box::new(
                 GrpcBridge::open(
                     crate::server::channel_to(base.to_owned()).await,
                     token,
@@ -365,7 +366,7 @@ impl RequestBridge {
                 )
                 .await
                 .expect("gRPC bridge"),
-            ),
+            )),
         }
     }
 

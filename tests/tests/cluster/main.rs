@@ -1208,7 +1208,7 @@ async fn access_tokens_open_owned_sessions_on_every_node_and_bad_ones_none() {
 /// changes goes.
 enum Announcer {
     Ws(Box<WsApp>),
-    Grpc(GrpcBridge),
+    Grpc(Box<GrpcBridge>),
 }
 
 impl Announcer {
@@ -1220,11 +1220,11 @@ impl Announcer {
                     .await
                     .expect("WebSocket bridge"),
             )),
-            BridgeKind::Grpc => Self::Grpc(
+            BridgeKind::Grpc => Self::Grpc(Box::new(
                 GrpcBridge::open(node.channel().await, APP_TOKEN, session_id)
                     .await
                     .expect("gRPC bridge"),
-            ),
+            )),
         }
     }
 
