@@ -199,14 +199,22 @@ impl Connections {
         };
         let acceptor = tls.acceptor.clone();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
-                Ok(Ok(stream)) => stream,
+            // One deadline for the handshake and the first bytes: ALPN is
+            // offered, but hyper still reads the bytes to tell the protocol.
+            let opened = tokio::time::timeout(limit, async {
+                let mut stream = acceptor.accept(stream).await?;
+                let first = read_until_known(&mut stream).await?;
+                Ok::<_, std::io::Error>((first, stream))
+            });
+            let stream = match opened.await {
+                Ok(Ok((first, stream))) if !first.is_empty() => Rewind::new(first, stream),
+                Ok(Ok(_)) => return,
                 Ok(Err(error)) => {
                     tracing::debug!(%error, "TLS handshake failed");
                     return;
                 }
                 Err(_) => {
-                    tracing::debug!("TLS handshake not finished in time");
+                    tracing::debug!("TLS handshake or first bytes not in time");
                     return;
                 }
             };

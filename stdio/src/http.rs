@@ -9,7 +9,7 @@
 //! for the internet cannot reach this machine's loopback, and would see the
 //! tokens. With the `https` feature (a default one), `https://` targets use
 //! rustls with the ring provider and the platform's roots (`SSL_CERT_FILE`
-//! adds a private CA); a build without it refuses an `https://` URL at start
+//! names a bundle to trust instead, such as a private CA); a build without it refuses an `https://` URL at start
 //! with a sentence.
 
 use std::net::IpAddr;

@@ -172,7 +172,11 @@ impl KeySet {
                 // The error may quote what the issuer sent: an outside value.
                 let error = error.to_string();
                 tracing::warn!(
-                    error = openclaw_proxy_core::escape::Outside::new(&error).field(),
+                    error = openclaw_proxy_core::escape::Outside::within(
+                        &error,
+                        openclaw_proxy_core::escape::TEXT_LIMIT
+                    )
+                    .field(),
                     "OAuth signing keys could not be fetched; the keys known stay in use"
                 );
             }

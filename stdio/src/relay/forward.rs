@@ -152,8 +152,11 @@ fn post(state: &State, session: &str, message: &Outgoing) -> reqwest::RequestBui
                 .clone()
         });
     if let Some(version) = version.filter(|_| message.method != "initialize") {
-        for (name, value) in standard_headers(message, &version) {
-            request = request.header(name, value);
+        // A response (to a request the server sent) names no method.
+        if !message.method.is_empty() {
+            for (name, value) in standard_headers(message, &version) {
+                request = request.header(name, value);
+            }
         }
         request = request.header(HEADER_MCP_PROTOCOL_VERSION, version);
     }

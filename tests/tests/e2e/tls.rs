@@ -437,3 +437,31 @@ async fn a_broken_certificate_file_keeps_the_old_certificate() {
     let message = refused.map(|error| error.to_string()).unwrap_or_default();
     assert!(message.contains("cert.pem"), "{message}");
 }
+
+/// A client that completes the TLS handshake and then sends nothing, or
+/// part of the HTTP/2 preface, is closed at the header-read timeout, as on
+/// a plain port; a real client is served after them.
+#[tokio::test]
+async fn a_tls_client_that_never_says_its_protocol_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let scratch = Scratch::new("first-bytes");
+    let files = scratch.files();
+    let authority = Authority::new();
+    authority.issue_into(&files);
+    let server = TestServer::builder()
+        .tls(files)
+        .edge(|edge| edge.connections.header_read_timeout = Duration::from_millis(500))
+        .start()
+        .await;
+    for sent in [&b""[..], b"P", b"PRI * HTTP/2.0\r\n"] {
+        let mut stream = tls_connect(server.addr, client_config(authority.der(), &[b"h2"]))
+            .await
+            .expect("handshake");
+        stream.write_all(sent).await.expect("write");
+        let mut rest = Vec::new();
+        // A close, or a reset: either ends the read.
+        let _ = no_hang(stream.read_to_end(&mut rest)).await;
+        assert!(rest.is_empty(), "{sent:?}: {rest:?}");
+    }
+    assert_eq!(health_over_http1(&server, authority.der()).await, "ok");
+}
