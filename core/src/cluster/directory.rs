@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::Node;
-use super::wire::{StoredCatalog, StoredSession};
+use super::stored::{StoredCatalog, StoredSession};
 use crate::directory::{DirectoryError, Offer, SessionDirectory, SessionRecord};
 use crate::escape::Outside;
 use crate::hub::WeakHub;

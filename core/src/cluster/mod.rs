@@ -14,6 +14,7 @@ mod changes;
 mod delivery;
 mod directory;
 mod outbox;
+mod stored;
 pub mod wire;
 
 use std::path::PathBuf;

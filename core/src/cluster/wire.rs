@@ -1,6 +1,6 @@
-//! What nodes say to each other: session records in the KV bucket, the
-//! messages of one call between the node that received it and the node that
+//! What nodes say to each other: the messages of one call between the node that received it and the node that
 //! holds the session's bridge, and the changes of a session ([`Change`]).
+//! Session records in the KV bucket are [`super::stored`].
 //!
 //! JSON, versioned, so a rolling upgrade can read what an older node wrote.
 //!
@@ -10,23 +10,16 @@
 //! [`KIND_MCP_ERROR`]). A tool call's messages are those of nodes that
 //! forwarded only tool calls, so either side may run the previous version.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{HeaderMap, HeaderValue};
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
-use crate::auth::{SessionCredentials, TokenDigest};
-use crate::caller::Owner;
-use crate::catalog;
-use crate::directory::SessionRecord;
 use crate::hub::SessionEvent;
 use crate::outcome::{BridgeEnd, InvokeError, McpFailure, McpReply, ToolOutcome};
 use crate::proto;
-use crate::tools::Tool;
 
 /// Header carrying the wire version of a message between nodes: the
 /// version of the headers and bodies of this file. Absent from nodes of
@@ -239,205 +232,6 @@ impl Forwarded {
             None => Self::Tool(header(TOOL).unwrap_or_default().to_owned()),
         }
     }
-}
-
-/// A session as stored in the KV bucket.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct StoredSession {
-    /// Format version.
-    pub v: u32,
-    /// The registration metadata.
-    pub metadata: StoredMetadata,
-    /// The validated tools.
-    pub tools: Vec<StoredTool>,
-    /// The validated resources, resource templates and prompts (absent in
-    /// entries written before sessions declared them).
-    #[serde(default)]
-    pub catalog: StoredCatalog,
-    /// The node that holds the session's bridge, if one claimed it.
-    #[serde(default)]
-    pub holder: Option<String>,
-    /// SHA-256 of the session token, hex (the token itself is never stored).
-    pub session_token_sha256: String,
-    /// SHA-256 of the MCP token, hex.
-    pub mcp_token_sha256: String,
-    /// The OAuth subject the session is bound to; absent when none (and in
-    /// entries written before sessions had owners).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<StoredOwner>,
-}
-
-/// [`Owner`], stored.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StoredOwner {
-    pub subject: String,
-    pub issuer: String,
-}
-
-/// A session's catalog, stored: each list left out when empty.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct StoredCatalog {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resources: Vec<catalog::Resource>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resource_templates: Vec<catalog::ResourceTemplate>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub prompts: Vec<catalog::Prompt>,
-}
-
-impl StoredCatalog {
-    /// The stored form of a catalog.
-    pub fn of(catalog: &catalog::Catalog) -> Self {
-        Self {
-            resources: catalog.resources.to_vec(),
-            resource_templates: catalog.resource_templates.to_vec(),
-            prompts: catalog.prompts.to_vec(),
-        }
-    }
-
-    /// The catalog (validated when it was stored); the shared empty one
-    /// when it holds nothing.
-    pub fn parsed(&self) -> Arc<catalog::Catalog> {
-        let parsed = catalog::Catalog {
-            resources: self.resources.clone().into(),
-            resource_templates: self.resource_templates.clone().into(),
-            prompts: self.prompts.clone().into(),
-        };
-        if parsed.is_empty() {
-            catalog::empty()
-        } else {
-            Arc::new(parsed)
-        }
-    }
-}
-
-/// [`proto::SessionMetadata`], stored.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct StoredMetadata {
-    pub device_id: String,
-    pub device_name: String,
-    pub app_version: String,
-    pub chat_id: String,
-}
-
-/// One validated tool, stored.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StoredTool {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    pub input_schema: Map<String, Value>,
-    #[serde(default)]
-    pub path: String,
-    #[serde(default)]
-    pub timeout_seconds: u32,
-}
-
-impl StoredSession {
-    /// The stored form of a record.
-    pub fn of(record: &SessionRecord, holder: Option<String>) -> Self {
-        let metadata = &record.metadata;
-        Self {
-            v: 1,
-            metadata: StoredMetadata {
-                device_id: metadata.device_id.clone(),
-                device_name: metadata.device_name.clone(),
-                app_version: metadata.app_version.clone(),
-                chat_id: metadata.chat_id.clone(),
-            },
-            tools: Self::stored_tools(&record.tools()),
-            catalog: StoredCatalog::of(&record.catalog()),
-            holder,
-            session_token_sha256: hex(&record.credentials.session_token_digest),
-            mcp_token_sha256: hex(&record.credentials.mcp_token_digest),
-            owner: record.credentials.owner.as_ref().map(|owner| StoredOwner {
-                subject: owner.subject.clone(),
-                issuer: owner.issuer.clone(),
-            }),
-        }
-    }
-
-    /// Tools in their stored form.
-    pub fn stored_tools(tools: &[Tool]) -> Vec<StoredTool> {
-        tools
-            .iter()
-            .map(|tool| StoredTool {
-                name: tool.name.to_string(),
-                description: tool.description.to_string(),
-                input_schema: (*tool.input_schema).clone(),
-                path: tool.path.to_string(),
-                timeout_seconds: tool.timeout_seconds,
-            })
-            .collect()
-    }
-
-    /// The stored tools (validated when they were stored).
-    pub fn tools_parsed(&self) -> Vec<Tool> {
-        self.tools
-            .iter()
-            .map(|tool| Tool {
-                name: tool.name.as_str().into(),
-                description: tool.description.as_str().into(),
-                input_schema: Arc::new(tool.input_schema.clone()),
-                path: tool.path.as_str().into(),
-                timeout_seconds: tool.timeout_seconds,
-            })
-            .collect()
-    }
-
-    /// The record's parts (its tools were validated when it was stored).
-    pub fn into_parts(mut self) -> Result<StoredParts, String> {
-        let credentials = SessionCredentials {
-            session_token_digest: unhex(&self.session_token_sha256)
-                .ok_or("session_token_sha256 is not 64 hex digits")?,
-            mcp_token_digest: unhex(&self.mcp_token_sha256)
-                .ok_or("mcp_token_sha256 is not 64 hex digits")?,
-            owner: self.owner.take().map(|owner| Owner {
-                subject: owner.subject,
-                issuer: owner.issuer,
-            }),
-        };
-        let tools = self.tools_parsed();
-        let catalog = self.catalog.parsed();
-        let metadata = proto::SessionMetadata {
-            device_id: self.metadata.device_id,
-            device_name: self.metadata.device_name,
-            app_version: self.metadata.app_version,
-            chat_id: self.metadata.chat_id,
-        };
-        Ok(StoredParts {
-            metadata,
-            tools,
-            catalog,
-            credentials,
-            holder: self.holder,
-        })
-    }
-}
-
-/// A stored session, read back.
-#[derive(Debug)]
-pub struct StoredParts {
-    pub metadata: proto::SessionMetadata,
-    pub tools: Vec<Tool>,
-    pub catalog: Arc<catalog::Catalog>,
-    pub credentials: SessionCredentials,
-    pub holder: Option<String>,
-}
-
-fn hex(digest: &TokenDigest) -> String {
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<TokenDigest> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
-    let mut digest = [0_u8; 32];
-    for (index, byte) in digest.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
-    }
-    Some(digest)
 }
 
 /// An app log record relayed to the calling node: level, logger and data
