@@ -154,3 +154,13 @@ impl RawChild {
         (status, rest)
     }
 }
+
+/// The binary's stderr when gateway mode starts against the Gateway with
+/// `env` (stdin closed, so it stops right after discovery).
+pub async fn startup_stderr(env: &[(&str, &str)]) -> String {
+    let output = no_hang(command(&["gateway"], env).stdin(Stdio::null()).output())
+        .await
+        .expect("run");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use crate::common::{BINARY, command};
+use crate::common::{BINARY, command, startup_stderr};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -869,20 +869,12 @@ async fn a_gateway_without_tools_effective_is_read_through_its_catalog() {
         ("OPENCLAW_GATEWAY_URL", url.as_str()),
         ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
     ];
-    let output = command(&["gateway"], &env)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = startup_stderr(&env).await;
     assert!(
         stderr.contains("does not offer tools.effective") && !stderr.contains("built-in"),
         "{stderr}"
     );
-    let client =
-        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
-            .await
-            .expect("handshake");
+    let (client, _changes) = connect_watching(&[], &env).await;
     let tools = client.list_all_tools().await.expect("list");
     let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
     // web_* denied by gateway.tools.deny, sessions_send by the default HTTP
@@ -915,22 +907,14 @@ async fn a_gateway_without_the_session_is_read_through_its_catalog() {
         ("OPENCLAW_GATEWAY_URL", url.as_str()),
         ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
     ];
-    let output = command(&["gateway"], &env)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = startup_stderr(&env).await;
     assert!(
         stderr.contains("has no session \"main\"")
             && stderr.contains("tools.catalog")
             && !stderr.contains("built-in"),
         "{stderr}"
     );
-    let client =
-        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
-            .await
-            .expect("handshake");
+    let (client, _changes) = connect_watching(&[], &env).await;
     let tools = client.list_all_tools().await.expect("list");
     let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
     // sessions_send is on the default HTTP deny list, read is never built
@@ -981,17 +965,9 @@ async fn an_unknown_protocol_or_missing_scopes_fall_back_or_assume_defaults() {
         ("OPENCLAW_GATEWAY_URL", url.as_str()),
         ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
     ];
-    let output = command(&["gateway"], &env)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = startup_stderr(&env).await;
     assert!(stderr.contains("no operator.admin scope"), "{stderr}");
-    let client =
-        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
-            .await
-            .expect("handshake");
+    let (client, _changes) = connect_watching(&[], &env).await;
     let names: Vec<String> = client
         .list_all_tools()
         .await
@@ -1054,10 +1030,7 @@ async fn a_gateway_over_tls_is_discovered_and_called() {
         ("OPENCLAW_GATEWAY_TOKEN", TOKEN),
         ("SSL_CERT_FILE", ca.as_str()),
     ];
-    let client =
-        ().serve(TokioChildProcess::new(command(&["gateway"], &env)).expect("spawn"))
-            .await
-            .expect("handshake");
+    let (client, _changes) = connect_watching(&[], &env).await;
     let names: Vec<String> = client
         .list_all_tools()
         .await
@@ -1080,12 +1053,7 @@ async fn a_gateway_over_tls_is_discovered_and_called() {
 
     // Without the CA the handshake fails, discovery says so, and the
     // built-in list is served.
-    let output = command(&["gateway"], &env[..2])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = startup_stderr(&env[..2]).await;
     assert!(
         stderr.contains("built-in") && stderr.to_lowercase().contains("certificate"),
         "{stderr}"

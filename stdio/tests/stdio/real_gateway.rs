@@ -25,7 +25,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::common::command;
+use crate::common::startup_stderr;
 use crate::gateway::connect_watching;
 
 const TOKEN: &str = "real-gateway-token";
@@ -357,16 +357,6 @@ fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
 fn call(name: &str, arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned())
         .with_arguments(arguments.as_object().cloned().unwrap_or_default())
-}
-
-/// The binary's stderr when it starts against the Gateway with `env` (stdin
-/// closed, so it stops right after discovery).
-async fn startup_stderr(env: &[(&str, &str)]) -> String {
-    let output = no_hang(command(&["gateway"], env).stdin(Stdio::null()).output())
-        .await
-        .expect("run");
-    assert!(output.stdout.is_empty(), "{output:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[tokio::test]
