@@ -28,6 +28,17 @@ fn request(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
+/// Sends `initialize` (`hello`) and, once it is answered, the
+/// `notifications/initialized` that completes the handshake; the answer.
+async fn handshake(relay: &mut RawChild, hello: Value) -> Value {
+    relay.send(hello).await;
+    let reply = relay.recv().await;
+    relay
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    reply
+}
+
 /// A session with a WebSocket app whose calls the test answers by hand.
 async fn manual_session(server: &TestServer) -> (String, WsApp) {
     let session = server.rest().register(&legacy_session_body()).await;
@@ -61,14 +72,10 @@ async fn binds_by_initialize_field_and_relays_everything() {
     let url = server.http_url();
     let mut relay = RawChild::spawn(command(&[], &env(&url, OPENCLAW_TOKEN)));
 
-    relay.send(initialize(1, Some(&id))).await;
-    let reply = relay.recv().await;
+    let reply = handshake(&mut relay, initialize(1, Some(&id))).await;
     assert_eq!(reply["id"], 1);
     assert_eq!(reply["result"]["protocolVersion"], "2025-11-25");
     assert_eq!(reply["result"]["serverInfo"]["name"], "openclaw-proxy");
-    relay
-        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
 
     relay.send(request(2, "tools/list", json!({}))).await;
     let reply = relay.recv().await;
@@ -498,15 +505,11 @@ async fn a_proxy_behind_tls_is_relayed_by_the_default_build() {
     env.push(("SSL_CERT_FILE", &ca));
     let mut relay = RawChild::spawn(command(&[], &env));
 
-    relay.send(initialize(1, Some(&id))).await;
-    let reply = relay.recv().await;
+    let reply = handshake(&mut relay, initialize(1, Some(&id))).await;
     assert_eq!(
         reply["result"]["serverInfo"]["name"], "openclaw-proxy",
         "{reply}"
     );
-    relay
-        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
     relay.send(request(2, "tools/list", json!({}))).await;
     let reply = relay.recv().await;
     assert_eq!(reply["result"]["tools"][0]["name"], "echo_text", "{reply}");
@@ -544,11 +547,7 @@ async fn a_request_from_the_app_reaches_the_client_and_its_response_the_app() {
     let mut relay = RawChild::spawn(command(&[], &env(&url, OPENCLAW_TOKEN)));
     let mut hello = initialize(1, Some(&id));
     hello["params"]["capabilities"] = json!({"elicitation": {"form": {}}});
-    relay.send(hello).await;
-    assert_eq!(relay.recv().await["id"], 1);
-    relay
-        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
+    assert_eq!(handshake(&mut relay, hello).await["id"], 1);
 
     relay
         .send(request(
