@@ -81,9 +81,14 @@ impl BearerToken {
     /// Compares a presented token with the configured one: digests of equal
     /// length, in constant time.
     pub fn matches(&self, presented: &str) -> bool {
+        self.matches_digest(&digest(presented))
+    }
+
+    /// [`Self::matches`] for a token already digested with [`digest`].
+    pub fn matches_digest(&self, presented: &TokenDigest) -> bool {
         match &self.0 {
             None => true,
-            Some(expected) => same(expected, &digest(presented)),
+            Some(expected) => same(expected, presented),
         }
     }
 }

@@ -14,19 +14,62 @@ use super::request::ConnectionInfo;
 /// (HTTP/2), used only when it is a well-formed `host[:port]`; else the
 /// address the client actually connected to.
 pub(crate) fn base_url(public_url: Option<&str>, request: &RequestHead<'_>) -> String {
-    if let Some(public_url) = public_url {
-        return public_url.to_owned();
+    match Base::of(public_url, request) {
+        Base::Public(url) => url.to_owned(),
+        Base::Own { scheme, authority } => format!("{scheme}://{authority}"),
     }
-    let authority = request
-        .headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .or_else(|| request.uri.authority().map(|authority| authority.as_str()))
-        .filter(|authority| is_host_and_port(authority))
-        .map(str::to_owned)
-        .or_else(|| request.connection.map(|info| info.local.to_string()))
-        .unwrap_or_else(|| "127.0.0.1:8000".to_owned());
-    let scheme = request
+}
+
+/// [`base_url`] in pieces, borrowed from the request where it can be:
+/// what a check of a URL against it (an access token's audience, on every
+/// request) reads without building it.
+pub(crate) enum Base<'a> {
+    /// `OPENCLAW_PROXY_PUBLIC_URL`.
+    Public(&'a str),
+    /// The request's own scheme and authority.
+    Own {
+        scheme: &'static str,
+        authority: std::borrow::Cow<'a, str>,
+    },
+}
+
+impl<'a> Base<'a> {
+    /// The base URL of `request`, as [`base_url`] says.
+    pub(crate) fn of(public_url: Option<&'a str>, request: &RequestHead<'a>) -> Self {
+        if let Some(public_url) = public_url {
+            return Self::Public(public_url);
+        }
+        let authority = request
+            .headers
+            .get(header::HOST)
+            .and_then(|value| value.to_str().ok())
+            .or_else(|| request.uri.authority().map(|authority| authority.as_str()))
+            .filter(|authority| is_host_and_port(authority))
+            .map(std::borrow::Cow::Borrowed)
+            .or_else(|| request.connection.map(|info| info.local.to_string().into()))
+            .unwrap_or(std::borrow::Cow::Borrowed("127.0.0.1:8000"));
+        Self::Own {
+            scheme: scheme(request),
+            authority,
+        }
+    }
+
+    /// What follows the base URL in `url`, when `url` starts with it.
+    pub(crate) fn strip_from<'u>(&self, url: &'u str) -> Option<&'u str> {
+        match self {
+            Self::Public(base) => url.strip_prefix(base),
+            Self::Own { scheme, authority } => url
+                .strip_prefix(scheme)
+                .and_then(|rest| rest.strip_prefix("://"))
+                .and_then(|rest| rest.strip_prefix(authority.as_ref())),
+        }
+    }
+}
+
+/// The request's scheme: `https` when it came over TLS or a proxy says so
+/// with `X-Forwarded-Proto: https`, else `http`.
+fn scheme(request: &RequestHead<'_>) -> &'static str {
+    request
         .headers
         .get("x-forwarded-proto")
         .and_then(|value| value.to_str().ok())
@@ -39,8 +82,7 @@ pub(crate) fn base_url(public_url: Option<&str>, request: &RequestHead<'_>) -> S
                 "http"
             },
             |_| "https",
-        );
-    format!("{scheme}://{authority}")
+        )
 }
 
 /// What [`base_url`] reads of a request.
@@ -103,7 +145,44 @@ fn is_host_and_port(value: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_host_and_port;
+    use axum::http::{HeaderMap, HeaderValue, Uri, header};
+
+    use super::{Base, RequestHead, base_url, is_host_and_port};
+
+    /// What the check of an audience strips is the URL the proxy hands out:
+    /// the two never disagree on where the base ends.
+    #[test]
+    fn the_base_in_pieces_is_the_base_url() {
+        let uri: Uri = "/v1/mcp/s1".parse().unwrap_or_default();
+        let mut forwarded = HeaderMap::new();
+        forwarded.insert(
+            header::HOST,
+            HeaderValue::from_static("proxy.example.com:8443"),
+        );
+        forwarded.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        let mut junk_host = HeaderMap::new();
+        junk_host.insert(header::HOST, HeaderValue::from_static("evil\"><"));
+        let empty = HeaderMap::new();
+        for (public_url, headers) in [
+            (None, &forwarded),
+            (None, &junk_host),
+            (None, &empty),
+            (Some("https://edge.example.com/proxy"), &forwarded),
+        ] {
+            let head = RequestHead {
+                headers,
+                uri: &uri,
+                connection: None,
+            };
+            let url = base_url(public_url, &head);
+            let base = Base::of(public_url, &head);
+            assert_eq!(base.strip_from(&format!("{url}/v1/mcp")), Some("/v1/mcp"));
+            assert_eq!(base.strip_from(&url), Some(""));
+            let other = url.replace("://", "://x");
+            assert_eq!(base.strip_from(&other), None, "{other} is not below {url}");
+            assert_eq!(base.strip_from(&url[..url.len() - 1]), None);
+        }
+    }
 
     #[test]
     fn host_and_port_accepts_names_addresses_and_ports() {

@@ -122,7 +122,19 @@ impl Verifier {
         token: &str,
         accepts: impl Fn(&str) -> bool,
     ) -> Result<Arc<OAuthIdentity>, TokenError> {
-        let key = digest(token);
+        self.verify_digested(token, digest(token), accepts).await
+    }
+
+    /// [`Self::verify`] for a caller that has already digested `token`
+    /// (to compare it with the static tokens): a JWT is long, and its
+    /// digest is the one part of a remembered token's check that grows
+    /// with it, so it is taken once per request.
+    pub async fn verify_digested(
+        &self,
+        token: &str,
+        key: TokenDigest,
+        accepts: impl Fn(&str) -> bool,
+    ) -> Result<Arc<OAuthIdentity>, TokenError> {
         let cached = self
             .cache
             .read()

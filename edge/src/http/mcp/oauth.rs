@@ -17,13 +17,13 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use openclaw_proxy_core::OAuthIdentity;
-use openclaw_proxy_core::auth::bearer;
+use openclaw_proxy_core::auth::{bearer, digest};
 use openclaw_proxy_core::metrics::Surface;
 use serde_json::json;
 
 use super::McpState;
 use crate::http::error::ApiError;
-use crate::http::public_url::{RequestHead, base_url};
+use crate::http::public_url::{Base as PublicBase, RequestHead, base_url};
 use crate::oauth::Verifier;
 
 /// Where RFC 9728 puts the metadata, before the resource's path.
@@ -94,19 +94,30 @@ pub(super) async fn verify(
     ) else {
         return Ok(None);
     };
-    let global = &state.hub.config().openclaw_token;
-    let is_global = !global.is_open() && global.matches(token);
-    if is_global || token.split('.').count() != 3 {
+    if token.split('.').count() != 3 {
         return Ok(None);
     }
-    let base = Base::of(state, head);
+    let key = digest(token);
+    let global = &state.hub.config().openclaw_token;
+    if !global.is_open() && global.matches_digest(&key) {
+        return Ok(None);
+    }
     let session_id = session_id.filter(|id| !id.is_empty());
-    let (root, own) = (
-        base.resource(verifier, None),
-        session_id.map(|id| base.resource(verifier, Some(id))),
-    );
-    let accepts = |audience: &str| audience == root || own.as_deref() == Some(audience);
-    match verifier.verify(token, accepts).await {
+    let configured = verifier.settings().audience.as_deref();
+    // Without a configured audience the resource is `{base}/v1/mcp`, or
+    // the session's URL below it: compared piece by piece, with no URL
+    // built for a request whose token is good.
+    let base = PublicBase::of(state.config.public_url.as_deref(), head);
+    let accepts = |audience: &str| match configured {
+        Some(configured) => audience == configured,
+        None => base
+            .strip_from(audience)
+            .and_then(|rest| rest.strip_prefix(MCP_PATH))
+            .is_some_and(|rest| {
+                rest.is_empty() || session_id.is_some_and(|id| rest.strip_prefix('/') == Some(id))
+            }),
+    };
+    match verifier.verify_digested(token, key, accepts).await {
         Ok(identity) => Ok(Some(identity)),
         Err(error) => {
             state.hub.metrics().auth_failure(Surface::Mcp);
