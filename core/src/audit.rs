@@ -1,6 +1,8 @@
 //! The audit log: one event on the tracing target `audit` for each session
 //! created, deleted or expired, each bridge attached, replaced or ended, and
-//! each tool call or request the app answers.
+//! each tool call or request the app answers, and each decision of the
+//! confirmation gate (`tool_confirmation`, with `tool`, `decision`,
+//! `subject` and `client_id`).
 //!
 //! A target of its own lets an operator keep these apart from diagnostics
 //! (`RUST_LOG=warn,audit=info`, or a log pipeline matching `"target":"audit"`
@@ -141,6 +143,34 @@ pub fn app_request(
         transport = ended.transport.as_str(),
         subject = ended.subject().field(),
         client_id = ended.client_id().field(),
+    );
+}
+
+/// What the confirmation gate decided about a call of a tool that needs
+/// the user's yes: `accepted` and `unconfirmed` (let through because the
+/// client cannot be asked) reach the app; every other decision ended it.
+pub fn tool_confirmation(
+    session: Outside<'_>,
+    origin: Origin,
+    tool: Outside<'_>,
+    decision: &'static str,
+    caller: Option<&OAuthIdentity>,
+) {
+    let subject = caller.map_or("-", |caller| caller.subject.as_str());
+    let client_id = caller
+        .map(|caller| caller.client_id.as_str())
+        .filter(|id| !id.is_empty())
+        .unwrap_or("-");
+    tracing::info!(
+        target: "audit",
+        event = "tool_confirmation",
+        session = session.field(),
+        client = %Client(origin.client),
+        transport = origin.transport.as_str(),
+        tool = tool.field(),
+        decision,
+        subject = Outside::new(subject).field(),
+        client_id = Outside::new(client_id).field(),
     );
 }
 

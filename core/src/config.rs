@@ -44,6 +44,10 @@ pub struct CoreConfig {
     pub client_request_timeout: Duration,
     /// How many requests to its client one call may have outstanding.
     pub max_client_requests_per_call: usize,
+    /// Whether a call of a tool that needs the user's confirmation goes to
+    /// the app unconfirmed when its client cannot be asked (instead of
+    /// being refused).
+    pub allow_unconfirmed_calls: bool,
     /// The key that seals the `requestState` of 2026-07-28
     /// `input_required` results; the same on every node of a cluster.
     pub request_state_key: crate::request_state::StateKey,
@@ -82,6 +86,7 @@ impl Default for CoreConfig {
             max_message_bytes: 4 * 1024 * 1024,
             client_request_timeout: Duration::from_secs(600),
             max_client_requests_per_call: 4,
+            allow_unconfirmed_calls: false,
             request_state_key: crate::request_state::StateKey::random(),
             limits: Limits::default(),
             oauth: None,

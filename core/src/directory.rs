@@ -141,7 +141,15 @@ impl SessionRecord {
 
     /// Whether the session offers a tool of this name.
     pub fn has_tool(&self, name: &str) -> bool {
-        self.tool(name).is_some()
+        self.offer().tools.iter().any(|tool| &*tool.name == name)
+    }
+
+    /// What the user is asked before a call of this tool, when its
+    /// definition asks for confirmation.
+    pub fn confirmation(&self, name: &str) -> Option<Arc<str>> {
+        let offer = self.offer();
+        let tool = offer.tools.iter().find(|tool| &*tool.name == name)?;
+        tool.confirm.clone()
     }
 
     /// The session's tool of this name.

@@ -138,6 +138,17 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_REQUEST_STATE_KEY", hide_env_values = true)]
     pub request_state_key: Option<String>,
 
+    /// Let calls of tools that need the user's confirmation through unconfirmed when the MCP client cannot be asked (it declared no elicitation); by default they are refused.
+    #[arg(
+        long,
+        env = "OPENCLAW_PROXY_ALLOW_UNCONFIRMED_CALLS",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub allow_unconfirmed_calls: bool,
+
     /// Requests to its MCP client that one call may have waiting at once.
     #[arg(long, env = "OPENCLAW_PROXY_MAX_CLIENT_REQUESTS_PER_CALL", default_value_t = 4,
           value_parser = clap::value_parser!(u64).range(1..=64))]
@@ -372,6 +383,7 @@ impl ServerConfig {
             bridge_write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
             max_message_bytes: self.max_body_bytes,
             client_request_timeout: Duration::from_secs(self.client_request_timeout_seconds),
+            allow_unconfirmed_calls: self.allow_unconfirmed_calls,
             request_state_key: self
                 .request_state_key
                 .as_deref()

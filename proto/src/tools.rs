@@ -27,6 +27,9 @@ pub struct Definition {
     pub path: String,
     /// The tool's own time limit in seconds; 0 for the server's.
     pub timeout_seconds: u32,
+    /// `Some` when the user must confirm each call: what they are asked
+    /// (empty for the proxy's wording alone).
+    pub confirm: Option<String>,
 }
 
 #[cfg(feature = "grpc")]
@@ -38,12 +41,16 @@ impl From<crate::v1::ToolDefinition> for Definition {
             input_schema_json: definition.input_schema_json,
             path: definition.path,
             timeout_seconds: definition.timeout_seconds,
+            confirm: definition.confirm.map(|confirm| confirm.message),
         }
     }
 }
 
 /// Longest tool name MCP allows.
 pub const MAX_TOOL_NAME_LEN: usize = 128;
+
+/// Longest message a tool's confirmation may ask, in characters.
+pub const MAX_CONFIRM_MESSAGE_CHARS: usize = 1000;
 
 /// A validated tool of a session.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +65,9 @@ pub struct Tool {
     pub path: Arc<str>,
     /// The tool's own time limit in seconds; 0 for the server's.
     pub timeout_seconds: u32,
+    /// `Some` when the user must confirm each call: what they are asked
+    /// (empty for the proxy's wording alone).
+    pub confirm: Option<Arc<str>>,
 }
 
 #[cfg(feature = "grpc")]
@@ -70,6 +80,12 @@ impl Tool {
             input_schema_json: schema_json(&self.input_schema),
             path: self.path.to_string(),
             timeout_seconds: self.timeout_seconds,
+            confirm: self
+                .confirm
+                .as_ref()
+                .map(|message| crate::v1::ConfirmCalls {
+                    message: message.to_string(),
+                }),
         }
     }
 }
@@ -107,6 +123,10 @@ pub enum ToolError {
         crate::escape::truncated(.found)
     )]
     SchemaTypeNotObject { index: usize, found: String },
+    #[error(
+        "tools[{index}].confirm.message has {chars} characters: at most {MAX_CONFIRM_MESSAGE_CHARS} are shown to the user"
+    )]
+    ConfirmMessageTooLong { index: usize, chars: usize },
 }
 
 /// Whether `name` is a valid MCP tool name.
@@ -135,12 +155,19 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
         }
         seen.insert(name.clone(), index);
         let input_schema = parse_schema(index, &definition.input_schema_json)?;
+        if let Some(message) = &definition.confirm {
+            let chars = message.chars().count();
+            if chars > MAX_CONFIRM_MESSAGE_CHARS {
+                return Err(ToolError::ConfirmMessageTooLong { index, chars });
+            }
+        }
         tools.push(Tool {
             name: name.into(),
             description: definition.description.into(),
             input_schema: Arc::new(input_schema),
             path: definition.path.into(),
             timeout_seconds: definition.timeout_seconds,
+            confirm: definition.confirm.map(Into::into),
         });
     }
     Ok(tools)

@@ -126,6 +126,7 @@ proptest! {
                 input_schema_json: schema_json.clone(),
                 path: path.clone(),
                 timeout_seconds,
+                confirm: None,
             })
             .collect();
         let tools = validate_tools(definitions);

@@ -143,6 +143,53 @@ pub fn initialize_body(id: u64, version: &str) -> Value {
     })
 }
 
+/// The client's end of an SSE answer that is still being written (a call
+/// whose app asks the client something, whose result comes later): its
+/// JSON-RPC messages one by one, as they arrive.
+pub struct SseStream {
+    bytes:
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl SseStream {
+    /// The stream of a response whose body is SSE.
+    pub fn of(response: reqwest::Response) -> Self {
+        Self {
+            bytes: Box::pin(response.bytes_stream()),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next JSON-RPC message on the stream; `None` when it ended.
+    pub async fn next(&mut self) -> Option<Value> {
+        use futures_util::StreamExt;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let data: Vec<&str> = block
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                if !data.is_empty() {
+                    return serde_json::from_str(&data.join("\n")).ok();
+                }
+                continue;
+            }
+            match self.bytes.next().await {
+                Some(Ok(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                Some(Err(_)) | None => return None,
+            }
+        }
+    }
+
+    /// What was read and not yet returned, for a failure's message.
+    pub fn unread(&self) -> &str {
+        &self.buffer
+    }
+}
+
 /// The `data:` messages of an SSE body, in order.
 pub fn sse_messages(body: &str) -> Vec<Value> {
     body.split("\n\n")

@@ -107,6 +107,9 @@ pub struct StoredTool {
     pub path: String,
     #[serde(default)]
     pub timeout_seconds: u32,
+    /// What the user is asked to confirm each call, when they must.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<String>,
 }
 
 impl StoredSession {
@@ -143,6 +146,7 @@ impl StoredSession {
                 input_schema: (*tool.input_schema).clone(),
                 path: tool.path.to_string(),
                 timeout_seconds: tool.timeout_seconds,
+                confirm: tool.confirm.as_deref().map(str::to_owned),
             })
             .collect()
     }
@@ -157,6 +161,7 @@ impl StoredSession {
                 input_schema: Arc::new(tool.input_schema.clone()),
                 path: tool.path.as_str().into(),
                 timeout_seconds: tool.timeout_seconds,
+                confirm: tool.confirm.as_deref().map(Into::into),
             })
             .collect()
     }

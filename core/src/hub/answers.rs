@@ -55,6 +55,13 @@ impl Hub {
         let (request_id, id) = parse_client_request_id(&record.id, minted_id).ok_or_else(|| {
             AnswerError::ForeignId(crate::escape::truncated(minted_id).into_owned())
         })?;
+        // A confirmation the proxy asked for itself waits on this node, the
+        // one its client reached, whether or not the bridge is here.
+        let answer = match self.inner.gates.answer(request_id, id, answer) {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(_)) => return Err(Unanswerable::NoCall.into()),
+            Err(answer) => answer,
+        };
         let Some((_, bridge)) = self.inner.local_bridge(&record.id) else {
             return Err(AnswerError::NotHere);
         };

@@ -102,6 +102,14 @@ impl Hub {
                 available: record.tool_names(),
             });
         }
+        // Boxed: the gate's wait is no part of the calls that have none.
+        if let Some(message) = record.confirmation(tool_name)
+            && let Some(stopped) =
+                Box::pin(self.confirmed(&record, tool_name, &message, &arguments_json, &context))
+                    .await
+        {
+            return Ok(stopped);
+        }
         if let Some((_, bridge)) = self.inner.local_bridge(&record.id) {
             counted.transport = bridge.origin().transport;
             return self

@@ -32,6 +32,7 @@ mod access;
 mod answers;
 mod attach;
 mod changes;
+mod confirm;
 mod invoke;
 mod lifecycle;
 mod request;
@@ -143,6 +144,8 @@ struct Inner {
     creations: Option<CreateLimiter>,
     /// The change feeds of sessions someone watches.
     changes: Mutex<changes::Feeds>,
+    /// Calls waiting for their user's confirmation.
+    gates: confirm::Gates,
 }
 
 /// This process's share of a session.
@@ -187,6 +190,7 @@ impl Hub {
                     .session_create_rate
                     .and_then(CreateLimiter::new),
                 changes: Mutex::default(),
+                gates: confirm::Gates::default(),
                 config,
             }),
         }

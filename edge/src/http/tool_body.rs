@@ -25,6 +25,30 @@ pub struct ToolBody {
     timeout_seconds: Option<u32>,
     #[serde(rename = "timeoutSeconds")]
     timeout_seconds_camel: Option<u32>,
+    /// Whether each call needs the user's confirmation: `true`, or an
+    /// object naming what they are asked ([`confirm_of`]).
+    confirm: Option<Value>,
+}
+
+/// A tool's `confirm`: `true`/`false`/`null`, or `{"message": "..."}`.
+fn confirm_of(index: usize, value: Option<Value>) -> Result<Option<proto::ConfirmCalls>, ApiError> {
+    let refused = || {
+        ApiError::InvalidBody(format!(
+            "tools[{index}].confirm must be true, false or {{\"message\": \"what the user is asked\"}}"
+        ))
+    };
+    match value {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
+        Some(Value::Bool(true)) => Ok(Some(proto::ConfirmCalls::default())),
+        Some(Value::Object(object)) => match object.get("message") {
+            None | Some(Value::Null) => Ok(Some(proto::ConfirmCalls::default())),
+            Some(Value::String(message)) => Ok(Some(proto::ConfirmCalls {
+                message: message.clone(),
+            })),
+            Some(_) => Err(refused()),
+        },
+        Some(_) => Err(refused()),
+    }
 }
 
 impl ToolBody {
@@ -52,6 +76,7 @@ impl ToolBody {
                 .unwrap_or_default(),
             path: self.path.unwrap_or_default(),
             timeout_seconds: timeout_seconds.unwrap_or_default(),
+            confirm: confirm_of(index, self.confirm)?,
         })
     }
 }

@@ -6,45 +6,11 @@
 //! answer nothing waiting (twice, unknown, another session's) are refused
 //! with a JSON-RPC error that says why, and the session goes on serving.
 
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
 use openclaw_proxy_tests::prometheus::Scrape;
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
-
-type Bytes = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
-
-/// The client's end of one call's SSE answer.
-struct CallStream {
-    bytes: Bytes,
-    buffer: String,
-}
-
-impl CallStream {
-    /// The next JSON-RPC message on the stream; `None` when it ended.
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let data: Vec<&str> = block
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                if !data.is_empty() {
-                    return serde_json::from_str(&data.join("\n")).ok();
-                }
-                continue;
-            }
-            match self.bytes.next().await {
-                Some(Ok(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                Some(Err(_)) | None => return None,
-            }
-        }
-    }
-}
 
 /// POSTs `body` to the session's MCP URL as a 2025-11-25 client.
 fn post(session: &TestSession, body: &Value) -> RawRequest {
@@ -55,7 +21,7 @@ fn post(session: &TestSession, body: &Value) -> RawRequest {
 
 /// Starts a call whose app asks the client to confirm; returns the call's
 /// stream, the app's request id of the call and the request the client got.
-async fn asking_call(session: &TestSession, app: &mut WsApp) -> (CallStream, Value, Value) {
+async fn asking_call(session: &TestSession, app: &mut WsApp) -> (SseStream, Value, Value) {
     let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "echo_text", "arguments": {"text": "delete"}}});
     // The answer's head comes with its first message: the app's request.
@@ -70,13 +36,10 @@ async fn asking_call(session: &TestSession, app: &mut WsApp) -> (CallStream, Val
     .await;
     let response = no_hang(response).await.expect("the call's answer");
     assert_eq!(response.status(), 200);
-    let mut stream = CallStream {
-        bytes: Box::pin(response.bytes_stream()),
-        buffer: String::new(),
-    };
+    let mut stream = SseStream::of(response);
     let asked = no_hang(stream.next())
         .await
-        .unwrap_or_else(|| panic!("the request; read {:?}", stream.buffer));
+        .unwrap_or_else(|| panic!("the request; read {:?}", stream.unread()));
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
     (stream, request_id, asked)
 }

@@ -351,6 +351,7 @@ fn audit_fields(event: &str) -> BTreeSet<&'static str> {
             "subject",
             "client_id",
         ]),
+        "tool_confirmation" => fields.extend(["tool", "decision", "subject", "client_id"]),
         "bridge_ended" => fields.extend(["reason"]),
         "session_created" | "session_deleted" | "session_expired" | "bridge_attached"
         | "bridge_replaced" => {}

@@ -9,6 +9,7 @@ mod bench;
 mod caller;
 mod catalog;
 mod compat;
+mod confirm;
 mod conversation;
 mod fidelity;
 mod grpc;

@@ -1,0 +1,298 @@
+//! The confirmation gate: a tool whose definition says `confirm` is called
+//! only once the MCP client's user has said yes.
+//!
+//! An operator cannot trust every agent with a `delete_*` tool, and an app
+//! should not have to write the question itself; so the proxy asks, before
+//! the app ever sees the call: a form elicitation that names the tool and
+//! shows its arguments, sent the way the caller's revision takes requests
+//! (a request on the call's SSE stream, or an `input_required` result), as
+//! if the app had asked. Only `accept` lets the call through; `decline`,
+//! `cancel`, an error from the client, or no answer in time end the call
+//! with an error result that says so, and the app hears nothing. A client
+//! that cannot be asked (it declared no elicitation, or its path carries no
+//! requests) is refused too, unless the operator lets such calls through
+//! (`allow_unconfirmed_calls`). Every decision is an audit line.
+//!
+//! The gate runs on the node the client reached, before the call is
+//! delivered, so it holds in cluster mode whichever node has the bridge. Its
+//! request is named like an app's (`{request_id}/confirm`, the request id
+//! minted for the gate alone), so the client's answer finds it through
+//! [`Hub::answer_client`] on every path.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::Hub;
+use crate::audit;
+use crate::bridge::ClientAnswer;
+use crate::call::CallContext;
+use crate::directory::SessionRecord;
+use crate::escape::Outside;
+use crate::metrics::AskOutcome;
+use crate::outcome::ToolOutcome;
+use crate::progress::{AskMethod, Askable, ClientAsk, ProgressSink};
+
+/// The id of the gate's request within its request id.
+pub const CONFIRM_ID: &str = "confirm";
+
+/// The most of a call's arguments the question shows, in characters.
+const MAX_SHOWN_ARGUMENTS: usize = 2000;
+
+/// The gates waiting for their client's answer, by request id.
+#[derive(Default)]
+pub(super) struct Gates(Mutex<HashMap<String, oneshot::Sender<ClientAnswer>>>);
+
+impl Gates {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ClientAnswer>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands `answer` to the gate waiting as `request_id`; gives it back
+    /// when no gate waits there with that id.
+    pub(super) fn answer(
+        &self,
+        request_id: &str,
+        id: &str,
+        answer: ClientAnswer,
+    ) -> Result<Result<(), ClientAnswer>, ClientAnswer> {
+        if id != CONFIRM_ID {
+            return Err(answer);
+        }
+        match self.map().remove(request_id) {
+            Some(waiting) => Ok(waiting.send(answer)),
+            None => Err(answer),
+        }
+    }
+}
+
+/// A gate's place in [`Gates`], given up however its wait ends.
+struct Waiting<'a> {
+    gates: &'a Gates,
+    request_id: String,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.gates.map().remove(&self.request_id);
+    }
+}
+
+/// What the gate decided, as its audit line names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    Accepted,
+    Declined,
+    Cancelled,
+    /// The client answered with an error, or something other than a
+    /// result of `elicitation/create`.
+    NotAnswered,
+    /// The client did not answer within the client-request timeout.
+    Expired,
+    /// The client cannot be asked, and unconfirmed calls are refused.
+    CannotAsk,
+    /// The client cannot be asked, and unconfirmed calls are let through.
+    Unconfirmed,
+}
+
+impl Decision {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Declined => "declined",
+            Self::Cancelled => "cancelled",
+            Self::NotAnswered => "not_answered",
+            Self::Expired => "expired",
+            Self::CannotAsk => "cannot_ask",
+            Self::Unconfirmed => "unconfirmed",
+        }
+    }
+
+    fn lets_through(self) -> bool {
+        matches!(self, Self::Accepted | Self::Unconfirmed)
+    }
+
+    /// The error result of a call the gate stopped.
+    fn refusal(self, tool: &str) -> String {
+        let tool = crate::escape::quoted(tool);
+        match self {
+            Self::Declined => format!("The user declined the call of {tool}; it was not run."),
+            Self::Cancelled => {
+                format!("The user cancelled the confirmation of {tool}; it was not run.")
+            }
+            Self::NotAnswered => format!(
+                "The client did not answer the confirmation of {tool} (it may not support elicitation); it was not run."
+            ),
+            Self::Expired => format!(
+                "Nobody confirmed the call of {tool} in time (OPENCLAW_PROXY_CLIENT_REQUEST_TIMEOUT_SECONDS); it was not run."
+            ),
+            _ => format!(
+                "{tool} needs the user's confirmation, and this client cannot be asked (it declared no elicitation capability); it was not run. The operator may allow such calls with OPENCLAW_PROXY_ALLOW_UNCONFIRMED_CALLS."
+            ),
+        }
+    }
+}
+
+impl Hub {
+    /// `None` when the call may go on to the app; else the error result
+    /// that ends it. `message` is the tool's confirmation question.
+    pub(super) async fn confirmed(
+        &self,
+        record: &SessionRecord,
+        tool_name: &str,
+        message: &str,
+        arguments_json: &str,
+        context: &CallContext,
+    ) -> Option<ToolOutcome> {
+        let decision = match context
+            .progress
+            .as_ref()
+            .filter(|sink| can_be_asked(sink.askable()))
+        {
+            Some(sink) => {
+                self.ask_to_confirm(record, tool_name, message, arguments_json, sink)
+                    .await
+            }
+            None if self.inner.config.allow_unconfirmed_calls => Decision::Unconfirmed,
+            None => Decision::CannotAsk,
+        };
+        audit::tool_confirmation(
+            Outside::session(&record.id),
+            context.origin,
+            Outside::new(tool_name),
+            decision.as_str(),
+            context.caller.identity.as_deref(),
+        );
+        if decision.lets_through() {
+            return None;
+        }
+        let error = decision.refusal(tool_name);
+        Some(ToolOutcome {
+            ok: false,
+            content: Box::<serde_json::value::RawValue>::default(),
+            error,
+        })
+    }
+
+    async fn ask_to_confirm(
+        &self,
+        record: &SessionRecord,
+        tool_name: &str,
+        message: &str,
+        arguments_json: &str,
+        sink: &ProgressSink,
+    ) -> Decision {
+        let metrics = &self.inner.metrics;
+        let request_id = record.next_request_id();
+        let (answered, answer) = oneshot::channel();
+        self.inner.gates.map().insert(request_id.clone(), answered);
+        let _waiting = Waiting {
+            gates: &self.inner.gates,
+            request_id: request_id.clone(),
+        };
+        metrics.client_request_asked();
+        sink.push_ask(ClientAsk {
+            request_id,
+            id: CONFIRM_ID.to_owned(),
+            method: AskMethod::Elicitation,
+            params_json: question(tool_name, message, arguments_json),
+        });
+        let timeout = self.inner.config.client_request_timeout;
+        let (decision, outcome) = match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(ClientAnswer::Result(result))) => (decision_of(&result), AskOutcome::Answered),
+            Ok(Ok(ClientAnswer::Error { .. })) => (Decision::NotAnswered, AskOutcome::ClientError),
+            // The sender went with the session's gates: nothing answers now.
+            Ok(Err(_)) => (Decision::NotAnswered, AskOutcome::Abandoned),
+            Err(_) => (Decision::Expired, AskOutcome::Expired),
+        };
+        metrics.client_request_ended(Some(AskMethod::Elicitation), outcome, true);
+        decision
+    }
+}
+
+/// Whether the gate's question can reach a client that can be asked this.
+fn can_be_asked(askable: Askable) -> bool {
+    askable.refusal(AskMethod::Elicitation).is_none()
+}
+
+/// The params of the gate's `elicitation/create`: the operator's message,
+/// then the tool and its arguments (cut at [`MAX_SHOWN_ARGUMENTS`]), and a
+/// form with nothing to fill in: the answer is the action.
+fn question(tool_name: &str, message: &str, arguments_json: &str) -> String {
+    let shown = crate::escape::truncated_to(arguments_json, MAX_SHOWN_ARGUMENTS);
+    let mut text = String::new();
+    if !message.trim().is_empty() {
+        text.push_str(message.trim());
+        text.push_str("\n\n");
+    }
+    text.push_str(&format!(
+        "Allow the tool {} to run with these arguments?\n{shown}",
+        crate::escape::quoted(tool_name)
+    ));
+    json!({
+        "mode": "form",
+        "message": text,
+        "requestedSchema": {"type": "object", "properties": {}},
+    })
+    .to_string()
+}
+
+/// The decision in an `elicitation/create` result (`action`).
+fn decision_of(result_json: &str) -> Decision {
+    let result: serde_json::Value = serde_json::from_str(result_json).unwrap_or_default();
+    match result.get("action").and_then(serde_json::Value::as_str) {
+        Some("accept") => Decision::Accepted,
+        Some("decline") => Decision::Declined,
+        Some("cancel") => Decision::Cancelled,
+        _ => Decision::NotAnswered,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_accept_lets_a_call_through() {
+        assert_eq!(decision_of(r#"{"action":"accept"}"#), Decision::Accepted);
+        assert_eq!(
+            decision_of(r#"{"action":"accept","content":{}}"#),
+            Decision::Accepted
+        );
+        assert_eq!(decision_of(r#"{"action":"decline"}"#), Decision::Declined);
+        assert_eq!(decision_of(r#"{"action":"cancel"}"#), Decision::Cancelled);
+        for other in [
+            r#"{"action":"ACCEPT"}"#,
+            "{}",
+            "[]",
+            "not json",
+            r#"{"action":1}"#,
+        ] {
+            assert_eq!(decision_of(other), Decision::NotAnswered, "{other}");
+            assert!(!decision_of(other).lets_through());
+        }
+    }
+
+    #[test]
+    fn the_question_names_the_tool_and_shows_bounded_arguments() {
+        let params: serde_json::Value =
+            serde_json::from_str(&question("delete_files", "Really?", r#"{"n":40}"#))
+                .unwrap_or_default();
+        let text = params["message"].as_str().unwrap_or_default();
+        assert!(text.starts_with("Really?"), "{text}");
+        assert!(text.contains("\"delete_files\""), "{text}");
+        assert!(text.contains(r#"{"n":40}"#), "{text}");
+        assert_eq!(params["mode"], "form");
+        assert_eq!(params["requestedSchema"]["type"], "object");
+
+        let huge = format!(r#"{{"x":"{}"}}"#, "y".repeat(100_000));
+        let params: serde_json::Value =
+            serde_json::from_str(&question("t", "", &huge)).unwrap_or_default();
+        let text = params["message"].as_str().unwrap_or_default();
+        let chars = text.chars().count();
+        assert!(chars < MAX_SHOWN_ARGUMENTS + 200, "{chars} characters");
+        assert!(text.ends_with('…'), "the cut is shown");
+    }
+}
