@@ -281,3 +281,30 @@ async fn a_confirm_that_is_neither_a_flag_nor_a_message_is_refused_naming_the_fi
         assert!(reply.text().contains(says), "{}", reply.text());
     }
 }
+
+#[tokio::test]
+async fn each_decision_is_an_audit_line() {
+    let mut process = TestServer::builder().env("RUST_LOG", "info").spawn().await;
+    let mut body = legacy_session_body();
+    body["tools"]
+        .as_array_mut()
+        .expect("tools")
+        .push(json!({"name": "delete_files", "confirm": true}));
+    let session = process.rest().token(APP_TOKEN).register(&body).await;
+    let refused = call_2026(&session, "delete_files", json!({}), json!({})).await;
+    assert!(
+        error_text(&refused.json()["result"]).contains("cannot be asked"),
+        "{}",
+        refused.text()
+    );
+    let line = process
+        .find(|line| line.contains("tool_confirmation").then(|| line.to_owned()))
+        .await;
+    for field in [
+        "decision=\"cannot_ask\"",
+        "tool=\"delete_files\"",
+        "subject=\"-\"",
+    ] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+}
