@@ -116,6 +116,8 @@ pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiErro
             .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
         if too_large {
             ApiError::BodyTooLarge { limit }
+        } else if let Some(limit) = super::deadline::is_timeout(&error) {
+            ApiError::BodyTimeout { limit }
         } else {
             ApiError::UnreadableBody(error.to_string())
         }

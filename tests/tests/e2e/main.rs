@@ -22,6 +22,7 @@ mod observability;
 mod quiet_logs;
 mod rest;
 mod security;
+mod slow_bodies;
 mod sign_in;
 mod telemetry;
 mod tls;
