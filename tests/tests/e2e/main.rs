@@ -10,6 +10,7 @@ mod caller;
 mod catalog;
 mod compat;
 mod conversation;
+mod echoes;
 mod fidelity;
 mod grpc;
 mod hostile;
