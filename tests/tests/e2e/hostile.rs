@@ -150,6 +150,10 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
         // Deep nesting, in a known field and in an ignored one.
         rest("POST", sessions, format!(r#"{{"device_id":"d","app_version":"1","tools":[{{"name":"t","input_schema":{{"a":{}}}}}]}}"#, nested(10_000)), 400, "malformed_json", "recursion limit"),
         rest("POST", sessions, format!(r#"{{"device_id":{},"app_version":"1"}}"#, nested(10_000)), 400, "invalid_body", "device_id"),
+        rest("POST", sessions, format!(r#"{{"device_id":"d","app_version":"1","unknown":{}}}"#, nested(500_000)), 400, "malformed_json", "recursion limit"),
+        // In a tool's unknown field, which serde skips without counting.
+        rest("POST", sessions, format!(r#"{{"device_id":"d","app_version":"1","tools":[{{"name":"t","unknown":{}}}]}}"#, nested(500_000)), 400, "malformed_json", "128"),
+        rest("PUT", tools_of(&live.id), format!(r#"{{"tools":[{{"name":"t","unknown":{}}}]}}"#, nested(200)), 400, "malformed_json", "128"),
         // Bad tool names and schemas.
         rest("POST", sessions, session(json!([{"name": ""}])), 400, "invalid_tool", "empty"),
         rest("POST", sessions, session(json!([{"name": "has space"}])), 400, "invalid_tool", "not a valid MCP tool name"),
