@@ -222,6 +222,11 @@ pub fn status_of_auth(error: AuthError) -> Status {
     Status::new(code_of(error.kind()), error.to_string())
 }
 
+/// Whether `status` is tonic's refusal of a message over the decoding limit.
+fn is_too_large(status: &Status) -> bool {
+    status.code() == Code::OutOfRange && status.message().contains("too large")
+}
+
 /// The status an ended bridge stream closes with.
 pub fn status_of_end(end: BridgeEnd) -> Status {
     let message = format!("bridge ended: {}", end.reason_for_app());
@@ -231,6 +236,7 @@ pub fn status_of_end(end: BridgeEnd) -> Status {
         BridgeEnd::Unresponsive | BridgeEnd::Stalled => Status::deadline_exceeded(message),
         BridgeEnd::ShuttingDown => Status::unavailable(message),
         BridgeEnd::Disconnected => Status::cancelled(message),
+        BridgeEnd::TooLarge { .. } => Status::resource_exhausted(message),
     }
 }
 
@@ -382,6 +388,22 @@ impl BridgeService for GrpcService {
                 std::future::ready(item.is_ok())
             })
             .filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
+        // A message over the limit ends the bridge with that cause, so the
+        // calls waiting on it say so rather than "disconnected".
+        let limit = self.hub.config().max_message_bytes;
+        let cause = broken.clone();
+        let inbound = inbound.chain(futures_util::stream::iter(
+            std::iter::once_with(move || {
+                let cause = cause
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                cause
+                    .as_ref()
+                    .is_some_and(is_too_large)
+                    .then_some(Inbound::Ended(BridgeEnd::TooLarge { limit }))
+            })
+            .flatten(),
+        ));
         let outbound = self
             .hub
             .attach(hello, inbound, origin)

@@ -21,6 +21,7 @@ mod mcp;
 mod oauth;
 mod observability;
 mod quiet_logs;
+mod refusals;
 mod rest;
 mod security;
 mod slow_bodies;
