@@ -383,7 +383,11 @@ impl ConnectionService {
                             });
                         let (version, grpc) = (request.version(), http::is_grpc(request.headers()));
                         let (request, watch) = http::deadline::watch(request, body_timeout);
-                        let response = router.call(request).await?;
+                        let mut response = router.call(request).await?;
+                        if grpc {
+                            // tonic calls a badly framed request INTERNAL.
+                            response = openclaw_proxy_core::grpc::refine_trailers_only(response);
+                        }
                         Ok(match watch {
                             Some(watch) => http::deadline::finish(
                                 response,
