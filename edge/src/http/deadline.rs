@@ -195,7 +195,9 @@ mod tests {
         let first = Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"x")));
         let stalls = futures_util::stream::iter([first]).chain(futures_util::stream::pending());
         let body = http_body_util::StreamBody::new(stalls);
-        let request = Request::post("/v1/chat/sessions").body(body).unwrap();
+        let request = Request::post("/v1/chat/sessions")
+            .body(body)
+            .expect("request");
         let (request, watch) = watch(request, Duration::from_millis(50));
         let watch = watch.expect("a body to watch");
         let error = axum::body::to_bytes(request.into_body(), 1024)
@@ -217,10 +219,15 @@ mod tests {
     async fn a_body_read_to_its_end_keeps_the_connection() {
         let request = Request::post("/x")
             .body(http_body_util::Full::new(Bytes::from_static(b"{}")))
-            .unwrap();
+            .expect("request");
         let (request, watch) = watch(request, Duration::from_secs(5));
         let watch = watch.expect("a body to watch");
-        let bytes = request.into_body().collect().await.unwrap().to_bytes();
+        let bytes = request
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         assert_eq!(&bytes[..], b"{}");
         let answer = finish(
             Response::new(Body::empty()),
@@ -237,11 +244,11 @@ mod tests {
     fn bridge_streams_and_bodiless_requests_are_not_watched() {
         let attach = Request::post("/openclaw.proxy.v1.BridgeService/Attach")
             .body(http_body_util::Full::new(Bytes::from_static(b"x")))
-            .unwrap();
+            .expect("request");
         assert!(watch(attach, Duration::from_secs(1)).1.is_none());
         let get = Request::get("/health")
             .body(http_body_util::Empty::<Bytes>::new())
-            .unwrap();
+            .expect("request");
         assert!(watch(get, Duration::from_secs(1)).1.is_none());
     }
 }
