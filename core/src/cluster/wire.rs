@@ -521,6 +521,24 @@ fn end_of(name: &str) -> BridgeEnd {
 mod tests {
     use super::*;
 
+    #[test]
+    fn every_bridge_end_crosses_nodes_with_its_cause() {
+        for end in [
+            BridgeEnd::Replaced,
+            BridgeEnd::SessionDeleted,
+            BridgeEnd::Disconnected,
+            BridgeEnd::Unresponsive,
+            BridgeEnd::Stalled,
+            BridgeEnd::ShuttingDown,
+            BridgeEnd::TooLarge { limit: 4_194_304 },
+        ] {
+            assert_eq!(end_of(&end_name(end)), end);
+        }
+        // A name this version does not know reads as a disconnect.
+        assert_eq!(end_of("too_large:lots"), BridgeEnd::Disconnected);
+        assert_eq!(end_of("from_the_future"), BridgeEnd::Disconnected);
+    }
+
     fn headers_of(asks: Asks<'_>) -> HeaderMap {
         let mut headers = HeaderMap::new();
         asks.write(&mut headers).expect("headers");
