@@ -80,7 +80,7 @@ pub fn event(event: &'static str, session: Outside<'_>, origin: Origin) {
 }
 
 /// A bridge that ended, and why.
-pub fn bridge_ended(session: Outside<'_>, origin: Origin, reason: &'static str) {
+pub fn bridge_ended(session: Outside<'_>, origin: Origin, reason: &str) {
     tracing::info!(
         target: "audit",
         event = "bridge_ended",

@@ -222,6 +222,76 @@ pub fn status_of_auth(error: AuthError) -> Status {
     Status::new(code_of(error.kind()), error.to_string())
 }
 
+/// tonic's refusals of how a request was framed, which it reports as
+/// `INTERNAL` (a fault of the server) although the client sent them, as
+/// `INVALID_ARGUMENT` with a sentence; every other status unchanged.
+///
+/// A message with its compressed flag set and no `grpc-encoding` stays
+/// `INTERNAL`: the gRPC compression spec requires that status for it.
+pub fn refine_request_status(status: Status) -> Status {
+    if status.code() != Code::Internal {
+        return status;
+    }
+    let message = status.message();
+    if message.starts_with("Unexpected EOF decoding stream") {
+        Status::invalid_argument(
+            "the request ended inside a gRPC message: its length prefix promised more bytes than were sent",
+        )
+    } else if message.starts_with("Missing request message") {
+        Status::invalid_argument(
+            "a unary call takes exactly one request message, and the request carried none",
+        )
+    } else if message.starts_with("failed to decode Protobuf message") {
+        Status::invalid_argument(format!(
+            "the message is not valid protobuf: {}",
+            crate::escape::truncated_to(message, crate::escape::TEXT_LIMIT)
+        ))
+    } else if message.contains("invalid compression flag") {
+        Status::invalid_argument(
+            "the first byte of a gRPC message (its compressed flag) must be 0 or 1",
+        )
+    } else {
+        status
+    }
+}
+
+/// A trailers-only gRPC answer (the status in its headers, as tonic sends
+/// a refused unary call) with [`refine_request_status`] applied.
+pub fn refine_trailers_only<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let internal = response
+        .headers()
+        .get("grpc-status")
+        .is_some_and(|code| code.as_bytes() == b"13");
+    if !internal {
+        return response;
+    }
+    let Some(status) = Status::from_header_map(response.headers()) else {
+        return response;
+    };
+    let refined = refine_request_status(status);
+    if refined.code() == Code::Internal {
+        return response;
+    }
+    let (parts, ()) = refined.into_http::<()>().into_parts();
+    let headers = response.headers_mut();
+    for name in ["grpc-status", "grpc-message", "grpc-status-details-bin"] {
+        headers.remove(name);
+    }
+    for (name, value) in parts.headers {
+        if let Some(name) = name
+            && name.as_str().starts_with("grpc-")
+        {
+            headers.insert(name, value);
+        }
+    }
+    response
+}
+
+/// Whether `status` is tonic's refusal of a message over the decoding limit.
+fn is_too_large(status: &Status) -> bool {
+    status.code() == Code::OutOfRange && status.message().contains("too large")
+}
+
 /// The status an ended bridge stream closes with.
 pub fn status_of_end(end: BridgeEnd) -> Status {
     let message = format!("bridge ended: {}", end.reason_for_app());
@@ -231,6 +301,7 @@ pub fn status_of_end(end: BridgeEnd) -> Status {
         BridgeEnd::Unresponsive | BridgeEnd::Stalled => Status::deadline_exceeded(message),
         BridgeEnd::ShuttingDown => Status::unavailable(message),
         BridgeEnd::Disconnected => Status::cancelled(message),
+        BridgeEnd::TooLarge { .. } => Status::resource_exhausted(message),
     }
 }
 
@@ -382,6 +453,22 @@ impl BridgeService for GrpcService {
                 std::future::ready(item.is_ok())
             })
             .filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
+        // A message over the limit ends the bridge with that cause, so the
+        // calls waiting on it say so rather than "disconnected".
+        let limit = self.hub.config().max_message_bytes;
+        let cause = broken.clone();
+        let inbound = inbound.chain(futures_util::stream::iter(
+            std::iter::once_with(move || {
+                let cause = cause
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                cause
+                    .as_ref()
+                    .is_some_and(is_too_large)
+                    .then_some(Inbound::Ended(BridgeEnd::TooLarge { limit }))
+            })
+            .flatten(),
+        ));
         let outbound = self
             .hub
             .attach(hello, inbound, origin)
@@ -394,7 +481,7 @@ impl BridgeService for GrpcService {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .take();
                 match (end, cause) {
-                    (BridgeEnd::Disconnected, Some(status)) => status,
+                    (BridgeEnd::Disconnected, Some(status)) => refine_request_status(status),
                     (end, _) => status_of_end(end),
                 }
             })

@@ -5,6 +5,7 @@
 //! every transport), so they sit at the bottom of the dependency order: this
 //! module imports only the sentences of [`crate::error`].
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -188,12 +189,18 @@ pub enum BridgeEnd {
     Stalled,
     /// The proxy is shutting down.
     ShuttingDown,
+    /// The app sent a message over the size limit (`limit` bytes,
+    /// `OPENCLAW_PROXY_MAX_BODY_BYTES`), which ends its bridge.
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
 }
 
 impl BridgeEnd {
     /// The reason as told to the app whose bridge ends.
-    pub fn reason_for_app(self) -> &'static str {
-        match self {
+    pub fn reason_for_app(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
             Self::Replaced => "replaced by a newer bridge for the same session",
             Self::SessionDeleted => "the session was deleted",
             Self::Disconnected => "the bridge disconnected",
@@ -202,12 +209,17 @@ impl BridgeEnd {
                 "the app left the proxy's messages unread for longer than OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS"
             }
             Self::ShuttingDown => "the proxy is shutting down",
-        }
+            Self::TooLarge { limit } => {
+                return Cow::Owned(format!(
+                    "a message was larger than OPENCLAW_PROXY_MAX_BODY_BYTES ({limit} bytes)"
+                ));
+            }
+        })
     }
 
     /// The sentence a caller whose call was cut off by this end receives.
-    pub fn reason_for_caller(self) -> &'static str {
-        match self {
+    pub fn reason_for_caller(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
             Self::Replaced => {
                 "The app's bridge was replaced by a newer connection before the tool answered."
             }
@@ -220,6 +232,11 @@ impl BridgeEnd {
                 "The app stopped reading its bridge, which was dropped before the tool answered."
             }
             Self::ShuttingDown => "The proxy is shutting down; the tool call was abandoned.",
-        }
+            Self::TooLarge { limit } => {
+                return Cow::Owned(format!(
+                    "The app sent a message larger than the proxy's limit of {limit} bytes (OPENCLAW_PROXY_MAX_BODY_BYTES), perhaps this tool's result; its bridge was dropped before the tool answered."
+                ));
+            }
+        })
     }
 }

@@ -174,6 +174,11 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_read_timeout_seconds: u64,
 
+    /// Seconds a client may take to send a whole request body, counted from the end of its header (408, or DEADLINE_EXCEEDED to gRPC, then the connection closes); bridge streams are exempt.
+    #[arg(long, env = "OPENCLAW_PROXY_BODY_READ_TIMEOUT_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_read_timeout_seconds: u64,
+
     /// Seconds between HTTP/2 keep-alive pings; a connection whose peer does not answer one within as long is closed.
     #[arg(long, env = "OPENCLAW_PROXY_HTTP2_KEEPALIVE_SECONDS", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -445,6 +450,9 @@ pub struct ConnectionLimits {
     /// connection, or finish a TLS handshake; also the idle limit of an
     /// HTTP/1.1 keep-alive connection.
     pub header_read_timeout: Duration,
+    /// Time to send a whole request body once its header is in; the
+    /// request streams of bridges (gRPC `Attach`, reflection) are exempt.
+    pub body_read_timeout: Duration,
     /// Interval (and answer limit) of HTTP/2 keep-alive pings.
     pub http2_keepalive: Duration,
     /// How long a WebSocket frame may take to be written to the app.
@@ -458,6 +466,7 @@ impl Default for ConnectionLimits {
         Self {
             max_connections: 50_000,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
             http2_keepalive: Duration::from_secs(20),
             write_timeout: Duration::from_secs(10),
             trusted_proxies: Vec::new(),
@@ -498,6 +507,7 @@ impl ServerConfig {
             connections: ConnectionLimits {
                 max_connections: self.max_connections,
                 header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds),
+                body_read_timeout: Duration::from_secs(self.body_read_timeout_seconds),
                 http2_keepalive: Duration::from_secs(self.http2_keepalive_seconds),
                 write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
                 trusted_proxies: self.trusted_proxies.clone(),

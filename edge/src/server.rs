@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -128,6 +127,7 @@ pub async fn serve(
                     remote,
                     tls: connections.tls.is_some(),
                 },
+                body_timeout: limits.body_read_timeout,
                 _permit: Arc::new(permit),
             },
             Permit::Refuse(permit) => ConnectionService::Refuse {
@@ -344,6 +344,8 @@ enum ConnectionService {
     Serve {
         router: Router,
         info: ConnectionInfo,
+        /// The deadline of each request body ([`http::deadline`]).
+        body_timeout: Duration,
         _permit: Arc<Option<tokio::sync::OwnedSemaphorePermit>>,
     },
     Refuse {
@@ -366,7 +368,10 @@ impl ConnectionService {
             async move {
                 match this {
                     ConnectionService::Serve {
-                        mut router, info, ..
+                        mut router,
+                        info,
+                        body_timeout,
+                        ..
                     } => {
                         request.extensions_mut().insert(info);
                         request.extensions_mut().insert(ClientAddr(info.remote));
@@ -376,7 +381,23 @@ impl ConnectionService {
                                 local_addr: Some(info.local),
                                 remote_addr: Some(info.remote),
                             });
-                        router.call(request.map(Body::new)).await
+                        let (version, grpc) = (request.version(), http::is_grpc(request.headers()));
+                        let (request, watch) = http::deadline::watch(request, body_timeout);
+                        let mut response = router.call(request).await?;
+                        if grpc {
+                            // tonic calls a badly framed request INTERNAL.
+                            response = openclaw_proxy_core::grpc::refine_trailers_only(response);
+                        }
+                        Ok(match watch {
+                            Some(watch) => http::deadline::finish(
+                                response,
+                                &watch,
+                                version,
+                                grpc,
+                                body_timeout,
+                            ),
+                            None => response,
+                        })
                     }
                     ConnectionService::Refuse { limit, .. } => {
                         Ok(http::too_many_connections(&request, limit))

@@ -59,6 +59,10 @@ pub enum Inbound {
         /// What was wrong, as a sentence for the app developer.
         problem: String,
     },
+    /// The transport knows why the app's side ended (a message over the
+    /// size limit): the bridge ends with this reason rather than as a
+    /// plain disconnect, so its callers learn the cause.
+    Ended(BridgeEnd),
 }
 
 impl From<proto::AppMessage> for Inbound {
@@ -436,6 +440,14 @@ impl Stream for BridgeStream {
     }
 }
 
+impl BridgeStream {
+    /// Ends the bridge for `reason`, which the transport found out (the app
+    /// stopped reading): its calls fail at once with that reason.
+    pub fn end(&self, reason: BridgeEnd) {
+        self.bridge.end(reason);
+    }
+}
+
 impl Drop for BridgeStream {
     fn drop(&mut self) {
         self.bridge.end(BridgeEnd::Disconnected);
@@ -524,6 +536,10 @@ where
                     Inbound::Message(message) => bridge.handle(message),
                     Inbound::Malformed { request_id, result, problem } => {
                         bridge.fail_malformed(request_id, result, &problem);
+                    }
+                    Inbound::Ended(end) => {
+                        bridge.end(end);
+                        return bridge.end_reason().unwrap_or(end);
                     }
                 }
             }

@@ -441,7 +441,7 @@ impl Failure {
                 seconds: limit.as_secs_f64(),
             },
             InvokeError::BridgeEnded(end) => Self::BridgeEnded {
-                end: end_name(*end).into(),
+                end: end_name(*end),
             },
             InvokeError::MalformedAnswer {
                 tool,
@@ -485,7 +485,9 @@ impl Failure {
     }
 }
 
-fn end_name(end: BridgeEnd) -> &'static str {
+/// An end's name on the wire; a node of the version before `too_large`
+/// reads it as `disconnected`.
+fn end_name(end: BridgeEnd) -> String {
     match end {
         BridgeEnd::Replaced => "replaced",
         BridgeEnd::SessionDeleted => "session_deleted",
@@ -493,7 +495,9 @@ fn end_name(end: BridgeEnd) -> &'static str {
         BridgeEnd::Unresponsive => "unresponsive",
         BridgeEnd::Stalled => "stalled",
         BridgeEnd::ShuttingDown => "shutting_down",
+        BridgeEnd::TooLarge { limit } => return format!("too_large:{limit}"),
     }
+    .to_owned()
 }
 
 fn end_of(name: &str) -> BridgeEnd {
@@ -503,13 +507,37 @@ fn end_of(name: &str) -> BridgeEnd {
         "unresponsive" => BridgeEnd::Unresponsive,
         "stalled" => BridgeEnd::Stalled,
         "shutting_down" => BridgeEnd::ShuttingDown,
-        _ => BridgeEnd::Disconnected,
+        other => match other
+            .strip_prefix("too_large:")
+            .and_then(|limit| limit.parse().ok())
+        {
+            Some(limit) => BridgeEnd::TooLarge { limit },
+            None => BridgeEnd::Disconnected,
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_bridge_end_crosses_nodes_with_its_cause() {
+        for end in [
+            BridgeEnd::Replaced,
+            BridgeEnd::SessionDeleted,
+            BridgeEnd::Disconnected,
+            BridgeEnd::Unresponsive,
+            BridgeEnd::Stalled,
+            BridgeEnd::ShuttingDown,
+            BridgeEnd::TooLarge { limit: 4_194_304 },
+        ] {
+            assert_eq!(end_of(&end_name(end)), end);
+        }
+        // A name this version does not know reads as a disconnect.
+        assert_eq!(end_of("too_large:lots"), BridgeEnd::Disconnected);
+        assert_eq!(end_of("from_the_future"), BridgeEnd::Disconnected);
+    }
 
     fn headers_of(asks: Asks<'_>) -> HeaderMap {
         let mut headers = HeaderMap::new();

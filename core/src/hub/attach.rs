@@ -150,7 +150,7 @@ impl Hub {
             audit::bridge_ended(
                 Outside::session(session_id),
                 bridge.origin(),
-                end.reason_for_app(),
+                &end.reason_for_app(),
             );
         }
         self.inner.directory.touch(session_id);

@@ -32,6 +32,8 @@ pub enum ApiError {
     BodyTooLarge { limit: usize },
     #[error("could not read the request body: {0}")]
     UnreadableBody(String),
+    #[error("{}", super::deadline::BodyTimeout { limit: *.limit })]
+    BodyTimeout { limit: std::time::Duration },
     #[error("missing session id: use /v1/mcp/{{session_id}} or send the MCP-Session-Id header")]
     MissingSessionId,
     #[error("{}; register it again with POST /v1/chat/sessions", UnknownSession(.0))]
@@ -89,6 +91,7 @@ impl ApiError {
             | Self::InvalidPath(_)
             | Self::NotWebSocket(_) => plain(StatusCode::BAD_REQUEST),
             Self::BodyTooLarge { .. } => plain(StatusCode::PAYLOAD_TOO_LARGE),
+            Self::BodyTimeout { .. } => plain(StatusCode::REQUEST_TIMEOUT),
             Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => plain(StatusCode::FORBIDDEN),
             Self::NotFound(_) => plain(StatusCode::NOT_FOUND),
             Self::MethodNotAllowed { .. } => plain(StatusCode::METHOD_NOT_ALLOWED),
@@ -114,6 +117,7 @@ impl ApiError {
             Self::InvalidBody(_) => "invalid_body",
             Self::BodyTooLarge { .. } => "body_too_large",
             Self::UnreadableBody(_) => "unreadable_body",
+            Self::BodyTimeout { .. } => "body_timeout",
             Self::MissingSessionId => "missing_session_id",
             Self::UnknownSession(_) | Self::Hub(HubError::UnknownSession(_)) => "unknown_session",
             Self::Hub(HubError::MissingSessionId) => "missing_session_id",

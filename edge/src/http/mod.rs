@@ -19,6 +19,7 @@
 //!
 //! The routes are in the `docs/` page of each protocol.
 
+pub mod deadline;
 pub mod error;
 pub mod guard;
 pub mod mcp;
@@ -127,7 +128,8 @@ pub fn too_many_connections<B>(request: &Request<B>, limit: usize) -> Response {
     response
 }
 
-fn is_grpc(headers: &HeaderMap) -> bool {
+/// Whether a request says it is gRPC.
+pub fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())

@@ -116,10 +116,43 @@ pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiErro
             .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
         if too_large {
             ApiError::BodyTooLarge { limit }
+        } else if let Some(limit) = super::deadline::is_timeout(&error) {
+            ApiError::BodyTimeout { limit }
         } else {
             ApiError::UnreadableBody(error.to_string())
         }
     })
+}
+
+/// How deep JSON may nest: serde_json's limit, which rmcp's path applies.
+pub const MAX_NESTING: usize = 128;
+
+/// Whether no array or object in `json` lies deeper than `limit`.
+pub fn nesting_within(json: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0_usize, false, false);
+    for &byte in json {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return false;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    true
 }
 
 /// Parses a JSON body; type errors name the offending field (`tools[0].name`).
@@ -139,6 +172,14 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
     deserializer
         .end()
         .map_err(|error| ApiError::MalformedJson(error.to_string()))?;
+    // serde skips a field it does not know without counting its depth, so
+    // a body nested 500 000 deep inside one would pass: the depth holds for
+    // the whole body.
+    if !nesting_within(body, MAX_NESTING) {
+        return Err(ApiError::MalformedJson(format!(
+            "recursion limit exceeded: the body nests deeper than {MAX_NESTING} levels"
+        )));
+    }
     Ok(value)
 }
 
@@ -151,4 +192,35 @@ pub struct ConnectionInfo {
     pub remote: SocketAddr,
     /// Whether the connection is TLS (answer URLs then say `https`/`wss`).
     pub tls: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Known {
+        #[allow(dead_code)]
+        name: String,
+    }
+
+    #[test]
+    fn the_depth_limit_holds_for_fields_serde_skips() {
+        let deep = |depth: usize| {
+            format!(
+                r#"{{"name":"n","skipped":{}1{}}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+        };
+        assert!(parse_json::<Known>(deep(MAX_NESTING - 1).as_bytes()).is_ok());
+        let refused = parse_json::<Known>(deep(500_000).as_bytes());
+        assert!(
+            matches!(&refused, Err(ApiError::MalformedJson(message)) if message.contains("128")),
+            "{refused:?}"
+        );
+        // Brackets inside strings are text, not nesting.
+        let text = format!(r#"{{"name":"{}"}}"#, "[".repeat(1000));
+        assert!(parse_json::<Known>(text.as_bytes()).is_ok());
+    }
 }

@@ -246,11 +246,9 @@ async fn pass_on(
         Ok(None) => return Ok(false),
         Err(error) => return Err(ForwardError::BadAnswer(error.to_string())),
     };
+    let sent_id = message.request.as_ref().map(|(id, _)| id.as_str());
     let is_response = answer.kind == Kind::Response
-        && message
-            .request
-            .as_ref()
-            .is_some_and(|(id, _)| answer.id_text() == Some(id.as_str()));
+        && sent_id.is_some_and(|sent| answer.id_text().is_some_and(|got| same_id(got, sent)));
     if is_response {
         if message.method == "initialize" {
             remember_version(state, answer.text);
@@ -259,14 +257,56 @@ async fn pass_on(
             state.settle(id, *token);
         }
     }
+    // The client gets its id back exactly as it wrote it.
+    let text = match sent_id {
+        Some(sent) if is_response && answer.id_text() != Some(sent) => with_id(&answer, sent),
+        _ => answer.text.to_owned(),
+    };
     // JSON text holds a raw line break only as whitespace between tokens.
-    let one_line = if answer.text.contains(['\n', '\r']) {
-        answer.text.replace(['\n', '\r'], " ")
+    let one_line = if text.contains(['\n', '\r']) {
+        text.replace(['\n', '\r'], " ")
     } else {
-        answer.text.to_owned()
+        text
     };
     out.send(one_line).await;
     Ok(is_response)
+}
+
+/// Whether the server's id `answered` names the client's request `sent`:
+/// the same text, or the same number written another way (a server that
+/// reads ids as numbers answers `-0.0` with `0`, `1.0` with `1`).
+fn same_id(answered: &str, sent: &str) -> bool {
+    if answered == sent {
+        return true;
+    }
+    let number = |text: &str| {
+        text.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'])
+            .then(|| text.parse::<f64>().ok())
+            .flatten()
+    };
+    matches!((number(answered), number(sent)), (Some(a), Some(b)) if a == b)
+}
+
+/// The response `answer` with the client's id text `id` in place of the
+/// server's, its `result` or `error` passed on as text.
+fn with_id(answer: &line::Message<'_>, id: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Outcome<'a> {
+        #[serde(borrow, default)]
+        result: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default)]
+        error: Option<&'a serde_json::value::RawValue>,
+    }
+    match serde_json::from_str::<Outcome<'_>>(answer.text) {
+        Ok(Outcome {
+            result: Some(result),
+            ..
+        }) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get()),
+        Ok(Outcome {
+            error: Some(error), ..
+        }) => format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#, error.get()),
+        _ => answer.text.to_owned(),
+    }
 }
 
 /// `Mcp-Method` and `Mcp-Name` for revisions that require them. Values that

@@ -411,6 +411,42 @@ async fn relay_answers_every_hostile_line_then_serves_a_call() {
     assert!(rest.is_empty(), "{rest:?}");
 }
 
+/// Ids a server may write another way (`-0.0` read as the number 0): the
+/// relay answers each with the id exactly as the client sent it, and writes
+/// nothing else (no second, unsolicited answer with the server's id).
+#[tokio::test]
+async fn relay_answers_with_the_id_exactly_as_the_client_sent_it() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let _echo = app.serve_echo();
+    server
+        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
+        .await;
+    let env = relay_env(&server.http_url());
+    let mut relay = RawChild::spawn(command(&["--session-id", &session.id], &borrowed(&env)));
+    for id in ["-0.0", "1.0", "2e0", "-0", "\"-0.0\""] {
+        relay
+            .send_raw(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo_text","arguments":{{"text":"x"}}}}}}"#
+            ))
+            .await;
+        let line = relay.recv_line().await;
+        assert!(line.contains(&format!(r#""id":{id}"#)), "{id}: {line}");
+        let reply: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(
+            reply["result"]["structuredContent"],
+            json!({"text": "x"}),
+            "{id}: {line}"
+        );
+    }
+    let (status, rest) = relay.finish().await;
+    assert!(status.success(), "{status:?}");
+    assert!(rest.is_empty(), "unsolicited lines: {rest:?}");
+}
+
 #[tokio::test]
 async fn gateway_answers_every_hostile_line_then_serves_a_call() {
     let (gateway, _seen) = misbehaving_gateway().await;

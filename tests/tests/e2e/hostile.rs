@@ -150,6 +150,10 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
         // Deep nesting, in a known field and in an ignored one.
         rest("POST", sessions, format!(r#"{{"device_id":"d","app_version":"1","tools":[{{"name":"t","input_schema":{{"a":{}}}}}]}}"#, nested(10_000)), 400, "malformed_json", "recursion limit"),
         rest("POST", sessions, format!(r#"{{"device_id":{},"app_version":"1"}}"#, nested(10_000)), 400, "invalid_body", "device_id"),
+        rest("POST", sessions, format!(r#"{{"device_id":"d","app_version":"1","unknown":{}}}"#, nested(500_000)), 400, "malformed_json", "recursion limit"),
+        // In a tool's unknown field, which serde skips without counting.
+        rest("POST", sessions, format!(r#"{{"device_id":"d","app_version":"1","tools":[{{"name":"t","unknown":{}}}]}}"#, nested(500_000)), 400, "malformed_json", "128"),
+        rest("PUT", tools_of(&live.id), format!(r#"{{"tools":[{{"name":"t","unknown":{}}}]}}"#, nested(200)), 400, "malformed_json", "128"),
         // Bad tool names and schemas.
         rest("POST", sessions, session(json!([{"name": ""}])), 400, "invalid_tool", "empty"),
         rest("POST", sessions, session(json!([{"name": "has space"}])), 400, "invalid_tool", "not a valid MCP tool name"),
@@ -616,6 +620,15 @@ async fn grpc_refuses_every_bad_message_with_its_own_status_and_goes_on_serving(
         (attach.to_owned(), garbage.clone(), Code::InvalidArgument, "protobuf"),
         (attach.to_owned(), not_utf8.clone(), Code::InvalidArgument, "protobuf"),
         (attach.to_owned(), grpc_frame(&[0x0a, 0x02, 0x0a, 0x7f]), Code::InvalidArgument, "protobuf"),
+        // Framing: a length prefix promising more than follows, no message
+        // at all, a compressed flag that is neither 0 nor 1, garbage to the
+        // health service (tonic's own codec). A compressed flag without
+        // grpc-encoding stays INTERNAL, as the gRPC compression spec says.
+        (format!("{session_service}/GetSession"), vec![0, 0, 0, 0, 10, 0x0a], Code::InvalidArgument, "length prefix"),
+        (format!("{session_service}/GetSession"), vec![], Code::InvalidArgument, "none"),
+        (format!("{session_service}/GetSession"), vec![2, 0, 0, 0, 0], Code::InvalidArgument, "compressed flag"),
+        ("/grpc.health.v1.Health/Check".to_owned(), garbage.clone(), Code::InvalidArgument, "protobuf"),
+        (format!("{session_service}/GetSession"), vec![1, 0, 0, 0, 0], Code::Internal, "compressed-flag"),
     ];
     for (method, body, code, word) in raw_cases {
         let what = format!("{method} {:?}", &body[..body.len().min(12)]);

@@ -424,10 +424,21 @@ async fn an_app_that_stops_reading_is_dropped_and_its_calls_fail_at_once() {
                 .await
                 .expect("join")
                 .expect_err("never answered");
+            // The caller learns why, in the words docs/configuration.md
+            // promises, not that the bridge "disconnected".
             assert!(
-                matches!(error, openclaw_proxy_core::InvokeError::BridgeEnded(_)),
+                matches!(
+                    error,
+                    openclaw_proxy_core::InvokeError::BridgeEnded(
+                        openclaw_proxy_core::BridgeEnd::Stalled
+                    )
+                ),
                 "{}: {error}",
                 bridge.name()
+            );
+            assert_eq!(
+                error.to_string(),
+                "The app stopped reading its bridge, which was dropped before the tool answered."
             );
         }
         // The session survives its bridge, ready for a new one.

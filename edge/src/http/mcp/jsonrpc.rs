@@ -6,7 +6,9 @@
 //! not JSON, `-32602` for params that do not fit the method. [`refusal`] looks
 //! at the envelope before rmcp does, and [`normalize`] gives rmcp's own
 //! plain-text refusals (wrong `Accept`, wrong `Content-Type`, ...) the same
-//! JSON-RPC shape, keeping their HTTP status.
+//! JSON-RPC shape, keeping their HTTP status, and cuts the messages of its
+//! JSON refusals, which quote a client's headers and `_meta` in full, to the
+//! same bound as every other refusal.
 //!
 //! Every refusal the endpoint writes itself, the legacy transport's
 //! included, is a [`Refusal`]: its sentence, status and code are written
@@ -132,7 +134,7 @@ impl IntoResponse for Refusal {
         let body = json!({
             "jsonrpc": "2.0",
             "id": self.id(),
-            "error": {"code": code.0, "message": escape::truncated_to(&message, 1024)},
+            "error": {"code": code.0, "message": escape::truncated_to(&message, MESSAGE_LIMIT)},
         });
         let mut response = (status, Body::from(Bytes::from(body.to_string()))).into_response();
         response.headers_mut().insert(
@@ -208,11 +210,56 @@ pub fn cancelled_request(body: &[u8]) -> Option<String> {
     serde_json::to_string(&id).ok()
 }
 
-/// Largest refusal body read back from rmcp to be reshaped.
-const PLAIN_ERROR_LIMIT: usize = 4096;
+/// Largest refusal read back from rmcp to be reshaped or bounded: more than
+/// any request head hyper accepts, which is what such a refusal quotes.
+const REFUSAL_READ_LIMIT: usize = 1024 * 1024;
+
+/// Longest error message the endpoint sends, in characters.
+const MESSAGE_LIMIT: usize = 1024;
+
+/// A JSON refusal of rmcp's this short is sent as it is.
+const SHORT_JSON_ERROR: usize = 2048;
+
+/// rmcp's JSON refusal with its message cut to [`MESSAGE_LIMIT`] and a
+/// long `data` left out. rmcp quotes what it refuses in full (a 20 KB
+/// `Mcp-Method` or `Mcp-Name` header, a `_meta` protocol version that
+/// disagrees with the header), so a client's input would come back whole.
+async fn bounded(response: Response) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, REFUSAL_READ_LIMIT).await {
+        Ok(bytes) if bytes.len() <= SHORT_JSON_ERROR => {
+            return Response::from_parts(parts, Body::from(bytes));
+        }
+        Ok(bytes) => bytes,
+        Err(_) => Bytes::new(),
+    };
+    let Ok(mut answer) = serde_json::from_slice::<Value>(&bytes) else {
+        let text = parts
+            .status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_owned();
+        let status = parts.status;
+        return Refusal::Transport { status, text }.into_response();
+    };
+    if let Some(error) = answer.get_mut("error").and_then(Value::as_object_mut) {
+        if let Some(Value::String(message)) = error.get_mut("message") {
+            *message = escape::truncated_to(message, MESSAGE_LIMIT).into_owned();
+        }
+        let long_data = error
+            .get("data")
+            .is_some_and(|data| data.to_string().len() > SHORT_JSON_ERROR);
+        if long_data {
+            error.remove("data");
+        }
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(answer.to_string()))
+}
 
 /// rmcp's refusal with a non-JSON body, reshaped as a JSON-RPC error with the
-/// same status; every other response passes unchanged.
+/// same status, and its JSON refusals bounded; every other response passes
+/// unchanged.
 pub async fn normalize(response: Response) -> Response {
     let status = response.status();
     let is_json = response
@@ -220,11 +267,14 @@ pub async fn normalize(response: Response) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
+    if is_json {
+        return bounded(response).await;
+    }
     let (parts, body) = response.into_parts();
-    let text = match axum::body::to_bytes(body, PLAIN_ERROR_LIMIT).await {
+    let text = match axum::body::to_bytes(body, REFUSAL_READ_LIMIT).await {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(_) => status.canonical_reason().unwrap_or("error").to_owned(),
     };

@@ -7,15 +7,16 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 use openclaw_proxy_core::Hub;
-use openclaw_proxy_core::escape::Outside;
+use openclaw_proxy_core::escape::{self, Outside};
 use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Reference, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
@@ -341,6 +342,25 @@ impl ServerHandler for SessionTools {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.catalog(&context).await.map(drop)
+    }
+
+    /// A method the proxy does not serve. rmcp's own answer is the method
+    /// itself, in full, and rmcp logs the answer at WARN: a 100 KB method
+    /// came back whole and filled the log. Here the method is quoted cut
+    /// short.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "Method not found: this server does not serve {}",
+                escape::quoted(&request.method)
+            ),
+            None,
+        ))
     }
 
     async fn list_tools(

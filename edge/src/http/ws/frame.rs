@@ -357,8 +357,17 @@ pub(super) fn parse_frame(text: &str) -> Result<Parsed, String> {
             truncate(text.trim_start())
         ));
     }
-    let frame: AppFrame<'_> = serde_json::from_str(text)
-        .map_err(|error| format!("frame is not a JSON object of the bridge protocol: {error}"))?;
+    let frame: AppFrame<'_> = match serde_json::from_str(text) {
+        Ok(frame) => frame,
+        Err(error) => {
+            let problem = format!("frame is not a JSON object of the bridge protocol: {error}");
+            // A result that names a call fails that call at once.
+            return match super::salvage::naming_call(text, &problem) {
+                Some(malformed) => Ok(Parsed::ToCore(malformed)),
+                None => Err(problem),
+            };
+        }
+    };
     let kind: Cow<'_, str> = typed(frame.kind, "type", "a string")?
         .ok_or_else(|| format!("frame has no \"type\": expected {APP_FRAME_TYPES}"))?;
     match kind.as_ref() {

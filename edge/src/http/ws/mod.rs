@@ -24,7 +24,7 @@
 //! frame is answered with an error frame and the bridge stays up.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -47,6 +47,7 @@ use crate::http::state::EdgeState;
 use frame::{Parsed, error_frame, parse_frame, pong, render};
 
 pub mod frame;
+mod salvage;
 
 #[doc(hidden)]
 pub use frame::parse_app_frame;
@@ -64,8 +65,40 @@ pub const CLOSE_GOING_AWAY: u16 = 1001;
 /// Close code: a message was over the size limit (RFC 6455 "message too big").
 pub const CLOSE_TOO_BIG: u16 = 1009;
 
+/// Close code: the app broke the WebSocket protocol (an unmasked frame,
+/// reserved bits or opcodes, bad fragmentation).
+pub const CLOSE_PROTOCOL_ERROR: u16 = 1002;
+/// Close code: a text frame was not UTF-8.
+pub const CLOSE_INVALID_DATA: u16 = 1007;
+
 /// The close reason of a bridge that sent a message over the size limit.
 const TOO_BIG_REASON: &str = "a message was larger than OPENCLAW_PROXY_MAX_BODY_BYTES";
+
+/// Why the app's side of the socket failed, when the close code should say
+/// so rather than `1000`: set once by the reader, read by the writer when the
+/// bridge ends.
+type Violation = Arc<OnceLock<(u16, String)>>;
+
+/// The close code and reason of a socket error of the app's, or `None` for
+/// a connection that merely broke (no close frame can reach it anyway).
+fn violation_of(error: &str) -> Option<(u16, String)> {
+    // tungstenite's errors, by their (stable) wording.
+    if error.contains("too long") || error.starts_with("Space limit exceeded") {
+        Some((CLOSE_TOO_BIG, TOO_BIG_REASON.to_owned()))
+    } else if error.starts_with("UTF-8 encoding error") {
+        Some((
+            CLOSE_INVALID_DATA,
+            "a text frame was not valid UTF-8".to_owned(),
+        ))
+    } else if error.starts_with("WebSocket protocol error")
+        && !error.contains("without closing handshake")
+    {
+        let detail = error.trim_start_matches("WebSocket protocol error: ");
+        Some((CLOSE_PROTOCOL_ERROR, format!("protocol error: {detail}")))
+    } else {
+        None
+    }
+}
 
 /// Initial read buffer of a bridge socket.
 const READ_BUFFER_BYTES: usize = 1024;
@@ -157,17 +190,23 @@ async fn run_bridge(state: EdgeState, session_id: String, origin: Origin, socket
     let (mut sink, stream) = socket.split();
     // Boxed, like the core's queue: an idle channel then costs pointers.
     let (to_app, local) = mpsc::channel::<Box<Message>>(LOCAL_CAPACITY);
-    let too_big = Arc::new(AtomicBool::new(false));
+    let violation = Violation::default();
     let hello = proto::Hello {
         session_id: session_id.clone(),
     };
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.
-    let inbound = app_messages(stream, to_app, state.hub.metrics().clone(), too_big.clone());
+    let inbound = app_messages(
+        stream,
+        to_app,
+        state.hub.metrics().clone(),
+        violation.clone(),
+        state.config.max_body_bytes,
+    );
     match state.hub.attach(hello, inbound, origin).await {
         Ok(outbound) => {
             let write_timeout = state.config.connections.write_timeout;
-            write_frames(sink, outbound, local, write_timeout, too_big).await;
+            write_frames(sink, outbound, local, write_timeout, violation).await;
         }
         Err(error) => {
             let frame = close_frame(close_code(error.kind()), &error.to_string());
@@ -183,22 +222,24 @@ async fn write_frames(
     mut outbound: BridgeStream,
     mut local: mpsc::Receiver<Box<Message>>,
     write_timeout: std::time::Duration,
-    too_big: Arc<AtomicBool>,
+    violation: Violation,
 ) {
     loop {
         let frames: Vec<Message> = tokio::select! {
             item = outbound.next() => match item {
                 Some(Ok(message)) => render(message),
                 Some(Err(end)) => {
-                    let (code, reason) = if end == BridgeEnd::Disconnected && too_big.load(Ordering::Relaxed) {
-                        (CLOSE_TOO_BIG, TOO_BIG_REASON)
-                    } else {
-                        end_close(end)
+                    let frame = match violation.get() {
+                        Some((code, reason)) if end == BridgeEnd::Disconnected => close_frame(*code, reason),
+                        _ => {
+                            let (code, reason) = end_close(end);
+                            close_frame(code, &reason)
+                        }
                     };
                     // When the app closed first, tungstenite has queued the
                     // echo of its close frame and refuses a second one;
                     // closing the sink flushes that echo either way.
-                    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))).await;
+                    let _ = sink.send(Message::Close(Some(frame))).await;
                     let _ = sink.close().await;
                     return;
                 }
@@ -215,6 +256,9 @@ async fn write_frames(
                 Ok(Err(_)) => return,
                 Err(_) => {
                     tracing::warn!("a WebSocket bridge stopped reading; dropping it");
+                    // Its callers learn that the app stopped reading, not
+                    // that it disconnected.
+                    outbound.end(BridgeEnd::Stalled);
                     return;
                 }
             }
@@ -223,26 +267,37 @@ async fn write_frames(
 }
 
 /// The close code and reason of a bridge that ended.
-fn end_close(end: BridgeEnd) -> (u16, &'static str) {
+fn end_close(end: BridgeEnd) -> (u16, std::borrow::Cow<'static, str>) {
     let code = match end {
         BridgeEnd::Replaced => CLOSE_REPLACED,
         BridgeEnd::SessionDeleted => CLOSE_UNKNOWN_SESSION,
         BridgeEnd::Unresponsive | BridgeEnd::Stalled => CLOSE_UNRESPONSIVE,
         BridgeEnd::ShuttingDown => CLOSE_GOING_AWAY,
         BridgeEnd::Disconnected => 1000,
+        BridgeEnd::TooLarge { .. } => CLOSE_TOO_BIG,
     };
     (code, end.reason_for_app())
 }
 
 /// The app's frames as core messages, until it closes: results, progress
 /// and pongs pass on; bad frames are answered with error frames through
-/// `to_app` and skipped.
+/// `to_app` and skipped. A message over `limit` ends the stream with
+/// [`BridgeEnd::TooLarge`], so the calls it cut off name the limit.
 fn app_messages(
     stream: futures_util::stream::SplitStream<WebSocket>,
     to_app: mpsc::Sender<Box<Message>>,
     metrics: Arc<Metrics>,
-    too_big: Arc<AtomicBool>,
+    violation: Violation,
+    limit: usize,
 ) -> impl futures_util::Stream<Item = Inbound> + Send + 'static {
+    let cause = violation.clone();
+    let too_large = futures_util::stream::iter(
+        std::iter::once_with(move || {
+            matches!(cause.get(), Some((CLOSE_TOO_BIG, _)))
+                .then_some(Inbound::Ended(BridgeEnd::TooLarge { limit }))
+        })
+        .flatten(),
+    );
     // One malformed frame after another is one app's mistake, not news:
     // the app hears of each, the log of a few per minute.
     let warnings = openclaw_proxy_core::log_budget::LogBudget::default();
@@ -252,10 +307,10 @@ fn app_messages(
                 Ok(Message::Close(_)) => false,
                 Ok(_) => true,
                 Err(error) => {
-                    // tungstenite's capacity error: a message or a frame
-                    // over OPENCLAW_PROXY_MAX_BODY_BYTES.
-                    if error.to_string().contains("too long") {
-                        too_big.store(true, Ordering::Relaxed);
+                    // A message over OPENCLAW_PROXY_MAX_BODY_BYTES, invalid
+                    // UTF-8, a protocol violation: the close code says which.
+                    if let Some(found) = violation_of(&error.to_string()) {
+                        let _ = violation.set(found);
                     }
                     tracing::debug!(%error, "bridge socket error");
                     false
@@ -302,6 +357,7 @@ fn app_messages(
             };
             std::future::ready(message)
         })
+        .chain(too_large)
 }
 
 /// Queues a frame for the app; dropped if the app is not reading.

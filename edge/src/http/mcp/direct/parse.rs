@@ -15,36 +15,8 @@ use serde_json::value::RawValue;
 
 use crate::http::mcp::call::trace_parent_of;
 
-/// How deep JSON may nest: serde_json's limit, which rmcp's path applies.
-pub const MAX_NESTING: usize = 128;
-
-/// Whether no array or object in `json` lies deeper than `limit`.
-pub(super) fn nesting_within(json: &[u8], limit: usize) -> bool {
-    let (mut depth, mut in_string, mut escaped) = (0_usize, false, false);
-    for &byte in json {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > limit {
-                    return false;
-                }
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    true
-}
+pub use crate::http::request::MAX_NESTING;
+pub(super) use crate::http::request::nesting_within;
 
 /// The protocol revisions the direct path serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

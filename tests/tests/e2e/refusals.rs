@@ -1,0 +1,249 @@
+//! Refusals that must say what went wrong: a bridge dropped for a message
+//! over the size limit tells its callers the limit (setting and value); a
+//! WebSocket protocol violation closes with `1002` / `1007`, not `1000`; a
+//! result frame the reader refuses as a whole (a duplicate key) still fails
+//! the call it names at once, and the bridge stays up.
+//!
+//! The WebSocket violations are written as raw frames on a raw TCP socket,
+//! since no WebSocket library sends them.
+
+use openclaw_proxy_core::{BridgeEnd, InvokeError};
+use openclaw_proxy_tests::*;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+
+/// The test server's WebSocket message limit (`TestServer`'s
+/// `max_body_bytes`).
+const LIMIT: usize = 1024 * 1024;
+
+fn assert_names_the_limit(error: &InvokeError, expected: usize, what: &str) {
+    assert!(
+        matches!(error, InvokeError::BridgeEnded(BridgeEnd::TooLarge { limit }) if *limit == expected),
+        "{what}: {error:?}"
+    );
+    let sentence = error.to_string();
+    assert!(
+        sentence.contains("OPENCLAW_PROXY_MAX_BODY_BYTES")
+            && sentence.contains(&expected.to_string()),
+        "{what}: {sentence}"
+    );
+}
+
+#[tokio::test]
+async fn a_result_over_the_size_limit_fails_its_call_naming_the_limit() {
+    let server = TestServer::start().await;
+    // WebSocket: the app answers with a frame over the limit.
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    server
+        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
+        .await;
+    let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    let huge = "x".repeat(LIMIT + 1024);
+    app.send_json(json!({
+        "type": "invoke_result",
+        "request_id": invoke["request_id"],
+        "ok": true,
+        "content": {"text": huge},
+    }))
+    .await;
+    let error = no_hang(call).await.expect("join").expect_err("dropped");
+    assert_names_the_limit(&error, LIMIT, "WebSocket");
+    let (code, reason) = no_hang(app.closed()).await;
+    assert_eq!(code, 1009, "{reason}");
+
+    // gRPC: the same, as a ToolResult over the core's message limit.
+    let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
+    let mut bridge = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
+        .await
+        .expect("bridge");
+    let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
+    let invoke = no_hang(bridge.next_invoke()).await;
+    let limit = server.hub.config().max_message_bytes;
+    let content = json!({"text": "x".repeat(limit + 1024)}).to_string();
+    bridge.answer(&invoke.request_id, true, &content, "").await;
+    let error = no_hang(call).await.expect("join").expect_err("dropped");
+    assert_names_the_limit(&error, limit, "gRPC");
+}
+
+/// Opens a WebSocket bridge on a raw socket: the handshake, and the socket
+/// after its `101`.
+async fn raw_bridge(server: &TestServer, session_id: &str) -> tokio::net::TcpStream {
+    let mut stream = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let handshake = format!(
+        "GET /v1/chat/sessions/{session_id}/bridge HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer {APP_TOKEN}\r\n\r\n"
+    );
+    stream
+        .write_all(handshake.as_bytes())
+        .await
+        .expect("handshake");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0_u8];
+        let read = no_hang(stream.read(&mut byte)).await.expect("read");
+        assert_eq!(read, 1, "closed during the handshake: {head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    stream
+}
+
+/// A client frame: `first` (FIN, RSV bits, opcode), masked unless `masked`
+/// is false.
+fn client_frame(first: u8, payload: &[u8], masked: bool) -> Vec<u8> {
+    let length = u8::try_from(payload.len()).expect("a short payload");
+    assert!(length < 126);
+    let mask = [0x12, 0x34, 0x56, 0x78];
+    let mut frame = vec![first, if masked { 0x80 | length } else { length }];
+    if masked {
+        frame.extend_from_slice(&mask);
+        frame.extend(payload.iter().zip(mask.iter().cycle()).map(|(b, m)| b ^ m));
+    } else {
+        frame.extend_from_slice(payload);
+    }
+    frame
+}
+
+/// Reads server frames until a close frame; its code (0 when the socket
+/// closed without one).
+async fn close_code(stream: &mut tokio::net::TcpStream) -> u16 {
+    let mut received = Vec::new();
+    loop {
+        // Parse what is in: server frames are unmasked.
+        let mut at = 0;
+        while received.len() >= at + 2 {
+            let opcode = received[at] & 0x0f;
+            let (length, start) = match received[at + 1] & 0x7f {
+                126 if received.len() >= at + 4 => (
+                    usize::from(u16::from_be_bytes([received[at + 2], received[at + 3]])),
+                    at + 4,
+                ),
+                126 | 127 => break,
+                short => (usize::from(short), at + 2),
+            };
+            if received.len() < start + length {
+                break;
+            }
+            if opcode == 0x8 {
+                return match received.get(start..start + 2) {
+                    Some(code) => u16::from_be_bytes([code[0], code[1]]),
+                    None => 1005,
+                };
+            }
+            at = start + length;
+        }
+        let mut buffer = [0_u8; 4096];
+        let read = no_hang(stream.read(&mut buffer)).await.unwrap_or(0);
+        if read == 0 {
+            return 0;
+        }
+        received.extend_from_slice(&buffer[..read]);
+    }
+}
+
+#[tokio::test]
+async fn websocket_protocol_violations_close_with_1002_or_1007() {
+    let server = TestServer::start().await;
+    let cases: [(&str, Vec<u8>, u16); 5] = [
+        (
+            "invalid UTF-8 text",
+            client_frame(0x81, b"\xff\xfe", true),
+            1007,
+        ),
+        (
+            "an unmasked client frame",
+            client_frame(0x81, b"{}", false),
+            1002,
+        ),
+        ("RSV1 set", client_frame(0xC1, b"{}", true), 1002),
+        (
+            "reserved data opcode 3",
+            client_frame(0x83, b"{}", true),
+            1002,
+        ),
+        (
+            "reserved control opcode 11",
+            client_frame(0x8B, b"", true),
+            1002,
+        ),
+    ];
+    for (what, frame, expected) in cases {
+        let session = TestSession::legacy(&server).await;
+        let mut stream = raw_bridge(&server, &session.id).await;
+        server
+            .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
+            .await;
+        stream.write_all(&frame).await.expect("frame");
+        assert_eq!(close_code(&mut stream).await, expected, "{what}");
+    }
+    // A well-behaved bridge still closes normally when it leaves.
+    let app = TestApp::start(
+        &server,
+        BridgeKind::Ws,
+        json!([{"name": "echo_text"}]),
+        echo,
+    )
+    .await;
+    let client = no_hang(mcp_connect(
+        &server.http_url(),
+        &app.session.id,
+        Route::Path,
+    ))
+    .await;
+    let result = no_hang(client.call_tool(call("echo_text", json!({"text": "ok"}))))
+        .await
+        .expect("tools/call");
+    assert_eq!(result.structured_content, Some(json!({"text": "ok"})));
+}
+
+#[tokio::test]
+async fn a_result_with_a_duplicate_key_fails_its_call_at_once_and_the_bridge_stays_up() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    server
+        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
+        .await;
+    let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    let request_id = invoke["request_id"]
+        .as_str()
+        .expect("request id")
+        .to_owned();
+    let frame = format!(
+        r#"{{"type":"invoke_result","request_id":"{request_id}","ok":true,"ok":false,"content":{{}}}}"#
+    );
+    app.send(Message::Text(frame.into())).await;
+    // Well before the tool timeout (120 s): no_hang gives up after 30 s.
+    let error = no_hang(call).await.expect("join").expect_err("malformed");
+    let sentence = error.to_string();
+    assert!(
+        sentence.contains("malformed") && sentence.contains("duplicate field"),
+        "{sentence}"
+    );
+    // The app is told, and its bridge serves the next call.
+    let notice = no_hang(app.next_json()).await.expect("the bridge stays up");
+    assert_eq!(notice["type"], "error", "{notice}");
+    let call = server.spawn_invoke(&session.id, "echo_text", json!({"text": "again"}));
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    app.send_json(json!({
+        "type": "invoke_result",
+        "request_id": invoke["request_id"],
+        "ok": true,
+        "content": {"text": "again"},
+    }))
+    .await;
+    let outcome = no_hang(call).await.expect("join").expect("answered");
+    assert!(outcome.ok);
+}
