@@ -26,6 +26,11 @@ const INVALID_PARAMS: i32 = -32602;
 /// The JSON-RPC code of a request the proxy could not complete.
 const NOT_ANSWERED: i32 = -32603;
 
+/// The largest params of one request, in bytes: what a client is sent
+/// stays a size every MCP client takes, and a call's outstanding requests
+/// (up to `max_client_requests_per_call`) fit in one 2026-07-28 result.
+pub const MAX_PARAMS_BYTES: usize = 1024 * 1024;
+
 /// The outstanding requests of one call.
 pub(super) struct Asks {
     /// The app's id and the method of each request the client has not
@@ -150,6 +155,16 @@ impl Bridge {
                 ),
             )));
         };
+        if request.params_json.len() > MAX_PARAMS_BYTES {
+            return Err(Some((
+                INVALID_PARAMS,
+                format!(
+                    "the params of {} are {} bytes: a request to the client may carry at most {MAX_PARAMS_BYTES}",
+                    method.as_str(),
+                    request.params_json.len()
+                ),
+            )));
+        }
         if !request.params_json.trim_start().starts_with('{') {
             return Err(Some((
                 INVALID_PARAMS,

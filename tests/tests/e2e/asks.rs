@@ -170,3 +170,86 @@ async fn every_way_a_wait_ends_leaves_nothing_pending() {
     assert_eq!(counted(&server, "abandoned"), 3.0);
     assert_eq!(counted(&server, "answered"), 0.0);
 }
+
+/// An app that floods its client with requests, or sends one too large to
+/// pass on: each extra request is answered at once with why, the call and
+/// the bridge go on, and `/metrics` counts the refusals.
+#[tokio::test]
+async fn a_flood_of_requests_and_oversized_params_are_refused_each_with_why() {
+    // Messages as large as the default allows (4 MiB): a request's params
+    // have a bound of their own below that.
+    let server = TestServer::builder()
+        .edge(|edge| edge.max_body_bytes = 4 * 1024 * 1024)
+        .core(|core| core.max_message_bytes = 4 * 1024 * 1024)
+        .start()
+        .await;
+    let (session, mut app) = session_with_app(&server).await;
+    // The first request is asked (it is on the stream); four may wait.
+    let (mut stream, request_id, _) = asking_call(&session, &mut app).await;
+    let ask = |id: String, params: Value| {
+        json!({"type": "client_request", "request_id": request_id, "id": id,
+               "method": "elicitation/create", "params": params})
+    };
+    let small =
+        json!({"message": "more?", "requestedSchema": {"type": "object", "properties": {}}});
+    for n in 0..40 {
+        app.send_json(ask(format!("flood-{n}"), small.clone()))
+            .await;
+    }
+    let huge = json!({"message": "x".repeat(1024 * 1024)});
+    app.send_json(ask("huge".into(), huge)).await;
+
+    // Three more are asked; the other 37 and the huge one are refused.
+    let mut refused = Vec::new();
+    while refused.len() < 38 {
+        let frame = no_hang(app.next_json()).await.expect("client_response");
+        assert_eq!(frame["type"], "client_response", "{frame}");
+        assert!(frame["error"]["message"].is_string(), "{frame}");
+        refused.push(frame);
+    }
+    let limit = refused
+        .iter()
+        .filter(|frame| {
+            frame["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("most a call may have"))
+        })
+        .count();
+    assert_eq!(limit, 37, "{refused:?}");
+    let huge = refused
+        .iter()
+        .find(|frame| frame["id"] == "huge")
+        .expect("huge");
+    assert_eq!(huge["error"]["code"], -32602, "{huge}");
+    assert!(
+        huge["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("at most 1048576")),
+        "{huge}"
+    );
+    for n in 0..3 {
+        let asked = no_hang(stream.next()).await.expect("an asked request");
+        assert_eq!(asked["method"], "elicitation/create", "{n}: {asked}");
+    }
+    assert_eq!(counted(&server, "refused"), 38.0);
+    assert_eq!(
+        scrape(&server).value("openclaw_proxy_client_requests_pending", &[]),
+        4.0
+    );
+
+    // The call still ends with the app's answer, and the bridge serves on.
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": "done"}),
+    )
+    .await;
+    let result = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    nothing_pending(&server, "the call ended").await;
+    let (mut stream, request_id, _) = asking_call(&session, &mut app).await;
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": "again"}),
+    )
+    .await;
+    let result = no_hang(stream.next()).await.expect("the next result");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+}
