@@ -4,6 +4,8 @@
 //! clients: the tests' REST client, a WebSocket app, a gRPC app, and rmcp's
 //! MCP client.
 
+mod balancer;
+
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
