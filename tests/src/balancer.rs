@@ -42,8 +42,8 @@ impl Haproxy {
         }
     }
 
-    /// An `haproxy` with its environment set.
-    fn command(&self) -> Command {
+    /// A command running this HAProxy, with the environment it needs.
+    pub fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         if let Some(libraries) = &self.libraries {
             command.env("LD_LIBRARY_PATH", libraries);
