@@ -349,6 +349,13 @@ const SHUTDOWN_DELAY: Duration = Duration::from_secs(4);
 const SHUT_DOWN: &str = "The proxy is shutting down; the tool call was abandoned.";
 /// A call for a session whose app has not reconnected yet.
 const NOT_CONNECTED: &str = "Bridge is not connected.";
+/// A call forwarded over NATS to the draining node in its last moments,
+/// which exits without answering it: the caller gives up after three
+/// silent seconds. A known gap (docs/cluster.md, "Draining a node behind
+/// the balancer"): the node drops its subscriptions and exits without
+/// answering what they had already received.
+const UNANSWERED: &str =
+    "The proxy node holding the app's bridge stopped answering; the call was abandoned.";
 
 /// Three nodes that drain for [`SHUTDOWN_DELAY`] when stopped, on one NATS,
 /// behind haproxy.cfg.
@@ -373,6 +380,8 @@ async fn draining_cluster(haproxy: &Haproxy) -> (NatsServer, Vec<Node>, Arc<Bala
 struct Phases<'a> {
     calls: &'a [Called],
     sigterm: Instant,
+    /// When both apps were attached again.
+    reattached: Instant,
 }
 
 impl Phases<'_> {
@@ -382,6 +391,34 @@ impl Phases<'_> {
             .iter()
             .filter(|call| (from..to).contains(&call.ended) && call.outcome.is_ok())
             .count()
+    }
+
+    /// Calls were answered during the drain and after it, and the only
+    /// calls that failed are those the end of the old bridge caught: in
+    /// flight on it ("shutting down"), sent before the app's new one was
+    /// there ("not connected"), or forwarded to the node as it exited
+    /// (unanswered). None before the bridge ended.
+    fn check(&self, kind: &str) {
+        let (sigterm, reattached) = (self.sigterm, self.reattached);
+        let bridges_ended = sigterm + SHUTDOWN_DELAY;
+        let back_after = reattached - sigterm;
+        let failed = self.failed();
+        let during = self.answered(sigterm, bridges_ended);
+        let after = self.answered(reattached, Instant::now());
+        assert!(during > 0, "{kind}: {failed:?}");
+        assert!(after > 0, "{kind}: {failed:?}");
+        for &(sent, ended, why) in &failed {
+            let caught = [SHUT_DOWN, NOT_CONNECTED, UNANSWERED].contains(&why);
+            assert!(
+                caught && ended >= SHUTDOWN_DELAY && sent <= back_after,
+                "{kind}: a call sent {sent:?} after SIGTERM failed at {ended:?} (bridges ended \
+                 at {SHUTDOWN_DELAY:?}, apps back at {back_after:?}): {why}"
+            );
+        }
+        println!(
+            "{kind}: answered during the drain {during}, after {after}; failed (sent, ended, \
+             why) {failed:?}; apps back {back_after:?} after SIGTERM"
+        );
     }
 
     /// The calls that failed: when they were sent and ended (after SIGTERM),
@@ -448,7 +485,13 @@ async fn a_draining_nodes_sessions_keep_answering_through_haproxy() {
     wait_bridges(&nodes, 1.0, 1.0).await;
     let reattached = Instant::now();
     let back = counts(&nodes).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answered_back = column(&back, 1);
+    eventually(
+        "calls answered after the apps came back",
+        Duration::from_secs(20),
+        || async { column(&counts(&nodes).await, 1) >= answered_back + 10.0 },
+    )
+    .await;
     let settled = counts(&nodes).await;
     stop.store(true, Ordering::Relaxed);
 
@@ -469,39 +512,14 @@ async fn a_draining_nodes_sessions_keep_answering_through_haproxy() {
         column(&settled, 1) > column(&back, 1),
         "{back:?} {settled:?}"
     );
-    let bridges_ended = sigterm + SHUTDOWN_DELAY;
-    let back_after = reattached - sigterm;
     for (kind, caller) in ["ws", "grpc"].iter().zip(callers) {
         let calls = caller.await.expect("caller");
         let phases = Phases {
             calls: &calls,
             sigterm,
+            reattached,
         };
-        let failed = phases.failed();
-        assert!(
-            phases.answered(sigterm, bridges_ended) > 0,
-            "{kind}: {failed:?}"
-        );
-        assert!(
-            phases.answered(reattached, Instant::now()) > 0,
-            "{kind}: {failed:?}"
-        );
-        // The only calls that fail are those the end of the old bridge
-        // caught: in flight on it ("shutting down"), or sent before the
-        // app's new one was there ("not connected"). None before that.
-        for &(sent, ended, why) in &failed {
-            let caught = [SHUT_DOWN, NOT_CONNECTED].contains(&why);
-            assert!(
-                caught && ended >= SHUTDOWN_DELAY && sent <= back_after,
-                "{kind}: a call sent {sent:?} after SIGTERM failed at {ended:?} (bridges ended \
-                 at {SHUTDOWN_DELAY:?}, apps back at {back_after:?}): {why}"
-            );
-        }
-        println!(
-            "{kind}: answered during the drain {}, after {}; failed (sent, ended, why) {failed:?}; apps back {back_after:?} after SIGTERM",
-            phases.answered(sigterm, bridges_ended),
-            phases.answered(reattached, Instant::now()),
-        );
+        phases.check(kind);
     }
 }
 
