@@ -44,7 +44,7 @@ use openclaw_proxy_app::{
     Resource, ResourceContents, Tool, ToolError,
 };
 
-use crate::grpc_app::with_token;
+use crate::grpc_app::{bridge_request, with_token};
 use crate::oauth::{SigningKey, TestIssuer, unix_now};
 use crate::session::TestSession;
 
@@ -680,7 +680,11 @@ async fn start_grpc_app(
         })
         .await?;
     let mut inbound = BridgeServiceClient::new(channel)
-        .attach(with_token(ReceiverStream::new(receiver), token))
+        .attach(bridge_request(
+            ReceiverStream::new(receiver),
+            token,
+            session_id,
+        ))
         .await?
         .into_inner();
     match inbound.message().await? {

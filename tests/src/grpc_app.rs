@@ -25,6 +25,18 @@ pub fn with_token<T>(message: T, token: &str) -> Request<T> {
     request
 }
 
+/// A bridge's `Attach` request: the token, and the session id as
+/// `mcp-session-id` metadata, which a load balancer can hash on (the
+/// session's `hello` is in the body, which it cannot read). An id that
+/// cannot be metadata (a test's malformed one) is left out.
+pub fn bridge_request<T>(message: T, token: &str, session_id: &str) -> Request<T> {
+    let mut request = with_token(message, token);
+    if let Ok(value) = MetadataValue::try_from(session_id) {
+        request.metadata_mut().insert("mcp-session-id", value);
+    }
+    request
+}
+
 /// A tool definition with a schema given as JSON text.
 pub fn tool(name: &str, schema: &str) -> proto::ToolDefinition {
     proto::ToolDefinition {
@@ -136,6 +148,26 @@ pub enum Received {
 impl GrpcBridge {
     /// Opens the bridge of `session_id` with `token` and waits for `attached`.
     pub async fn open(channel: Channel, token: &str, session_id: &str) -> Result<Self, Status> {
+        Self::open_as(channel, token, session_id, true).await
+    }
+
+    /// [`GrpcBridge::open`] without the `mcp-session-id` metadata, as an app
+    /// that names its session only in `hello`: a load balancer cannot tell
+    /// which session the stream is for.
+    pub async fn open_unrouted(
+        channel: Channel,
+        token: &str,
+        session_id: &str,
+    ) -> Result<Self, Status> {
+        Self::open_as(channel, token, session_id, false).await
+    }
+
+    async fn open_as(
+        channel: Channel,
+        token: &str,
+        session_id: &str,
+        routed: bool,
+    ) -> Result<Self, Status> {
         let (outbound, receiver) = mpsc::channel(16);
         let hello = proto::AppMessage {
             kind: Some(app_message::Kind::Hello(proto::Hello {
@@ -145,7 +177,11 @@ impl GrpcBridge {
         outbound.send(hello).await.expect("fresh channel");
         let mut client = BridgeServiceClient::new(channel);
         let mut inbound = client
-            .attach(with_token(ReceiverStream::new(receiver), token))
+            .attach(if routed {
+                bridge_request(ReceiverStream::new(receiver), token, session_id)
+            } else {
+                with_token(ReceiverStream::new(receiver), token)
+            })
             .await?
             .into_inner();
         match inbound.message().await? {

@@ -7,6 +7,8 @@
 //! client talks to it through a real loopback socket.
 
 pub mod app;
+pub mod balancer;
+pub mod balancer_round;
 pub mod bench;
 pub mod conformance;
 pub mod forgery;

@@ -406,7 +406,7 @@ fn cpu_of(pids: &[u32]) -> anyhow::Result<Vec<f64>> {
 }
 
 /// Waits until a node answers `/ready` (NATS reached, session bucket open).
-async fn wait_ready(url: &str) -> anyhow::Result<()> {
+pub async fn wait_ready(url: &str) -> anyhow::Result<()> {
     let http = Rest::new(url);
     for _ in 0..1000 {
         let ready = http

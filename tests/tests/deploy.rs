@@ -4,13 +4,15 @@
 //! secret is written in them; the balancer hashes on the session id; and the
 //! tools that can check a recipe here do: `haproxy -c`, `kubectl kustomize`,
 //! `systemd-analyze`, `nats-server -t` (each skipped with a note when it is
-//! not installed, but nats-server, which is installed on first use).
+//! not installed, but nats-server and HAProxy, which are installed on first
+//! use). HAProxy in front of running nodes is in `tests/cluster/balancer.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use openclaw_proxy_tests::ServerBuilder;
+use openclaw_proxy_tests::balancer;
 use openclaw_proxy_tests::processes::nats_server_binary;
 use openclaw_proxy_tests::server_process::proxy_binary;
 use yaml_rust2::{Yaml, YamlLoader};
@@ -874,19 +876,24 @@ fn haproxy_hashes_every_request_on_its_session_id() {
     );
 }
 
-#[test]
-fn haproxy_accepts_the_config_when_installed() {
-    if Command::new("haproxy").arg("-v").output().is_err() {
-        println!("note: haproxy is not installed; haproxy.cfg was not checked by haproxy -c");
-        return;
-    }
-    let check = |variables: &[(&str, &str)]| {
-        let output = Command::new("haproxy")
+#[tokio::test]
+async fn haproxy_accepts_the_config() {
+    let haproxy = match balancer::haproxy(Path::new(env!("CARGO_TARGET_TMPDIR"))).await {
+        Ok(haproxy) => haproxy,
+        Err(why) => {
+            println!("note: {why}; haproxy.cfg was not checked by haproxy -c");
+            return;
+        }
+    };
+    let check = async |variables: &[(&str, &str)]| {
+        let output = haproxy
+            .command()
             .arg("-c")
             .arg("-f")
             .arg(deploy().join("haproxy.cfg"))
             .envs(variables.iter().copied())
             .output()
+            .await
             .expect("run haproxy -c");
         let said = String::from_utf8_lossy(&output.stdout).to_string()
             + &String::from_utf8_lossy(&output.stderr);
@@ -899,7 +906,8 @@ fn haproxy_accepts_the_config_when_installed() {
         ("LB_NODE1", "127.0.0.1:18001"),
         ("LB_NODE2", "127.0.0.1:18002"),
         ("LB_NODE3", "127.0.0.1:18003"),
-    ]);
+    ])
+    .await;
     assert!(valid, "{said}");
     assert!(
         !said.contains("[WARNING]") && !said.contains("[ALERT]"),
@@ -907,7 +915,7 @@ fn haproxy_accepts_the_config_when_installed() {
     );
     // With the compose defaults, whose names resolve only in compose: valid,
     // those servers waiting for their address.
-    let (valid, said) = check(&[]);
+    let (valid, said) = check(&[]).await;
     assert!(valid, "{said}");
     for line in said.lines().filter(|line| line.contains("[WARNING]")) {
         assert!(line.contains("could not resolve address"), "{said}");

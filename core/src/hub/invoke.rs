@@ -141,6 +141,7 @@ impl Hub {
         self.inner.directory.touch(call.session_id);
         if self.inner.remote.connected().is_some() {
             counted.transport = Transport::Nats;
+            self.inner.metrics.call_forwarded();
         }
         let span = round_trip_span(call.session_id, what, Transport::Nats);
         let outcome = self

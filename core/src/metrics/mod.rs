@@ -396,6 +396,7 @@ pub struct Metrics {
     registry: Registry,
     sessions: Gauge,
     nats_connected: Option<Gauge>,
+    calls_forwarded: Option<Counter>,
     bridges: Family<TransportLabels, Gauge>,
     tool_calls: [Counter; CallOutcome::ALL.len()],
     tool_call_duration: Histogram,
@@ -474,10 +475,20 @@ impl Metrics {
             );
             gauge
         });
+        let calls_forwarded = cluster.then(|| {
+            let counter = Counter::default();
+            registry.register(
+                "calls_forwarded",
+                "Tool calls and app requests this node received for a bridge it does not hold, sent over NATS to the node holding it (cluster mode)",
+                counter.clone(),
+            );
+            counter
+        });
         Self {
             registry,
             sessions,
             nats_connected,
+            calls_forwarded,
             bridges,
             tool_calls,
             tool_call_duration,
@@ -517,6 +528,13 @@ impl Metrics {
         was_pending: bool,
     ) {
         self.client_requests.ended(method, outcome, was_pending);
+    }
+
+    /// Counts a call or request sent over NATS to another node's bridge.
+    pub fn call_forwarded(&self) {
+        if let Some(counter) = &self.calls_forwarded {
+            counter.inc();
+        }
     }
 
     /// Counts a log record an app wrote during a call.
@@ -598,5 +616,6 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("nats_connected"), "{text}");
+        assert!(!text.contains("calls_forwarded"), "{text}");
     }
 }

@@ -29,6 +29,10 @@ use crate::error::AppError;
 /// the whole call, so it also covers waiting for a connection that a
 /// draining or frozen proxy keeps open without serving.
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// The metadata that names a bridge's session to load balancers (the
+/// header an MCP client names its session with, so one hash rule serves
+/// both).
+const SESSION_ID_METADATA: &str = "mcp-session-id";
 /// Messages queued towards the proxy on one bridge (results, progress, pongs).
 const OUTBOUND_QUEUE: usize = 64;
 
@@ -209,7 +213,14 @@ impl Proxy {
             .send(hello)
             .await
             .map_err(|_| Status::internal("the bridge's send queue closed before hello"))?;
-        let request = self.request(ReceiverStream::new(queue), session.session_token.as_ref());
+        let mut request = self.request(ReceiverStream::new(queue), session.session_token.as_ref());
+        // The session's `hello` is in the stream's body, which a load
+        // balancer cannot read; this metadata it can hash on, sending the
+        // bridge to the node its session's MCP calls go to. An id the proxy
+        // handed out is always valid metadata; one that is not is left out.
+        if let Ok(id) = MetadataValue::try_from(session.id()) {
+            request.metadata_mut().insert(SESSION_ID_METADATA, id);
+        }
         let opening = async {
             let mut inbound = BridgeServiceClient::new(self.channel.clone())
                 .attach(request)

@@ -114,8 +114,10 @@ def main():
                 print(session_id, flush=True)
             outbox = queue.Queue()
             outbox.put(pb.AppMessage(hello=pb.Hello(session_id=session_id)))
-            # The session's own token opens its bridge (the app token only where the proxy allows it).
-            stream = bridge.Attach(iter(outbox.get, None), metadata=bearer(session_token or args.app_token))
+            # The session's own token opens its bridge (the app token only where the proxy allows it);
+            # mcp-session-id lets a load balancer send the bridge where the session's MCP calls go.
+            metadata = bearer(session_token or args.app_token) + [("mcp-session-id", session_id)]
+            stream = bridge.Attach(iter(outbox.get, None), metadata=metadata)
             try:
                 for message in stream:
                     kind = message.WhichOneof("kind")

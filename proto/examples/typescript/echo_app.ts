@@ -75,7 +75,10 @@ function createSession(): Promise<{ session_id: string; session_token: string }>
 // Serves one bridge until it ends; resolves with the status code it ended with.
 function serveBridge(sessionId: string, token: string, onAttached: () => void): Promise<grpc.status> {
   return new Promise((resolve) => {
-    const stream = bridge.Attach(bearer(token));
+    // mcp-session-id lets a load balancer send the bridge where the session's MCP calls go.
+    const metadata = bearer(token);
+    metadata.set("mcp-session-id", sessionId);
+    const stream = bridge.Attach(metadata);
     stream.on("error", (error: grpc.ServiceError) => resolve(error.code));
     stream.on("status", (status: grpc.StatusObject) => resolve(status.code));
     stream.on("end", () => stream.end());

@@ -41,12 +41,25 @@
 //! target/release/loadgen cluster --spawn target/release/openclaw-proxy \
 //!     --nats-server target/tmp/nats-venv/bin/nats-server --rounds 6
 //! ```
+//!
+//! `balancer` puts HAProxy with the repository's `deploy/haproxy.cfg` in
+//! front of three nodes, and the same file with `balance roundrobin`, and
+//! alternates runs through both: calls/s, latency and the share of calls
+//! the nodes forwarded over NATS, with session affinity and without
+//! (`docs/cluster.md`, "Load balancer"):
+//!
+//! ```sh
+//! target/release/loadgen balancer --spawn target/release/openclaw-proxy \
+//!     --nats-server target/tmp/nats-venv/bin/nats-server --bridge ws
+//! ```
 
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use openclaw_proxy_tests::TestIssuer;
+use openclaw_proxy_tests::balancer::{self, Haproxy};
+use openclaw_proxy_tests::balancer_round::BalancerRound;
 use openclaw_proxy_tests::bench::{
     self, BridgeKind, GrpcApp, LoadConfig, Method, OAuthLoad, Protocol, Target,
 };
@@ -169,6 +182,39 @@ enum Command {
         /// GOMAXPROCS of nats-server (0: Go's default, one per CPU).
         #[arg(long, default_value_t = 0)]
         nats_threads: u16,
+        #[command(flatten)]
+        tokens: Tokens,
+    },
+    /// Session affinity in the load balancer: starts a `nats-server`, three
+    /// nodes and HAProxy twice, with `deploy/haproxy.cfg` as it is (hashing
+    /// on the session id) and with its `balance` lines made `roundrobin`,
+    /// and alternates runs through each. One JSON line per run (calls/s,
+    /// latency, the share of calls the nodes forwarded over NATS), then a
+    /// summary line of means per balancer.
+    Balancer {
+        /// The openclaw-proxy binary.
+        #[arg(long)]
+        spawn: String,
+        /// The nats-server binary (2.11 or newer).
+        #[arg(long)]
+        nats_server: String,
+        /// The haproxy binary (2.6 or newer); by default the one on `PATH`,
+        /// else Debian's package unpacked under target/tmp/haproxy-deb, as
+        /// the tests install it.
+        #[arg(long)]
+        haproxy: Option<String>,
+        #[arg(long, value_enum, default_value = "ws")]
+        bridge: BridgeKind,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// Seconds per run.
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        /// Sessions (apps) per run; the clients are spread over them.
+        #[arg(long, default_value_t = 32)]
+        sessions: usize,
         #[command(flatten)]
         tokens: Tokens,
     },
@@ -357,6 +403,39 @@ async fn main() -> anyhow::Result<()> {
                 openclaw_token: tokens.openclaw_token,
             };
             let summary = cluster.run(&mut |line| println!("{line}")).await?;
+            println!("{summary}");
+        }
+        Command::Balancer {
+            spawn,
+            nats_server,
+            haproxy,
+            bridge,
+            rounds,
+            duration,
+            concurrency,
+            sessions,
+            tokens,
+        } => {
+            let haproxy = match haproxy {
+                Some(program) => Haproxy::at(program.into()),
+                None => balancer::haproxy(std::path::Path::new("target/tmp"))
+                    .await
+                    .map_err(anyhow::Error::msg)?,
+            };
+            let round = BalancerRound {
+                binary: spawn,
+                nats_server,
+                haproxy,
+                rounds,
+                duration: Duration::from_secs(duration),
+                concurrency,
+                sessions,
+                bridge,
+                app_token: tokens.app_token,
+                openclaw_token: tokens.openclaw_token,
+            };
+            round.haproxy.version().await.map_err(anyhow::Error::msg)?;
+            let summary = round.run(&mut |line| println!("{line}")).await?;
             println!("{summary}");
         }
         Command::NatsEcho { nats_url, subject } => bench::nats_echo(&nats_url, &subject).await?,

@@ -4,6 +4,8 @@
 //! clients: the tests' REST client, a WebSocket app, a gRPC app, and rmcp's
 //! MCP client.
 
+mod balancer;
+
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
@@ -680,6 +682,9 @@ async fn the_callers_traceparent_crosses_nats_and_metrics_count_on_the_calling_n
     let ok = [("outcome", "ok")];
     assert_eq!(on_a.value("openclaw_proxy_tool_calls_total", &ok), 1.0);
     assert_eq!(on_b.value("openclaw_proxy_tool_calls_total", &ok), 0.0);
+    // A sent it over NATS; B, which served it, forwarded nothing.
+    assert_eq!(on_a.value("openclaw_proxy_calls_forwarded_total", &[]), 1.0);
+    assert_eq!(on_b.value("openclaw_proxy_calls_forwarded_total", &[]), 0.0);
     assert_eq!(on_a.value("openclaw_proxy_nats_connected", &[]), 1.0);
     let grpc = [("transport", "grpc")];
     assert_eq!(on_a.value("openclaw_proxy_bridges", &grpc), 0.0);
