@@ -9,6 +9,7 @@
 pub mod app;
 pub mod bench;
 pub mod conformance;
+pub mod exhaustion;
 pub mod forgery;
 pub mod grpc_app;
 pub mod http_client;
