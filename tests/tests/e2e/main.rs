@@ -25,4 +25,5 @@ mod security;
 mod sign_in;
 mod telemetry;
 mod tls;
+mod unread;
 mod ws;
