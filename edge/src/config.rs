@@ -459,7 +459,7 @@ pub struct LegacyLimits {
 impl Default for LegacyLimits {
     fn default() -> Self {
         Self {
-            queue_bytes: 16 * 1024 * 1024,
+            queue_bytes: 4 * 1024 * 1024,
             streams_per_client: 32,
         }
     }

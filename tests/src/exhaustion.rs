@@ -241,15 +241,17 @@ fn h2_request(uri: &str, token: &str) -> anyhow::Result<axum::http::Request<()>>
 /// legacy SSE streams on each that read their `endpoint` event and then
 /// nothing, and `posts` `tools/list` messages posted to every stream.
 /// Reports how many streams and posts the server took, its memory while
-/// they are unread and after they are closed.
+/// they are unread, and `wait` after the client let go of them (a server
+/// writing to a full socket sees the client go only when its write
+/// timeout closes the connection).
 pub async fn legacy_sse_unread(
     target: &Target,
     pid: u32,
-    sessions: usize,
-    streams: usize,
-    posts: usize,
+    shape: (usize, usize, usize),
     properties: usize,
+    wait: Duration,
 ) -> anyhow::Result<Value> {
+    let (sessions, streams, posts) = shape;
     let http = crate::http_client();
     let mut ids = Vec::new();
     for n in 0..sessions {
@@ -296,7 +298,7 @@ pub async fn legacy_sse_unread(
     for id in &ids {
         delete_session(&http, target, id).await?;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(wait).await;
     let after = resident_kib(pid)?;
     ordinary_traffic(target).await;
     let after_traffic = resident_kib(pid)?;
@@ -306,6 +308,7 @@ pub async fn legacy_sse_unread(
         "streams_opened": endpoints.len(), "streams_refused": refused_streams,
         "posts_accepted": accepted, "posts_refused": statuses.len() - accepted,
         "rss_before_mib": mib(before), "rss_held_mib": mib(held), "rss_peak_mib": mib(peak),
+        "after_s": wait.as_secs(),
         "rss_after_mib": mib(after), "rss_after_traffic_mib": mib(after_traffic),
     }))
 }

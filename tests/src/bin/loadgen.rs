@@ -146,7 +146,7 @@ enum Command {
         #[arg(long, default_value_t = 70)]
         posts: usize,
         /// Seconds to wait for the server to close the stalled connection
-        /// (h2-window).
+        /// (h2-window), or before the last readings (legacy-sse).
         #[arg(long, default_value_t = 60)]
         wait: u64,
     },
@@ -429,8 +429,8 @@ async fn main() -> anyhow::Result<()> {
                     exhaustion::h2_window_flood(target, pid, requests, properties, wait).await?
                 }
                 AbuseRun::LegacySse => {
-                    exhaustion::legacy_sse_unread(target, pid, sessions, streams, posts, properties)
-                        .await?
+                    let (shape, wait) = ((sessions, streams, posts), Duration::from_secs(wait));
+                    exhaustion::legacy_sse_unread(target, pid, shape, properties, wait).await?
                 }
             };
             println!("{report}");
