@@ -25,6 +25,9 @@ use governor::{Quota, RateLimiter};
 use crate::error::ErrorKind;
 use crate::proto::{self, ToolDefinition};
 
+/// The default of [`Limits::max_total_tool_definition_bytes`]: 512 MiB.
+pub const DEFAULT_MAX_TOTAL_TOOL_DEFINITION_BYTES: usize = 512 * 1024 * 1024;
+
 /// The ceilings of one server. `0` disables a limit.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -35,6 +38,10 @@ pub struct Limits {
     /// The size of one session's tool definitions together (names,
     /// descriptions, schemas and paths), in bytes.
     pub max_tool_definition_bytes: usize,
+    /// The size of every tool set this node holds, in bytes (a set shared
+    /// by sessions counts once): what bounds the memory tool definitions
+    /// take, however many sessions hold them.
+    pub max_total_tool_definition_bytes: usize,
     /// Calls in flight on one session's bridge.
     pub max_calls_per_session: u32,
     /// Session creations per client address.
@@ -49,6 +56,7 @@ impl Default for Limits {
             max_sessions: 100_000,
             max_tools_per_session: 512,
             max_tool_definition_bytes: 1024 * 1024,
+            max_total_tool_definition_bytes: DEFAULT_MAX_TOTAL_TOOL_DEFINITION_BYTES,
             max_calls_per_session: 256,
             session_create_rate: Some(CreateRate {
                 per_second: 100,
@@ -66,6 +74,7 @@ impl Limits {
             max_sessions: 0,
             max_tools_per_session: 0,
             max_tool_definition_bytes: 0,
+            max_total_tool_definition_bytes: 0,
             max_calls_per_session: 0,
             session_create_rate: None,
             trusted_proxies: Vec::new(),
@@ -195,6 +204,14 @@ pub enum LimitError {
         "the tool definitions take {bytes} bytes, more than the limit of {limit} bytes per session (OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES)"
     )]
     ToolDefinitionsTooLarge { bytes: usize, limit: usize },
+    #[error(
+        "this server holds {held} bytes of tool definitions; {bytes} more would pass its limit of {limit} bytes in all (OPENCLAW_PROXY_MAX_TOTAL_TOOL_DEFINITION_BYTES): delete unused sessions, share one tool set between sessions, or raise the limit"
+    )]
+    TotalToolDefinitions {
+        bytes: usize,
+        held: usize,
+        limit: usize,
+    },
     #[error(
         "{count} {list} is more than the limit of {limit} per session (OPENCLAW_PROXY_MAX_TOOLS_PER_SESSION bounds each list a session declares)"
     )]

@@ -184,6 +184,21 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http2_keepalive_seconds: u64,
 
+    /// Seconds an answer may wait on a client that reads none of it (an HTTP/2 stream with no window, a full socket) before its connection is closed.
+    #[arg(long, env = "OPENCLAW_PROXY_RESPONSE_WRITE_TIMEOUT_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub response_write_timeout_seconds: u64,
+
+    /// Bytes a legacy SSE stream may hold unread (queued events and answers waiting for room); past it the stream is closed and its pending requests are answered with an error.
+    #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_QUEUE_BYTES", default_value_t = LegacyLimits::default().queue_bytes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    pub legacy_sse_queue_bytes: usize,
+
+    /// Legacy SSE streams one client may hold open at once (an OAuth subject, else a client address).
+    #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT", default_value_t = LegacyLimits::default().streams_per_client,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub legacy_sse_streams_per_client: usize,
+
     /// Live sessions one node holds (0: no limit).
     #[arg(long, env = "OPENCLAW_PROXY_MAX_SESSIONS", default_value_t = 100_000)]
     pub max_sessions: usize,
@@ -199,6 +214,11 @@ pub struct ServerConfig {
     /// Bytes of one session's tool definitions together: names, descriptions, schemas, paths (0: no limit).
     #[arg(long, env = "OPENCLAW_PROXY_MAX_TOOL_DEFINITION_BYTES", default_value_t = 1024 * 1024)]
     pub max_tool_definition_bytes: usize,
+
+    /// Bytes of every tool set this node holds together (a set shared by sessions counts once; 0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_TOTAL_TOOL_DEFINITION_BYTES",
+          default_value_t = openclaw_proxy_core::limits::DEFAULT_MAX_TOTAL_TOOL_DEFINITION_BYTES)]
+    pub max_total_tool_definition_bytes: usize,
 
     /// Tool calls in flight on one session (0: no limit).
     #[arg(
@@ -401,6 +421,7 @@ impl ServerConfig {
                 max_sessions: self.max_sessions,
                 max_tools_per_session: self.max_tools_per_session,
                 max_tool_definition_bytes: self.max_tool_definition_bytes,
+                max_total_tool_definition_bytes: self.max_total_tool_definition_bytes,
                 max_calls_per_session: self.max_calls_per_session,
                 session_create_rate: self.session_create_rate.0,
                 trusted_proxies: self.trusted_proxies.clone(),
@@ -439,6 +460,26 @@ pub struct EdgeConfig {
     pub connections: ConnectionLimits,
     /// OAuth access tokens on the MCP endpoints, when an issuer is set.
     pub oauth: Option<OAuthSettings>,
+    /// What the legacy SSE transport's streams may hold.
+    pub legacy: LegacyLimits,
+}
+
+/// What the legacy SSE transport's streams may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LegacyLimits {
+    /// Bytes one stream may hold unread.
+    pub queue_bytes: usize,
+    /// Streams one client (an OAuth subject, else an address) may hold.
+    pub streams_per_client: usize,
+}
+
+impl Default for LegacyLimits {
+    fn default() -> Self {
+        Self {
+            queue_bytes: 4 * 1024 * 1024,
+            streams_per_client: 32,
+        }
+    }
 }
 
 /// What one client connection may hold, and for how long.
@@ -457,6 +498,9 @@ pub struct ConnectionLimits {
     pub http2_keepalive: Duration,
     /// How long a WebSocket frame may take to be written to the app.
     pub write_timeout: Duration,
+    /// How long an answer may wait on a client that reads none of it
+    /// before its connection is closed ([`crate::stall`]).
+    pub response_write_timeout: Duration,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Vec<AddressRange>,
 }
@@ -469,15 +513,17 @@ impl Default for ConnectionLimits {
             body_read_timeout: Duration::from_secs(30),
             http2_keepalive: Duration::from_secs(20),
             write_timeout: Duration::from_secs(10),
+            response_write_timeout: Duration::from_secs(30),
             trusted_proxies: Vec::new(),
         }
     }
 }
 
 /// Streams per HTTP/2 connection unless configured: enough for a backend
-/// app to multiplex thousands of session bridges on one connection (hyper's
-/// own default is 200).
-pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 10_000;
+/// app to multiplex a thousand session bridges on one connection (hyper's
+/// own default is 200), few enough that one connection cannot hold an
+/// unbounded number of answers (each stream may hold one).
+pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 1024;
 
 impl ServerConfig {
     /// The HTTP edge's share of the settings.
@@ -510,9 +556,14 @@ impl ServerConfig {
                 body_read_timeout: Duration::from_secs(self.body_read_timeout_seconds),
                 http2_keepalive: Duration::from_secs(self.http2_keepalive_seconds),
                 write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
+                response_write_timeout: Duration::from_secs(self.response_write_timeout_seconds),
                 trusted_proxies: self.trusted_proxies.clone(),
             },
             oauth: self.oauth_settings(),
+            legacy: LegacyLimits {
+                queue_bytes: self.legacy_sse_queue_bytes,
+                streams_per_client: self.legacy_sse_streams_per_client,
+            },
         }
     }
 

@@ -7,6 +7,7 @@
 //! - [`config`]: every setting, parsed once from flags and environment.
 //! - [`http`]: the axum router (health, and the REST, WebSocket and MCP routes).
 //! - [`server`]: one listener for gRPC and HTTP, and graceful shutdown.
+//! - [`stall`]: connections that leave their answers unread are closed.
 //! - [`tls`]: optional native TLS on that listener, reloaded when the files change.
 //! - [`oauth`]: OAuth access tokens on the MCP endpoints (JWT checks, the issuer's keys).
 //! - [`telemetry`]: log lines (text or JSON) and OpenTelemetry trace export.
@@ -20,6 +21,7 @@ pub mod http;
 pub mod oauth;
 pub mod self_probe;
 pub mod server;
+pub mod stall;
 pub mod telemetry;
 pub mod tls;
 

@@ -36,6 +36,7 @@ use crate::config::{ConnectionLimits, EdgeConfig};
 use crate::first_bytes::{Rewind, read_until_known};
 use crate::http;
 use crate::http::request::ConnectionInfo;
+use crate::stall::Watch;
 use crate::tls::Tls;
 
 /// How long shutdown waits for connections to finish after the bridges ended.
@@ -95,6 +96,7 @@ pub async fn serve(
         graceful: GracefulShutdown::new(),
         tls,
         header_read_timeout: limits.header_read_timeout,
+        response_write_timeout: limits.response_write_timeout,
     };
     let admission = Admission::new(limits.max_connections);
     tokio::pin!(shutdown);
@@ -119,9 +121,11 @@ pub async fn serve(
             tracing::debug!(%remote, "connection dropped: too many connections, even refused ones");
             continue;
         };
+        let watch = Watch::new(limits.response_write_timeout);
         let service = match permit {
             Permit::Serve(permit) => ConnectionService::Serve {
                 router: router.clone(),
+                watch: watch.clone(),
                 info: ConnectionInfo {
                     local: stream.local_addr().unwrap_or(remote),
                     remote,
@@ -135,7 +139,7 @@ pub async fn serve(
                 _permit: Arc::new(permit),
             },
         };
-        connections.spawn(stream, remote, service);
+        connections.spawn(stream, remote, service, watch);
     }
     if let Some(reloader) = reloader {
         reloader.abort();
@@ -159,13 +163,20 @@ struct Connections {
     graceful: GracefulShutdown,
     tls: Option<Arc<Tls>>,
     header_read_timeout: Duration,
+    response_write_timeout: Duration,
 }
 
 impl Connections {
     /// Serves one accepted connection in a task of its own, after its TLS
     /// handshake when TLS is configured: the handshake runs there, not in
     /// the accept loop, and has the same limit as reading a request header.
-    fn spawn(&self, stream: TcpStream, remote: SocketAddr, service: ConnectionService) {
+    fn spawn(
+        &self,
+        stream: TcpStream,
+        remote: SocketAddr,
+        service: ConnectionService,
+        watch: Arc<Watch>,
+    ) {
         // Small JSON frames and responses: send each at once rather than
         // waiting for Nagle's algorithm to coalesce them.
         if let Err(error) = stream.set_nodelay(true) {
@@ -173,6 +184,7 @@ impl Connections {
         }
         let (builder, watcher) = (self.builder.clone(), self.graceful.watcher());
         let limit = self.header_read_timeout;
+        let write_limit = self.response_write_timeout;
         let Some(tls) = &self.tls else {
             tokio::spawn(async move {
                 // A client that sends nothing, or part of the HTTP/2
@@ -191,9 +203,7 @@ impl Connections {
                 let connection = builder
                     .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                     .into_owned();
-                if let Err(error) = watcher.watch(connection).await {
-                    tracing::debug!(%error, "connection ended with an error");
-                }
+                served(watcher.watch(connection), &watch, remote, write_limit).await;
             });
             return;
         };
@@ -221,10 +231,30 @@ impl Connections {
             let connection = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                 .into_owned();
-            if let Err(error) = watcher.watch(connection).await {
+            served(watcher.watch(connection), &watch, remote, write_limit).await;
+        });
+    }
+}
+
+/// Serves a connection until it ends, or until one of its answers has
+/// waited on the client longer than `write_limit` ([`crate::stall`]): the
+/// connection is then dropped, and every answer it held with it.
+async fn served<E: std::fmt::Display>(
+    connection: impl Future<Output = Result<(), E>>,
+    watch: &Watch,
+    remote: SocketAddr,
+    write_limit: Duration,
+) {
+    tokio::select! {
+        ended = connection => {
+            if let Err(error) = ended {
                 tracing::debug!(%error, "connection ended with an error");
             }
-        });
+        }
+        () = watch.stalled() => tracing::info!(
+            %remote,
+            "connection closed: the client left an answer unread for {write_limit:?} (OPENCLAW_PROXY_RESPONSE_WRITE_TIMEOUT_SECONDS)"
+        ),
     }
 }
 
@@ -274,12 +304,21 @@ async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
     }
 }
 
+/// What HTTP/2 buffers per stream beyond what the client's window allows:
+/// one slice of a watched body ([`crate::stall::SLICE`]) fits; more would
+/// only hold memory for a client that does not read.
+const HTTP2_MAX_SEND_BUF: usize = crate::stall::SLICE;
+
 /// hyper's per-connection settings.
 ///
 /// hyper starts the HTTP/1 header-read timer whenever it waits for a request
 /// head, so the same limit closes idle keep-alive connections. HTTP/2
 /// connections (gRPC bridges stay idle for long) are checked with pings
-/// instead: a peer that does not answer one in time is gone.
+/// instead: a peer that does not answer one in time is gone. A peer that
+/// answers pings but reads no answers is closed by the connection's
+/// [`Watch`], and the streams it may open at once are bounded
+/// (`OPENCLAW_PROXY_HTTP2_MAX_CONCURRENT_STREAMS`; hyper refuses one more
+/// with `REFUSED_STREAM`).
 fn connection_builder(
     max_concurrent_streams: u32,
     limits: &ConnectionLimits,
@@ -293,6 +332,7 @@ fn connection_builder(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(max_concurrent_streams)
+        .max_send_buf_size(HTTP2_MAX_SEND_BUF)
         .keep_alive_interval(limits.http2_keepalive)
         .keep_alive_timeout(limits.http2_keepalive);
     builder
@@ -343,6 +383,7 @@ impl Admission {
 enum ConnectionService {
     Serve {
         router: Router,
+        watch: Arc<Watch>,
         info: ConnectionInfo,
         /// The deadline of each request body ([`http::deadline`]).
         body_timeout: Duration,
@@ -371,6 +412,7 @@ impl ConnectionService {
                         mut router,
                         info,
                         body_timeout,
+                        watch: stall,
                         ..
                     } => {
                         request.extensions_mut().insert(info);
@@ -388,7 +430,7 @@ impl ConnectionService {
                             // tonic calls a badly framed request INTERNAL.
                             response = openclaw_proxy_core::grpc::refine_trailers_only(response);
                         }
-                        Ok(match watch {
+                        let response = match watch {
                             Some(watch) => http::deadline::finish(
                                 response,
                                 &watch,
@@ -397,7 +439,8 @@ impl ConnectionService {
                                 body_timeout,
                             ),
                             None => response,
-                        })
+                        };
+                        Ok(response.map(|body| stall.wrap(body)))
                     }
                     ConnectionService::Refuse { limit, .. } => {
                         Ok(http::too_many_connections(&request, limit))

@@ -7,7 +7,8 @@
 //!   and exposes the generated types, clients and servers, plus the encoded
 //!   file descriptor set that server reflection serves.
 //! - [`tools`]: what a valid tool definition is, for every surface that
-//!   accepts one (gRPC, REST, the stdio binary's tool files).
+//!   accepts one (gRPC, REST, the stdio binary's tool files); [`schema`]:
+//!   how a tool's input schema is checked and kept (as compact text).
 //! - [`catalog`]: what a valid resource, resource template and prompt
 //!   declaration is.
 //! - [`mcp`] (feature `mcp`): how a tool's result becomes MCP content.
@@ -17,6 +18,7 @@
 
 pub mod catalog;
 pub mod escape;
+pub mod schema;
 pub mod tools;
 
 #[cfg(feature = "mcp")]

@@ -92,12 +92,14 @@ pub fn tool_result_raw(ok: bool, content: Box<RawValue>, error: String) -> RawTo
 }
 
 /// The `tools/list` entry of a tool: no description when it has none.
+/// The schema's tree is built here, for this answer only: the tool keeps
+/// its text ([`crate::schema`] says why).
 pub fn list_entry(tool: &Tool) -> rmcp::model::Tool {
     let description = (!tool.description.is_empty()).then(|| tool.description.to_string().into());
     rmcp::model::Tool::new_with_raw(
         tool.name.to_string(),
         description,
-        tool.input_schema.clone(),
+        std::sync::Arc::new(tool.input_schema.to_object()),
     )
 }
 

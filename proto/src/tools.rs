@@ -10,7 +10,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use crate::schema::Parsed;
+pub use crate::schema::Schema;
 
 /// A tool definition as submitted, before validation: the shape of the gRPC
 /// `ToolDefinition` and of a REST tool, with the schema as JSON text (empty
@@ -59,8 +62,9 @@ pub struct Tool {
     pub name: Arc<str>,
     /// What the tool does; may be empty.
     pub description: Arc<str>,
-    /// The JSON Schema of the arguments: always a JSON object.
-    pub input_schema: Arc<Map<String, Value>>,
+    /// The JSON Schema of the arguments: always a JSON object, kept as its
+    /// compact text ([`Schema`] says why).
+    pub input_schema: Schema,
     /// The app's informational path for the tool; may be empty.
     pub path: Arc<str>,
     /// The tool's own time limit in seconds; 0 for the server's.
@@ -77,7 +81,7 @@ impl Tool {
         crate::v1::ToolDefinition {
             name: self.name.to_string(),
             description: self.description.to_string(),
-            input_schema_json: schema_json(&self.input_schema),
+            input_schema_json: self.input_schema.as_str().to_owned(),
             path: self.path.to_string(),
             timeout_seconds: self.timeout_seconds,
             confirm: self
@@ -88,12 +92,6 @@ impl Tool {
                 }),
         }
     }
-}
-
-/// A schema's JSON text, serialized in place (no copy of the map).
-pub fn schema_json(schema: &Map<String, Value>) -> String {
-    // Serializing a map of JSON values cannot fail: every key is a string.
-    serde_json::to_string(schema).unwrap_or_default()
 }
 
 /// Why a tool definition was refused.
@@ -164,7 +162,7 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
         tools.push(Tool {
             name: name.into(),
             description: definition.description.into(),
-            input_schema: Arc::new(input_schema),
+            input_schema,
             path: definition.path.into(),
             timeout_seconds: definition.timeout_seconds,
             confirm: definition.confirm.map(Into::into),
@@ -173,44 +171,23 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
     Ok(tools)
 }
 
-/// Parses one tool's schema: empty text or `null` is the default object
+/// Checks one tool's schema: empty text or `null` is the default object
 /// schema; anything else must be a JSON object whose `type`, if given, is
-/// `"object"`.
-pub fn parse_schema(index: usize, json: &str) -> Result<Map<String, Value>, ToolError> {
+/// `"object"`. The text is read once, without building a tree.
+pub fn parse_schema(index: usize, json: &str) -> Result<Schema, ToolError> {
     if json.trim().is_empty() {
-        return Ok(object_schema());
+        return Ok(Schema::object());
     }
-    let value: Value = serde_json::from_str(json).map_err(|error| ToolError::SchemaNotJson {
+    let parsed = crate::schema::parse(json).map_err(|error| ToolError::SchemaNotJson {
         index,
         reason: error.to_string(),
     })?;
-    let schema = match value {
-        Value::Object(schema) => schema,
-        Value::Null => return Ok(object_schema()),
-        other => {
-            return Err(ToolError::SchemaNotObject {
-                index,
-                found: json_kind(&other),
-            });
-        }
-    };
-    match schema.get("type") {
-        None => {}
-        Some(Value::String(kind)) if kind == "object" => {}
-        Some(other) => {
-            return Err(ToolError::SchemaTypeNotObject {
-                index,
-                found: other.to_string(),
-            });
-        }
+    match parsed {
+        Parsed::Object(Ok(schema)) => Ok(schema),
+        Parsed::Object(Err(found)) => Err(ToolError::SchemaTypeNotObject { index, found }),
+        Parsed::Null => Ok(Schema::object()),
+        Parsed::Other(found) => Err(ToolError::SchemaNotObject { index, found }),
     }
-    Ok(schema)
-}
-
-fn object_schema() -> Map<String, Value> {
-    let mut schema = Map::new();
-    schema.insert("type".into(), Value::String("object".into()));
-    schema
 }
 
 /// A short English name of a JSON value's kind, for error messages.
@@ -252,14 +229,13 @@ mod tests {
     #[test]
     fn empty_schema_becomes_object_schema() {
         let tools = validate_tools(vec![def("a", ""), def("b", "null")]).expect("valid");
-        assert_eq!(
-            tools[0].input_schema.get("type"),
-            Some(&Value::from("object"))
-        );
-        assert_eq!(
-            tools[1].input_schema.get("type"),
-            Some(&Value::from("object"))
-        );
+        for tool in &tools {
+            assert_eq!(tool.input_schema.as_str(), r#"{"type":"object"}"#);
+            assert_eq!(
+                tool.input_schema.to_object().get("type"),
+                Some(&Value::from("object"))
+            );
+        }
     }
 
     #[test]

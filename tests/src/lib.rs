@@ -11,6 +11,7 @@ pub mod balancer;
 pub mod balancer_round;
 pub mod bench;
 pub mod conformance;
+pub mod exhaustion;
 pub mod forgery;
 pub mod grpc_app;
 pub mod http_client;

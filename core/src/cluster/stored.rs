@@ -8,14 +8,14 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 
 use crate::auth::{SessionCredentials, TokenDigest};
 use crate::caller::Owner;
 use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::proto;
-use crate::tools::Tool;
+use crate::tools::{Schema, Tool};
 
 /// A session as stored in the KV bucket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -102,7 +102,8 @@ pub struct StoredTool {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    pub input_schema: Map<String, Value>,
+    /// The schema's JSON as stored (an object), kept as text.
+    pub input_schema: Box<RawValue>,
     #[serde(default)]
     pub path: String,
     #[serde(default)]
@@ -143,7 +144,7 @@ impl StoredSession {
             .map(|tool| StoredTool {
                 name: tool.name.to_string(),
                 description: tool.description.to_string(),
-                input_schema: (*tool.input_schema).clone(),
+                input_schema: tool.input_schema.to_raw(),
                 path: tool.path.to_string(),
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(str::to_owned),
@@ -158,7 +159,7 @@ impl StoredSession {
             .map(|tool| Tool {
                 name: tool.name.as_str().into(),
                 description: tool.description.as_str().into(),
-                input_schema: Arc::new(tool.input_schema.clone()),
+                input_schema: Schema::trusted(tool.input_schema.get()),
                 path: tool.path.as_str().into(),
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(Into::into),

@@ -56,6 +56,7 @@ impl Hub {
             &request.prompts,
         )?;
         let tools = validate_tools(request.tools)?;
+        self.fits_in_all(&tools)?;
         let catalog = catalog::validate(
             &catalog::empty(),
             Some(request.resources),
@@ -81,6 +82,20 @@ impl Hub {
             session_id: id.to_string(),
             session_token: tokens.session_token,
             mcp_token: tokens.mcp_token,
+        })
+    }
+
+    /// Whether the server can hold `tools` besides every tool set it holds
+    /// (`OPENCLAW_PROXY_MAX_TOTAL_TOOL_DEFINITION_BYTES`).
+    fn fits_in_all(&self, tools: &[Tool]) -> Result<(), HubError> {
+        let limit = self.inner.config.limits.max_total_tool_definition_bytes;
+        self.inner.tool_sets.fits(tools, limit).map_err(|held| {
+            LimitError::TotalToolDefinitions {
+                bytes: crate::tools::set_bytes(tools),
+                held,
+                limit,
+            }
+            .into()
         })
     }
 
@@ -230,6 +245,7 @@ impl Hub {
             prompts.as_deref().unwrap_or_default(),
         )?;
         let tools = validate_tools(update.tools)?;
+        self.fits_in_all(&tools)?;
         let catalog = catalog::validate(&current, resources, resource_templates, prompts)?;
         let tools_before = record.tools();
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

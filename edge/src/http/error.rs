@@ -129,6 +129,9 @@ impl ApiError {
             Self::Hub(HubError::Limit(LimitError::ToolDefinitionsTooLarge { .. })) => {
                 "tool_definitions_too_large"
             }
+            Self::Hub(HubError::Limit(LimitError::TotalToolDefinitions { .. })) => {
+                "server_tool_definitions_full"
+            }
             Self::Hub(HubError::Limit(LimitError::CreateRate { .. })) => "rate_limited",
             Self::Hub(HubError::ShuttingDown) => "shutting_down",
             Self::Hub(HubError::Unavailable(_) | HubError::NoRandomness(_)) => "unavailable",

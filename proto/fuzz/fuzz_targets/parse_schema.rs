@@ -11,6 +11,7 @@ fuzz_target!(|data: &[u8]| {
     };
     match parse_schema(0, text) {
         Ok(schema) => {
+            let schema = schema.to_object();
             let kind = schema.get("type");
             assert!(kind.is_none_or(|kind| kind == "object"), "{kind:?}");
         }

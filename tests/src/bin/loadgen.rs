@@ -9,6 +9,9 @@
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64 --oauth
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --bridges 500 --calls 2000
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run schema --sessions 200
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run h2-window --requests 500
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run legacy-sse --sessions 16
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
 //! ```
 //!
@@ -57,13 +60,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use openclaw_proxy_tests::TestIssuer;
 use openclaw_proxy_tests::balancer::{self, Haproxy};
 use openclaw_proxy_tests::balancer_round::BalancerRound;
 use openclaw_proxy_tests::bench::{
     self, BridgeKind, GrpcApp, LoadConfig, Method, OAuthLoad, Protocol, Target,
 };
 use openclaw_proxy_tests::processes::{ClusterRound, Node};
+use openclaw_proxy_tests::{TestIssuer, exhaustion};
 
 #[derive(Parser)]
 #[command(about = "Throughput, latency and memory of openclaw-proxy's whole path")]
@@ -135,6 +138,30 @@ enum Command {
         /// Bytes of each call's argument.
         #[arg(long, default_value_t = 200 * 1024)]
         payload_bytes: usize,
+        /// Which abuse: bridges that stop reading (`calls`), or one of the
+        /// exhaustion runs (`schema`, `h2-window`, `legacy-sse`).
+        #[arg(long, value_enum, default_value = "calls")]
+        run: AbuseRun,
+        /// Sessions (schema, legacy-sse).
+        #[arg(long, default_value_t = 200)]
+        sessions: usize,
+        /// Properties of each session's tool schema, about 28 bytes each
+        /// (34,000: about 1 MB, the default limit of a session's tools).
+        #[arg(long, default_value_t = 34_000)]
+        properties: usize,
+        /// HTTP/2 requests on the one connection (h2-window).
+        #[arg(long, default_value_t = 500)]
+        requests: usize,
+        /// Streams per session (legacy-sse).
+        #[arg(long, default_value_t = 8)]
+        streams: usize,
+        /// `tools/list` posts per stream (legacy-sse).
+        #[arg(long, default_value_t = 70)]
+        posts: usize,
+        /// Seconds to wait for the server to close the stalled connection
+        /// (h2-window), or before the last readings (legacy-sse).
+        #[arg(long, default_value_t = 60)]
+        wait: u64,
     },
     /// Resident memory per session holding a bridge.
     Memory {
@@ -236,6 +263,20 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         duration: u64,
     },
+}
+
+/// The abuse `loadgen abuse` runs.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum AbuseRun {
+    /// Bridges that stop reading while large calls are sent to them.
+    Calls,
+    /// Sessions with large unique tool schemas, created then deleted.
+    Schema,
+    /// One HTTP/2 connection with a receive window of 0 asking for large
+    /// `tools/list` answers.
+    H2Window,
+    /// Legacy SSE streams that are never read, sent large answers.
+    LegacySse,
 }
 
 #[derive(Args)]
@@ -444,11 +485,33 @@ async fn main() -> anyhow::Result<()> {
             bridges,
             calls,
             payload_bytes,
+            run,
+            sessions,
+            properties,
+            requests,
+            streams,
+            posts,
+            wait,
         } => {
             let server = server(&args, &[]).await?;
             let pid = server.pid.context("abuse needs --spawn or --pid")?;
-            let report =
-                bench::measure_abuse(&server.target, pid, bridges, calls, payload_bytes).await?;
+            let target = &server.target;
+            let report = match run {
+                AbuseRun::Calls => {
+                    bench::measure_abuse(target, pid, bridges, calls, payload_bytes).await?
+                }
+                AbuseRun::Schema => {
+                    exhaustion::schema_amplification(target, pid, sessions, properties).await?
+                }
+                AbuseRun::H2Window => {
+                    let wait = Duration::from_secs(wait);
+                    exhaustion::h2_window_flood(target, pid, requests, properties, wait).await?
+                }
+                AbuseRun::LegacySse => {
+                    let (shape, wait) = ((sessions, streams, posts), Duration::from_secs(wait));
+                    exhaustion::legacy_sse_unread(target, pid, shape, properties, wait).await?
+                }
+            };
             println!("{report}");
         }
         Command::Memory {

@@ -440,3 +440,120 @@ async fn a_request_from_the_app_goes_on_the_stream_and_its_response_through_the_
     assert_eq!(result["id"], 2, "{result}");
     assert_eq!(result["result"]["isError"], false, "{result}");
 }
+
+#[tokio::test]
+async fn a_stream_left_unread_past_its_bound_is_closed_and_its_requests_answered_with_an_error() {
+    const QUEUE_BYTES: usize = 256 * 1024;
+    let server = TestServer::builder()
+        .edge(|edge| edge.legacy.queue_bytes = QUEUE_BYTES)
+        .start()
+        .await;
+    // Each tools/list answer is about 260 KB.
+    let schema = openclaw_proxy_tests::exhaustion::wide_schema(10_000, 0);
+    let tools = json!([{"name": "wide", "input_schema": serde_json::from_str::<Value>(&schema).expect("JSON")}]);
+    let session = TestSession::register(&server, &session_body(tools)).await;
+    let mut client = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
+    // Posted and never read, until the server closes the stream: answers
+    // past what the sockets hold pile up in the stream's queue.
+    let mut accepted = Vec::new();
+    let mut closed = None;
+    for id in 1..=400 {
+        let (status, text) = client
+            .post(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))
+            .await;
+        match status {
+            202 => accepted.push(id),
+            404 => {
+                closed = Some(text);
+                break;
+            }
+            // Too many messages in progress at once: the next post waits.
+            429 => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            other => panic!("post {id}: {other} {text}"),
+        }
+    }
+    let closed = closed.expect("the stream is closed while nobody reads it");
+    assert!(closed.contains("is not open"), "{closed}");
+    // What the client finds when it reads at last: the answers that were
+    // queued before the bound, then an error answer for every request the
+    // stream dropped, naming the setting; then the end.
+    let mut answered = Vec::new();
+    let mut refused = Vec::new();
+    while let Some((event, data)) = no_hang(client.next_event()).await {
+        assert_eq!(event, "message", "{data}");
+        let message: Value = serde_json::from_str(&data).expect("JSON-RPC");
+        let id = message["id"].as_i64().expect("an id");
+        if message["result"]["tools"].is_array() {
+            answered.push(id);
+        } else {
+            let error = message["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("OPENCLAW_PROXY_LEGACY_SSE_QUEUE_BYTES"),
+                "{message}"
+            );
+            refused.push(id);
+        }
+    }
+    assert!(
+        !refused.is_empty(),
+        "requests dropped with their stream are answered"
+    );
+    for id in answered.iter().chain(&refused) {
+        assert!(accepted.contains(id), "{id} was posted");
+    }
+    // The slot is free again: a new stream works.
+    let mut again = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
+    let listed = again
+        .request(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "wide");
+}
+
+fn session_body(tools: Value) -> Value {
+    json!({"device_id": "d", "app_version": "1", "tools": tools})
+}
+
+#[tokio::test]
+async fn one_client_cannot_take_every_legacy_stream_slot() {
+    let server = TestServer::builder()
+        .edge(|edge| edge.legacy.streams_per_client = 3)
+        // Behind a trusted proxy, each client is the address it forwards.
+        .core(|core| core.limits.trusted_proxies = vec!["127.0.0.0/8".parse().expect("range")])
+        .start()
+        .await;
+    let first = TestSession::register(&server, &session_body(echo_tools())).await;
+    let second = TestSession::register(&server, &session_body(echo_tools())).await;
+    let open = |session: &str, client: &str| {
+        open_request(&server.http_url(), session, Open::Path)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("x-forwarded-for", client)
+            .send_streaming()
+    };
+    // One client's streams, over two sessions (each within its own limit).
+    let mut held = Vec::new();
+    for session in [&first.id, &first.id, &second.id] {
+        let stream = open(session, "203.0.113.7").await;
+        assert_eq!(stream.status(), 200);
+        held.push(stream);
+    }
+    let refused = open(&second.id, "203.0.113.7").await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.expect("a JSON-RPC error");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT")
+            && message.contains("203.0.113.7"),
+        "{body}"
+    );
+    // Another client still gets a stream on the same sessions.
+    let other = open(&second.id, "198.51.100.2").await;
+    assert_eq!(other.status(), 200);
+    // A stream that ends gives its client's slot back.
+    held.pop();
+    eventually(
+        "the closed stream's slot is free",
+        std::time::Duration::from_secs(10),
+        || async { open(&second.id, "203.0.113.7").await.status() == 200 },
+    )
+    .await;
+}

@@ -148,6 +148,36 @@ async fn tools_past_their_count_or_size_are_refused_at_creation_and_update() {
 }
 
 #[tokio::test]
+async fn tool_definitions_are_bounded_in_all_and_shared_sets_count_once() {
+    // Room for two distinct sets of about 30 KB.
+    let server = TestServer::builder()
+        .core(|core| core.limits.max_total_tool_definition_bytes = 70_000)
+        .start()
+        .await;
+    let body = |salt: usize| {
+        let schema = openclaw_proxy_tests::exhaustion::wide_schema(1_200, salt);
+        let mut body = legacy_session_body();
+        body["tools"] = serde_json::json!([{"name": "wide",
+            "input_schema": serde_json::from_str::<serde_json::Value>(&schema).expect("JSON")}]);
+        body
+    };
+    let first = TestSession::register(&server, &body(1)).await;
+    let second = TestSession::register(&server, &body(2)).await;
+    let refused = post_session(&server, &body(3), &[]).await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOTAL_TOOL_DEFINITION_BYTES");
+    // A set the server holds already is shared, not added.
+    TestSession::register(&server, &body(1)).await;
+    // A tool update past the limit is refused as well.
+    let update = serde_json::json!({"tools": body(3)["tools"]});
+    let refused = no_hang(server.rest().put_tools(&first.id, &update)).await;
+    assert_limited(refused, "OPENCLAW_PROXY_MAX_TOTAL_TOOL_DEFINITION_BYTES");
+    // Deleting the one session that holds a set makes room for another.
+    let mut sessions = server.sessions().await;
+    assert!(sessions.delete(&second.id).await.expect("delete"));
+    TestSession::register(&server, &body(3)).await;
+}
+
+#[tokio::test]
 async fn session_creation_is_rate_limited_per_client_address() {
     let limited = TestServer::builder()
         .core(|core| core.limits.session_create_rate = Some("1/2".parse().expect("rate")));

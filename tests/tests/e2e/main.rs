@@ -29,4 +29,5 @@ mod sign_in;
 mod slow_bodies;
 mod telemetry;
 mod tls;
+mod unread;
 mod ws;

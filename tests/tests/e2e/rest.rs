@@ -49,7 +49,7 @@ async fn create_with_documented_body_answers_urls_from_host() {
     assert_eq!(&*tools[0].description, "Echo text.");
     assert_eq!(&*tools[0].path, "/tools/echo_text");
     assert_eq!(
-        tools[0].input_schema["properties"]["text"]["type"],
+        tools[0].input_schema.to_object()["properties"]["text"]["type"],
         "string"
     );
 }
@@ -75,7 +75,10 @@ async fn create_accepts_the_original_camel_case_body() {
         .expect("session");
     assert_eq!(described.metadata.expect("metadata").chat_id, "chat-9");
     let tools = server.hub.tools(session_id).await.expect("tools");
-    assert_eq!(tools[0].input_schema["required"], json!(["limit"]));
+    assert_eq!(
+        tools[0].input_schema.to_object()["required"],
+        json!(["limit"])
+    );
 }
 
 #[tokio::test]

@@ -68,6 +68,10 @@ pub enum Refusal {
     )]
     ServerStreams { limit: usize },
     #[error(
+        "this client ({client}) holds its limit of {limit} open legacy SSE streams (OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT); close one, or use the streamable HTTP transport (POST)"
+    )]
+    ClientStreams { client: String, limit: usize },
+    #[error(
         "legacy SSE stream {} of session {} is not open: it was closed or never opened; open one with GET on the session's MCP URL (Accept: text/event-stream) and post to the endpoint it names",
         escape::quoted(.stream_id),
         escape::quoted(.session_id)
@@ -94,6 +98,7 @@ impl Refusal {
             | Self::Transport { .. }
             | Self::SessionStreams { .. }
             | Self::ServerStreams { .. }
+            | Self::ClientStreams { .. }
             | Self::StreamNotOpen { .. }
             | Self::NotJsonContentType
             | Self::StreamBusy { .. } => Value::Null,
@@ -113,7 +118,10 @@ impl Refusal {
                 (*status, ErrorCode::INTERNAL_ERROR)
             }
             Self::Transport { status, .. } => (*status, ErrorCode::INVALID_REQUEST),
-            Self::SessionStreams { .. } | Self::ServerStreams { .. } | Self::StreamBusy { .. } => {
+            Self::SessionStreams { .. }
+            | Self::ServerStreams { .. }
+            | Self::ClientStreams { .. }
+            | Self::StreamBusy { .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, ErrorCode::INVALID_REQUEST)
             }
             Self::StreamNotOpen { .. } => (StatusCode::NOT_FOUND, ErrorCode::INVALID_REQUEST),

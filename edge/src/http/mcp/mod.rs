@@ -66,6 +66,7 @@ impl McpState {
                 .map(|settings| Arc::new(Verifier::new(settings))),
             in_flight,
             legacy: Arc::default(),
+            listing: Listing::default(),
             rounds: direct::Rounds::new(
                 edge.hub.config().request_state_key.clone(),
                 edge.hub.config().client_request_timeout,
@@ -97,6 +98,50 @@ pub struct McpShared {
     pub rounds: direct::Rounds,
     /// The access token checks, when OAuth is on.
     pub oauth: Option<Arc<Verifier>>,
+    /// The `tools/list` answers being rendered.
+    pub listing: Listing,
+}
+
+/// The `tools/list` answers being rendered, bounded by the bytes of their
+/// schemas. A tool keeps its schema as text (`openclaw_proxy_proto::schema`
+/// says why); rmcp wants each as a JSON tree, about 27 times the text for a
+/// schema of many small properties, built per answer. Without a bound, a
+/// client asking for a 1 MB list 500 times at once made the server build
+/// 500 trees at once (gigabytes); with it, at most [`Listing::BYTES`] of
+/// schema text is being rendered at any time, and the other answers wait
+/// their turn.
+pub struct Listing {
+    rendering: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Listing {
+    fn default() -> Self {
+        Self {
+            rendering: Arc::new(tokio::sync::Semaphore::new(Self::BYTES)),
+        }
+    }
+}
+
+impl Listing {
+    /// The schema bytes rendered at once: a few large lists, or any number
+    /// of small ones.
+    pub const BYTES: usize = 4 * 1024 * 1024;
+
+    /// Waits for room to render the `tools/list` of `session_id`; the room
+    /// is given back when the permit is dropped.
+    async fn permit(
+        &self,
+        hub: &openclaw_proxy_core::Hub,
+        session_id: &str,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let bytes = match hub.tools(session_id).await {
+            Ok(tools) => tools.iter().map(|tool| tool.input_schema.len()).sum(),
+            Err(_) => 0,
+        };
+        let weight = u32::try_from(bytes.clamp(1, Self::BYTES)).unwrap_or(u32::MAX);
+        // Never closed.
+        self.rendering.clone().acquire_many_owned(weight).await.ok()
+    }
 }
 
 impl std::ops::Deref for McpShared {
@@ -253,6 +298,11 @@ pub(super) async fn handle_message(
     );
     trace::set_remote_parent(&span, &trace_parent);
     drop(sniffed);
+    // A `tools/list` builds its schemas' trees for rmcp: bounded at once.
+    let _rendering = match *method {
+        McpMethod::ToolsList => Some(state.listing.permit(&state.hub, &session_id).await),
+        _ => None,
+    };
     let mut request = Request::from_parts(parts, Body::from(bytes));
     request.extensions_mut().insert(SessionRoute(session_id));
     request.extensions_mut().insert(RequestTrace {

@@ -8,8 +8,10 @@
 //! pushed onto the stream as a `message` event. Only this transport offers
 //! `tools.listChanged` and sends `notifications/tools/list_changed`.
 //! A stream is bounded ([`MAX_STREAMS_PER_SESSION`], [`MAX_STREAMS`],
-//! [`MAX_PENDING`], [`QUEUE`]) and ends with its client, its session, the
-//! server, or a client that stops reading. Routing and lifetime in full:
+//! [`MAX_PENDING`], [`QUEUE`], and the settings of
+//! [`crate::config::LegacyLimits`]: bytes unread, streams per client) and
+//! ends with its client, its session, the server, or a client that stops
+//! reading. Routing and lifetime in full:
 //! `docs/mcp.md` ("Legacy HTTP+SSE transport").
 //!
 //! This file holds the routes (open a stream, post a message) and the
@@ -27,9 +29,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use openclaw_proxy_core::escape::Outside;
+use openclaw_proxy_core::escape::{self, Outside};
 use openclaw_proxy_core::metrics::McpMethod;
-use openclaw_proxy_core::{ClientAddr, HubError, SessionEvent, Tool};
+use openclaw_proxy_core::{Caller, ClientAddr, HubError, SessionEvent, Tool};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
@@ -104,11 +106,16 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
         // no server-initiated stream.
         return ApiError::method_not_allowed(request.method(), request.uri()).into_response();
     }
-    if let Err(refused) = admit(&state, session_id.as_deref(), RequestHead::of(&request)).await {
-        return refused;
-    }
+    let caller = match admit(&state, session_id.as_deref(), RequestHead::of(&request)).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
     let session_id: Arc<str> = session_id.unwrap_or_default().into();
-    let (stream, receiver) = match state.legacy.open(session_id.clone()) {
+    let client = client_of(&state, &request, &caller);
+    let opened = state
+        .legacy
+        .open(session_id.clone(), client, state.config.legacy);
+    let (stream, receiver) = match opened {
         Ok(opened) => opened,
         Err(refusal) => return refusal.into_response(),
     };
@@ -127,6 +134,35 @@ async fn open(state: McpState, session_id: Option<String>, request: Request) -> 
     sse::response(Body::from_stream(futures_util::StreamExt::chain(
         first, events,
     )))
+}
+
+/// Who opens a stream, as the per-client limit counts them: the OAuth
+/// subject of its access token, else the client's address (read from
+/// `X-Forwarded-For` only behind a trusted proxy, as the creation rate
+/// does). Not the token: the OpenClaw token is shared by every client that
+/// has it, and a session's own token by every stream of that session.
+fn client_of(state: &McpState, request: &Request, caller: &Caller) -> Arc<str> {
+    if let Some(identity) = &caller.identity {
+        return format!(
+            "OAuth subject {} of {}",
+            escape::quoted(&identity.subject),
+            escape::quoted(&identity.issuer)
+        )
+        .into();
+    }
+    let Some(ClientAddr(peer)) = request.extensions().get::<ClientAddr>().copied() else {
+        return "an unknown address".into();
+    };
+    let forwarded_for = request
+        .headers()
+        .get("x-forwarded-for")
+        .and_then(|value| value.to_str().ok());
+    let address = openclaw_proxy_core::limits::client_address(
+        peer.ip(),
+        forwarded_for,
+        &state.hub.config().limits.trusted_proxies,
+    );
+    format!("address {address}").into()
 }
 
 /// Watches the stream's session: `notifications/tools/list_changed` when
@@ -313,6 +349,7 @@ async fn accept_message(state: &McpState, session_id: String, mut request: Reque
         stream.subscribe(uri, subscribe);
     }
     let initialize = is_initialize(&bytes);
+    let pending = request_id(&bytes).map(|id| stream.pending_request(id));
     if !initialize && !headers.contains_key(HEADER_MCP_PROTOCOL_VERSION) {
         let version = stream
             .protocol_version()
@@ -323,10 +360,13 @@ async fn accept_message(state: &McpState, session_id: String, mut request: Reque
     tokio::spawn(relay(
         state.clone(),
         stream,
-        parts,
-        bytes,
-        peer,
-        initialize,
+        Message {
+            parts,
+            bytes,
+            peer,
+            initialize,
+            pending,
+        },
         permit,
     ));
     (StatusCode::ACCEPTED, "Accepted").into_response()
@@ -352,6 +392,20 @@ fn subscription(body: &[u8]) -> Option<(String, bool)> {
     }
 }
 
+/// The JSON-RPC id of a request (`None` for a notification or an answer),
+/// to answer it with an error if its stream is closed first.
+fn request_id(body: &[u8]) -> Option<Box<serde_json::value::RawValue>> {
+    #[derive(serde::Deserialize)]
+    struct Request<'a> {
+        #[serde(borrow)]
+        method: Option<&'a serde_json::value::RawValue>,
+        id: Option<Box<serde_json::value::RawValue>>,
+    }
+    let request: Request<'_> = serde_json::from_slice(body).ok()?;
+    request.method?;
+    request.id.filter(|id| id.get() != "null")
+}
+
 /// Whether `body` is an `initialize` request.
 fn is_initialize(body: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
@@ -362,15 +416,22 @@ fn is_initialize(body: &[u8]) -> bool {
     serde_json::from_slice::<Method<'_>>(body).is_ok_and(|request| request.method == "initialize")
 }
 
+/// One message posted to a stream, as [`relay`] handles it.
+struct Message {
+    parts: Parts,
+    bytes: Bytes,
+    peer: Option<std::net::SocketAddr>,
+    initialize: bool,
+    /// The number its request id was noted by, for a request.
+    pending: Option<u64>,
+}
+
 /// Handles one message and pushes its answer onto the stream; abandoned
 /// (its call cancelled) when the stream ends first.
 async fn relay(
     state: McpState,
     stream: Arc<LegacyStream>,
-    parts: Parts,
-    bytes: Bytes,
-    peer: Option<std::net::SocketAddr>,
-    initialize: bool,
+    message: Message,
     _permit: OwnedSemaphorePermit,
 ) {
     let closed = stream.closed.clone();
@@ -379,9 +440,9 @@ async fn relay(
         let response = handle_message(
             &state,
             stream.session_id.clone(),
-            parts,
-            bytes,
-            peer,
+            message.parts,
+            message.bytes,
+            message.peer,
             &mut method,
         )
         .await;
@@ -389,7 +450,14 @@ async fn relay(
             .hub
             .metrics()
             .mcp_request(method, response.status().as_u16());
-        forward(&state, &stream, response, initialize).await;
+        forward(&state, &stream, response, message.initialize).await;
+        // Answered, unless the stream was closed first (the answer was not
+        // queued then: the stream's last event answers it).
+        if let Some(number) = message.pending
+            && !stream.closed.is_cancelled()
+        {
+            stream.answered(number);
+        }
     };
     tokio::select! {
         () = closed.cancelled() => {}

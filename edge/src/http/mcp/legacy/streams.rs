@@ -1,17 +1,33 @@
 //! The open streams of the legacy transport: the registry that bounds them,
 //! one stream's queue of events and the revision it negotiated, and the
 //! event stream the client reads, which closes its stream when dropped.
+//!
+//! Two bounds keep what an unread stream holds small. Its queue is bounded
+//! in bytes, not only in events (`OPENCLAW_PROXY_LEGACY_SSE_QUEUE_BYTES`):
+//! an event may be a 1 MB `tools/list`, and 64 of them times every stream
+//! the server allows was gigabytes. Everything queued for the client and
+//! not yet taken by it counts, with the answers waiting for room; a stream
+//! past the bound is closed at once, its queue dropped, and the requests
+//! still pending on it get a JSON-RPC error as the stream's last event. And
+//! streams are bounded per client as well as per session and per server
+//! (`OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT`), so one client cannot
+//! take every slot: a client is the OAuth subject that opened the stream,
+//! else its address (`X-Forwarded-For` from a trusted proxy), since the
+//! OpenClaw token and the app token are shared by everyone who has them.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Bytes;
 use openclaw_proxy_core::escape::Outside;
+use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::{MAX_PENDING, MAX_STREAMS, MAX_STREAMS_PER_SESSION, QUEUE};
+use crate::config::LegacyLimits;
 use crate::http::mcp::jsonrpc::Refusal;
 use crate::http::sse;
 
@@ -29,8 +45,20 @@ const MAX_SUBSCRIPTIONS: usize = 1024;
 pub(super) struct LegacyStream {
     pub(super) id: Arc<str>,
     pub(super) session_id: Arc<str>,
+    /// Who opened it, as the per-client limit counts them.
+    client: Arc<str>,
     /// Encoded SSE events for the client.
     outbound: mpsc::Sender<Bytes>,
+    /// Bytes queued for the client or waiting for room, not yet taken.
+    unread: AtomicUsize,
+    /// The most `unread` may reach.
+    queue_bytes: usize,
+    /// Why the stream was closed past its bound, for its pending requests.
+    overflowed: Mutex<Option<String>>,
+    /// The JSON-RPC ids of the requests in progress, by a number of their
+    /// own (bounded as the messages in progress are).
+    pending_ids: Mutex<HashMap<u64, Box<RawValue>>>,
+    next_pending: AtomicU64,
     /// Cancelled when the stream ends, whatever ends it.
     pub(super) closed: CancellationToken,
     /// Messages in progress.
@@ -47,23 +75,33 @@ impl LegacyStreams {
         self.streams.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a new stream of `session_id`, within the limits.
+    /// Registers a new stream of `session_id` opened by `client`, within
+    /// the limits.
     pub(super) fn open(
         &self,
         session_id: Arc<str>,
+        client: Arc<str>,
+        limits: LegacyLimits,
     ) -> Result<(Arc<LegacyStream>, mpsc::Receiver<Bytes>), Refusal> {
         let mut streams = self.lock();
         if streams.len() >= MAX_STREAMS {
             return Err(Refusal::ServerStreams { limit: MAX_STREAMS });
         }
-        let of_session = streams
-            .values()
-            .filter(|stream| stream.session_id == session_id)
-            .count();
+        let (mut of_session, mut of_client) = (0, 0);
+        for stream in streams.values() {
+            of_session += usize::from(stream.session_id == session_id);
+            of_client += usize::from(stream.client == client);
+        }
         if of_session >= MAX_STREAMS_PER_SESSION {
             return Err(Refusal::SessionStreams {
                 session_id,
                 limit: MAX_STREAMS_PER_SESSION,
+            });
+        }
+        if of_client >= limits.streams_per_client {
+            return Err(Refusal::ClientStreams {
+                client: client.to_string(),
+                limit: limits.streams_per_client,
             });
         }
         let (outbound, receiver) = mpsc::channel(QUEUE);
@@ -71,7 +109,13 @@ impl LegacyStreams {
         let stream = Arc::new(LegacyStream {
             id: id.clone(),
             session_id,
+            client,
             outbound,
+            unread: AtomicUsize::new(0),
+            queue_bytes: limits.queue_bytes,
+            overflowed: Mutex::new(None),
+            pending_ids: Mutex::default(),
+            next_pending: AtomicU64::new(0),
             closed: CancellationToken::new(),
             pending: Arc::new(Semaphore::new(MAX_PENDING)),
             protocol_version: Mutex::new(None),
@@ -110,7 +154,8 @@ impl LegacyStreams {
 impl LegacyStream {
     /// Queues one JSON-RPC message (JSON text) as a `message` event. A client
     /// that has not made room within `write_timeout` has stopped reading:
-    /// the stream ends.
+    /// the stream ends. So does one that left more than its bound unread
+    /// (one message alone always fits, however large).
     pub(super) async fn deliver(
         &self,
         streams: &LegacyStreams,
@@ -118,9 +163,17 @@ impl LegacyStream {
         write_timeout: Duration,
     ) {
         let event = sse::named_event("message", message);
+        let size = event.len();
+        let unread = self.unread.fetch_add(size, Ordering::Relaxed);
+        if unread > 0 && unread + size > self.queue_bytes {
+            self.unread.fetch_sub(size, Ordering::Relaxed);
+            self.overflow(streams, unread + size);
+            return;
+        }
         match self.outbound.send_timeout(event, write_timeout).await {
             Ok(()) => {}
             Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                self.unread.fetch_sub(size, Ordering::Relaxed);
                 tracing::info!(
                     session = Outside::session(&self.session_id).field(),
                     "legacy SSE client does not read its stream within {write_timeout:?}; the stream ends"
@@ -128,8 +181,71 @@ impl LegacyStream {
                 streams.close(&self.id);
             }
             // The stream already ended.
-            Err(mpsc::error::SendTimeoutError::Closed(_)) => {}
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => {
+                self.unread.fetch_sub(size, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Ends a stream whose client left `unread` bytes unread, past the bound.
+    fn overflow(&self, streams: &LegacyStreams, unread: usize) {
+        let reason = format!(
+            "the legacy SSE stream was closed: its client left {unread} bytes unread, more than the {} bytes a stream may hold (OPENCLAW_PROXY_LEGACY_SSE_QUEUE_BYTES); read the stream as it comes, or open a new one",
+            self.queue_bytes
+        );
+        tracing::info!(
+            session = Outside::session(&self.session_id).field(),
+            "{reason}"
+        );
+        self.overflowed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason);
+        streams.close(&self.id);
+    }
+
+    /// Notes a request in progress whose JSON-RPC id is `id`; the number to
+    /// forget it by once it is answered.
+    pub(super) fn pending_request(&self, id: Box<RawValue>) -> u64 {
+        let number = self.next_pending.fetch_add(1, Ordering::Relaxed);
+        self.pending_ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(number, id);
+        number
+    }
+
+    /// Forgets a request in progress: it was answered, or needs no answer.
+    pub(super) fn answered(&self, number: u64) {
+        self.pending_ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&number);
+    }
+
+    /// The last event of a stream closed past its bound: an error answer
+    /// to each request still pending on it. `None` for any other end.
+    fn farewell(&self) -> Option<Bytes> {
+        let reason = self
+            .overflowed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let ids = std::mem::take(
+            &mut *self
+                .pending_ids
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let mut events = Vec::new();
+        for id in ids.into_values() {
+            let answer = serde_json::json!({
+                "jsonrpc": "2.0", "id": id,
+                "error": {"code": -32000, "message": reason},
+            });
+            events.extend_from_slice(&sse::named_event("message", &answer.to_string()));
+        }
+        (!events.is_empty()).then(|| Bytes::from(events))
     }
 
     pub(super) fn protocol_version(&self) -> Option<String> {
@@ -186,7 +302,9 @@ impl Drop for CloseOnDrop {
 }
 
 /// The stream's events after `endpoint`: queued messages, and a keep-alive
-/// comment every [`sse::KEEP_ALIVE`]; it ends when the stream is closed.
+/// comment every [`sse::KEEP_ALIVE`]; it ends when the stream is closed
+/// (with the error answers of [`LegacyStream::farewell`] when it was closed
+/// past its bound, and the events still queued dropped).
 pub(super) fn outgoing(
     streams: Arc<LegacyStreams>,
     stream: Arc<LegacyStream>,
@@ -201,17 +319,24 @@ pub(super) fn outgoing(
         streams,
         id: stream.id.clone(),
     };
-    let state = (stream.closed.clone(), receiver, keep_alive, guard);
-    futures_util::stream::unfold(
-        state,
-        |(closed, mut receiver, mut keep_alive, guard)| async move {
-            let event = tokio::select! {
-                biased;
-                () = closed.cancelled() => None,
-                event = receiver.recv() => event,
-                _ = keep_alive.tick() => Some(sse::KEEP_ALIVE_COMMENT),
-            };
-            event.map(|event| (Ok(event), (closed, receiver, keep_alive, guard)))
-        },
-    )
+    let state = Some((stream, receiver, keep_alive, guard));
+    futures_util::stream::unfold(state, |state| async move {
+        let (stream, mut receiver, mut keep_alive, guard) = state?;
+        let event = tokio::select! {
+            biased;
+            () = stream.closed.cancelled() => {
+                receiver.close();
+                while receiver.try_recv().is_ok() {}
+                let last = stream.farewell()?;
+                return Some((Ok(last), None));
+            }
+            event = receiver.recv() => {
+                let event = event?;
+                stream.unread.fetch_sub(event.len(), Ordering::Relaxed);
+                event
+            }
+            _ = keep_alive.tick() => sse::KEEP_ALIVE_COMMENT,
+        };
+        Some((Ok(event), Some((stream, receiver, keep_alive, guard))))
+    })
 }
