@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use openclaw_proxy_tests::balancer::{Balancer, Haproxy, haproxy, repo_config};
@@ -321,8 +321,14 @@ struct Called {
 }
 
 /// Calls the session through the balancer one after the other until
-/// `stop`; every outcome with when it was sent and when it ended.
-fn caller(lb: Arc<Balancer>, session_id: String, stop: Arc<AtomicBool>) -> JoinHandle<Vec<Called>> {
+/// `stop`, counting the answered ones in `answered`; every outcome with
+/// when it was sent and when it ended.
+fn caller(
+    lb: Arc<Balancer>,
+    session_id: String,
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
+) -> JoinHandle<Vec<Called>> {
     tokio::spawn(async move {
         let mut outcomes = Vec::new();
         let mut n = 0;
@@ -330,6 +336,9 @@ fn caller(lb: Arc<Balancer>, session_id: String, stop: Arc<AtomicBool>) -> JoinH
             n += 1;
             let sent = Instant::now();
             let outcome = raw_call(&lb, &session_id, n).await;
+            if outcome.is_ok() {
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
             outcomes.push(Called {
                 sent,
                 ended: Instant::now(),
@@ -461,7 +470,12 @@ async fn a_draining_nodes_sessions_keep_answering_through_haproxy() {
     let (grpc_id, _grpc_app) = grpc_session_on(&nodes, &lb, &channel, drained, &ends_tx).await;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let callers = [ws_id, grpc_id].map(|id| caller(lb.clone(), id, stop.clone()));
+    let answered = [(); 2].map(|()| Arc::new(AtomicUsize::new(0)));
+    let callers = [ws_id, grpc_id]
+        .into_iter()
+        .zip(answered.clone())
+        .map(|(id, answered)| caller(lb.clone(), id, stop.clone(), answered));
+    let callers: Vec<_> = callers.collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = counts(&nodes).await;
     assert_eq!(
@@ -486,10 +500,19 @@ async fn a_draining_nodes_sessions_keep_answering_through_haproxy() {
     let reattached = Instant::now();
     let back = counts(&nodes).await;
     let answered_back = column(&back, 1);
+    // Each session's caller, however slow the machine, has calls answered
+    // after its app came back.
+    let before_back = answered.clone().map(|count| count.load(Ordering::Relaxed));
     eventually(
         "calls answered after the apps came back",
-        Duration::from_secs(20),
-        || async { column(&counts(&nodes).await, 1) >= answered_back + 10.0 },
+        Duration::from_secs(30),
+        || async {
+            let each = answered
+                .iter()
+                .zip(before_back)
+                .all(|(count, before)| count.load(Ordering::Relaxed) >= before + 5);
+            each && column(&counts(&nodes).await, 1) >= answered_back + 10.0
+        },
     )
     .await;
     let settled = counts(&nodes).await;
