@@ -2,7 +2,7 @@
 //! container health check in an image that has no shell and no curl.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// `GET`s `url` (`http://host[:port][/path]`) and succeeds when it answers
@@ -28,13 +28,10 @@ pub fn probe(url: &str, timeout: Duration) -> Result<(), String> {
     } else {
         format!("{authority}:80")
     };
-    let address = target
+    let addresses = target
         .to_socket_addrs()
-        .map_err(|error| format!("cannot resolve {authority}: {error}"))?
-        .next()
-        .ok_or_else(|| format!("{authority} resolves to no address"))?;
-    let mut stream = TcpStream::connect_timeout(&address, timeout)
-        .map_err(|error| format!("cannot connect to {address}: {error}"))?;
+        .map_err(|error| format!("cannot resolve {authority}: {error}"))?;
+    let (mut stream, address) = connect_first(authority, addresses, timeout)?;
     stream
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))
@@ -61,5 +58,54 @@ pub fn probe(url: &str, timeout: Duration) -> Result<(), String> {
         Some("200") => Ok(()),
         Some(_) => Err(format!("{url} answered {status_line:?}")),
         None => Err(format!("{url} gave no HTTP answer ({status_line:?})")),
+    }
+}
+
+/// The first of `addresses` that connects, tried in order: `localhost` is
+/// often `::1` first, and the server may listen on 127.0.0.1 alone.
+fn connect_first(
+    authority: &str,
+    addresses: impl Iterator<Item = SocketAddr>,
+    timeout: Duration,
+) -> Result<(TcpStream, SocketAddr), String> {
+    let mut refusals = Vec::new();
+    for address in addresses {
+        match TcpStream::connect_timeout(&address, timeout) {
+            Ok(stream) => return Ok((stream, address)),
+            Err(error) => refusals.push(format!("{address}: {error}")),
+        }
+    }
+    Err(match refusals.is_empty() {
+        true => format!("{authority} resolves to no address"),
+        false => format!("cannot connect to {}", refusals.join("; ")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    #[test]
+    fn an_address_that_refuses_gives_way_to_the_next() {
+        let open = TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let open_address = open.local_addr().expect("its address");
+        let closed = TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let closed_address = closed.local_addr().expect("its address");
+        drop(closed);
+        let timeout = Duration::from_secs(5);
+        let (_, connected) = connect_first(
+            "localhost",
+            [closed_address, open_address].into_iter(),
+            timeout,
+        )
+        .expect("the second address");
+        assert_eq!(connected, open_address);
+        let refused = connect_first("localhost", [closed_address].into_iter(), timeout)
+            .expect_err("nothing listens");
+        assert!(refused.contains(&closed_address.to_string()), "{refused}");
+        let none = connect_first("nowhere", std::iter::empty(), timeout).expect_err("none");
+        assert!(none.contains("resolves to no address"), "{none}");
     }
 }
