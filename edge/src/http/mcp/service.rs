@@ -124,15 +124,20 @@ impl ServerHandler for SessionTools {
         request: rmcp::model::InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, McpError> {
-        let session = session_of(&context).unwrap_or_else(|_| Arc::from("-"));
-        tracing::info!(
-            session = Outside::session(&session).field(),
-            client_name = Outside::new(&request.client_info.name).field(),
-            client_version = Outside::new(&request.client_info.version).field(),
-            "MCP client initialized"
-        );
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let negotiated = self.negotiate_initialize(&request);
+        // Said only of a client that did start: a refused revision is the
+        // client's error answer, not a start.
+        if negotiated.is_ok() {
+            let session = session_of(&context).unwrap_or_else(|_| Arc::from("-"));
+            tracing::info!(
+                session = Outside::session(&session).field(),
+                client_name = Outside::new(&request.client_info.name).field(),
+                client_version = Outside::new(&request.client_info.version).field(),
+                "MCP client initialized"
+            );
+        }
+        negotiated
     }
 
     // Logging is deprecated from MCP 2026-07-28 (see `super::logging`).
