@@ -121,6 +121,12 @@ impl Hub {
         if let Some(elsewhere) = elsewhere {
             elsewhere.await;
         }
+        // Deleted between the look-up and the subscription, its last event
+        // went out before anyone here listened: the watch would wait for
+        // ever. Looked up again now that every later change reaches it.
+        if !self.session_exists(&record.id).await? {
+            return Err(HubError::UnknownSession(record.id.to_string()));
+        }
         Ok(watch)
     }
 
