@@ -131,9 +131,9 @@ def main():
                                                                 description="The text to echo.")])]
 
     def answer(outbox, call):
+        def ask(method, params):  # asks this call's MCP client
+            return asks.ask(outbox, call.request_id, method, params)
         try:
-            def ask(method, params):
-                return asks.ask(outbox, call.request_id, method, params)
             content = run_tool(call.tool_name, json.loads(call.arguments_json or "{}"), ask)
             result = pb.ToolResult(request_id=call.request_id, ok=True, content_json=json.dumps(content))
         except Exception as error:  # a failing tool becomes an isError result, never a crash
