@@ -105,6 +105,23 @@ pub async fn mcp_python(dir: &Path) -> PathBuf {
         .clone()
 }
 
+/// The official MCP Python SDK 2 (`tests/python/requirements-2026.txt`),
+/// which speaks 2026-07-28, installed on first use into a virtualenv of its
+/// own under `dir`; the virtualenv's `python`.
+pub async fn mcp_python_2026(dir: &Path) -> PathBuf {
+    static PYTHON: OnceCell<PathBuf> = OnceCell::const_new();
+    PYTHON
+        .get_or_init(|| async {
+            let venv = dir.join("mcp-python-2026-venv");
+            let python = venv.join("bin").join("python");
+            let wanted = include_str!("../python/requirements-2026.txt");
+            install_venv(&venv, wanted, &python).await;
+            python
+        })
+        .await
+        .clone()
+}
+
 /// Makes `venv` hold exactly the `wanted` requirements (installed once per
 /// change of them), with the machine's `python3` (or `$PYTHON`); `product`
 /// is the file the installation must leave.

@@ -1,5 +1,6 @@
-"""An openclaw-proxy app in Python: one tool, echo_text, one resource, echo://readme, and
-one prompt, echo_prompt, served over the gRPC bridge.
+"""An openclaw-proxy app in Python: two tools, echo_text and confirm_echo (which asks the
+user first), one resource, echo://readme, and one prompt, echo_prompt, served over the
+gRPC bridge.
 
 Registers a session, attaches its bridge, answers calls and MCP requests (on a thread
 pool) and pings, and reconnects with backoff and jitter; when the proxy no longer knows
@@ -7,7 +8,7 @@ the session (it restarted) it registers a new one. Prints each session id on its
 stdout line. Run it with ./run.sh --proxy-url http://127.0.0.1:8000 [--app-token T].
 """
 
-import argparse, contextlib, json, os, queue, random, sys, tempfile, time
+import argparse, contextlib, itertools, json, os, queue, random, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -16,6 +17,9 @@ from grpc_tools import protoc
 PROTO_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto")
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 README = "This app echoes text back: call echo_text with {\"text\": ...}."
+# The form confirm_echo shows the user: one string field.
+NOTE_FORM = {"type": "object", "properties": {"note": {"type": "string", "title": "A note to add"}},
+             "required": ["note"]}
 
 
 class RequestError(Exception):
@@ -38,9 +42,49 @@ def load_stubs():
     return proxy_pb2, proxy_pb2_grpc
 
 
-def run_tool(name, arguments):
+class Asks:
+    """The app's requests to the MCP client of a call, each waiting for its ClientResponse."""
+
+    def __init__(self, pb):
+        self.pb, self.lock, self.waiting, self.ids = pb, threading.Lock(), {}, itertools.count(1)
+
+    def ask(self, outbox, request_id, method, params):
+        """Asks the client of the call request_id (elicitation/create, sampling/createMessage,
+        roots/list) and waits for its result, a dict; raises if it could not answer."""
+        key, answer = (request_id, str(next(self.ids))), queue.Queue(maxsize=1)
+        with self.lock:
+            self.waiting[key] = answer
+        outbox.put(self.pb.AppMessage(client_request=self.pb.ClientRequest(
+            request_id=request_id, id=key[1], method=method, params_json=json.dumps(params))))
+        response = answer.get()  # the proxy bounds the wait; a cancel or a lost bridge ends it
+        if response is None:
+            raise RuntimeError("the call ended before the MCP client answered")
+        if response.WhichOneof("outcome") == "error":
+            raise RuntimeError(f"the MCP client could not answer: {response.error.message}")
+        return json.loads(response.result_json)
+
+    def answer(self, response):
+        with self.lock:
+            waiting = self.waiting.pop((response.request_id, response.id), None)
+        if waiting:
+            waiting.put(response)
+
+    def end(self, request_id=None):
+        """Ends the waits of one call (it was cancelled), or of all (the bridge is gone)."""
+        with self.lock:
+            for key in [key for key in self.waiting if request_id in (None, key[0])]:
+                self.waiting.pop(key).put(None)
+
+
+def run_tool(name, arguments, ask):
     if name == "echo_text":
         return {"echoed_text": arguments["text"]}
+    if name == "confirm_echo":  # asks the user, through the MCP client, before echoing
+        reply = ask("elicitation/create", {"mode": "form", "requestedSchema": NOTE_FORM,
+                                           "message": f"Echo {json.dumps(arguments['text'])} back?"})
+        if reply["action"] != "accept":  # "decline" or "cancel"
+            return f"The user chose {reply['action']}: nothing was echoed."
+        return {"echoed_text": arguments["text"], "note": reply["content"]["note"]}
     raise LookupError(f"this app has no tool named {name!r}")
 
 
@@ -75,7 +119,10 @@ def main():
         return [("authorization", f"Bearer {token}")] if token else []
     sessions, bridge = rpc.SessionServiceStub(channel), rpc.BridgeServiceStub(channel)
     pool = ThreadPoolExecutor(max_workers=8)  # calls run concurrently, up to 8 at once
+    asks = Asks(pb)
     tools = [pb.ToolDefinition(name="echo_text", description="Echo the text back.",
+                               input_schema_json=json.dumps(SCHEMA)),
+             pb.ToolDefinition(name="confirm_echo", description="Ask the user, then echo the text.",
                                input_schema_json=json.dumps(SCHEMA))]
     resources = [pb.ResourceDefinition(uri="echo://readme", name="readme", mime_type="text/plain",
                                        description="What this app does.")]
@@ -84,8 +131,10 @@ def main():
                                                                 description="The text to echo.")])]
 
     def answer(outbox, call):
+        def ask(method, params):  # asks this call's MCP client
+            return asks.ask(outbox, call.request_id, method, params)
         try:
-            content = run_tool(call.tool_name, json.loads(call.arguments_json or "{}"))
+            content = run_tool(call.tool_name, json.loads(call.arguments_json or "{}"), ask)
             result = pb.ToolResult(request_id=call.request_id, ok=True, content_json=json.dumps(content))
         except Exception as error:  # a failing tool becomes an isError result, never a crash
             result = pb.ToolResult(request_id=call.request_id, ok=False, error=f"{type(error).__name__}: {error}")
@@ -129,10 +178,15 @@ def main():
                         pool.submit(answer, outbox, message.invoke)
                     elif kind == "mcp_request":
                         pool.submit(answer_mcp, outbox, message.mcp_request)
+                    elif kind == "client_response":  # the MCP client answered one of our asks
+                        asks.answer(message.client_response)
+                    elif kind == "cancel":
+                        asks.end(message.cancel.request_id)
                     elif kind == "error":
                         print(f"proxy notice: {message.error.message}", file=sys.stderr)
             finally:
                 outbox.put(None)  # ends the request stream
+                asks.end()
         except grpc.RpcError as error:
             code = error.code()
             if code == grpc.StatusCode.NOT_FOUND:  # the proxy forgot the session: register anew

@@ -1,5 +1,6 @@
-// An openclaw-proxy app in TypeScript: one tool, echo_text, one resource, echo://readme, and
-// one prompt, echo_prompt, served over the gRPC bridge.
+// An openclaw-proxy app in TypeScript: two tools, echo_text and confirm_echo (which asks the
+// user first), one resource, echo://readme, and one prompt, echo_prompt, served over the
+// gRPC bridge.
 //
 // Registers a session, attaches its bridge, answers calls, MCP requests and pings, and
 // reconnects with backoff and jitter; when the proxy no longer knows the session
@@ -33,15 +34,28 @@ function bearer(token: string | undefined): grpc.Metadata {
 }
 
 const schema = { type: "object", properties: { text: { type: "string" } }, required: ["text"] };
-const tools = [{ name: "echo_text", description: "Echo the text back.", input_schema_json: JSON.stringify(schema) }];
+const tools = [{ name: "echo_text", description: "Echo the text back.", input_schema_json: JSON.stringify(schema) },
+  { name: "confirm_echo", description: "Ask the user, then echo the text.", input_schema_json: JSON.stringify(schema) }];
 const resources = [{ uri: "echo://readme", name: "readme", description: "What this app does.", mime_type: "text/plain" }];
 const prompts = [{ name: "echo_prompt", description: "Ask the agent to echo a text.",
   arguments: [{ name: "text", description: "The text to echo.", required: true }] }];
 const README = 'This app echoes text back: call echo_text with {"text": ...}.';
 const fatal = [grpc.status.UNAUTHENTICATED, grpc.status.INVALID_ARGUMENT, grpc.status.ABORTED];
 
-async function runTool(name: string, args: any): Promise<unknown> {
+// The form confirm_echo shows the user: one string field.
+const noteForm = { type: "object", properties: { note: { type: "string", title: "A note to add" } }, required: ["note"] };
+
+// Asks the call's MCP client (elicitation/create, sampling/createMessage, roots/list); resolves with its result.
+type Ask = (method: string, params: object) => Promise<any>;
+
+async function runTool(name: string, args: any, ask: Ask): Promise<unknown> {
   if (name === "echo_text") return { echoed_text: args.text };
+  if (name === "confirm_echo") { // asks the user, through the MCP client, before echoing
+    const reply = await ask("elicitation/create",
+      { mode: "form", message: `Echo ${JSON.stringify(args.text)} back?`, requestedSchema: noteForm });
+    if (reply.action !== "accept") return `The user chose ${reply.action}: nothing was echoed.`; // decline, cancel
+    return { echoed_text: args.text, note: reply.content.note };
+  }
   throw new Error(`this app has no tool named ${name}`);
 }
 
@@ -74,21 +88,41 @@ function createSession(): Promise<{ session_id: string; session_token: string }>
 
 // Serves one bridge until it ends; resolves with the status code it ended with.
 function serveBridge(sessionId: string, token: string, onAttached: () => void): Promise<grpc.status> {
+  // The app's asks waiting for their ClientResponse, by "call/id"; a cancel or the bridge's end rejects them.
+  const waiting = new Map<string, { callId: string; settle: (response: any) => void }>();
+  const endAsks = (callId?: string) => waiting.forEach((ask, key) => {
+    if (callId === undefined || ask.callId === callId) { waiting.delete(key); ask.settle(null); }
+  });
+  let askIds = 0;
   return new Promise((resolve) => {
     // mcp-session-id lets a load balancer send the bridge where the session's MCP calls go.
     const metadata = bearer(token);
     metadata.set("mcp-session-id", sessionId);
     const stream = bridge.Attach(metadata);
-    stream.on("error", (error: grpc.ServiceError) => resolve(error.code));
-    stream.on("status", (status: grpc.StatusObject) => resolve(status.code));
+    // How one call asks: a ClientRequest, resolved with the client's result.
+    const askFor = (callId: string): Ask => (method, params) => new Promise((resolve, reject) => {
+      const id = String(++askIds);
+      waiting.set(`${callId}/${id}`, { callId, settle: (response) => {
+        if (response?.outcome === "result_json") resolve(JSON.parse(response.result_json));
+        else reject(new Error(response ? `the MCP client could not answer: ${response.error.message}` : "the call ended"));
+      } });
+      stream.write({ client_request: { request_id: callId, id, method, params_json: JSON.stringify(params) } });
+    });
+    stream.on("error", (error: grpc.ServiceError) => { endAsks(); resolve(error.code); });
+    stream.on("status", (status: grpc.StatusObject) => { endAsks(); resolve(status.code); });
     stream.on("end", () => stream.end());
     stream.on("data", (message: any) => {
       if (message.kind === "attached") onAttached();
       else if (message.kind === "ping") stream.write({ pong: { nonce: message.ping.nonce } });
       else if (message.kind === "error") console.error(`proxy notice: ${message.error.message}`);
-      else if (message.kind === "invoke") {
+      else if (message.kind === "cancel") endAsks(message.cancel.request_id);
+      else if (message.kind === "client_response") { // the MCP client answered an ask
+        const key = `${message.client_response.request_id}/${message.client_response.id}`;
+        waiting.get(key)?.settle(message.client_response);
+        waiting.delete(key);
+      } else if (message.kind === "invoke") {
         const call = message.invoke; // each call runs on its own; a failure becomes an isError result
-        runTool(call.tool_name, JSON.parse(call.arguments_json || "{}")).then(
+        runTool(call.tool_name, JSON.parse(call.arguments_json || "{}"), askFor(call.request_id)).then(
           (content) => stream.write({ result: { request_id: call.request_id, ok: true, content_json: JSON.stringify(content) } }),
           (error) => stream.write({ result: { request_id: call.request_id, ok: false, error: String(error?.message ?? error) } }));
       } else if (message.kind === "mcp_request") {

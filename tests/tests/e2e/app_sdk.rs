@@ -6,6 +6,7 @@
 //! changing networks), and it can point at a new server (a proxy restarted at
 //! the same address).
 
+mod asking;
 mod beyond_tools;
 mod updates;
 
@@ -1009,11 +1010,18 @@ async fn readme_and_prompt_through(server: &TestServer, session_id: &str) {
     let _ = client.cancel().await;
 }
 
+/// Whether an example has `confirm_echo`, the tool that asks the user first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Asks {
+    Yes,
+    No,
+}
+
 /// Runs an example against a proxy behind a relay: it answers an MCP call,
-/// serves its resource and prompt, then the proxy restarts at the same
-/// address, and the example registers a new session, prints its id and
-/// answers again.
-async fn check_example(mut command: tokio::process::Command) {
+/// serves its resource and prompt (and asks the user, if it `asks`), then
+/// the proxy restarts at the same address, and the example registers a new
+/// session, prints its id and answers again.
+async fn check_example(mut command: tokio::process::Command, asks: Asks) {
     let first = pinging_server().await;
     let relay = Relay::start(first.addr).await;
     command.args(["--proxy-url", &relay.url(), "--app-token", APP_TOKEN]);
@@ -1021,6 +1029,9 @@ async fn check_example(mut command: tokio::process::Command) {
     let old = example.next_session_id().await;
     echo_through(&first, &old, "one").await;
     readme_and_prompt_through(&first, &old).await;
+    if asks == Asks::Yes {
+        asking::confirm_echo_through(&first, &old).await;
+    }
 
     no_hang(first.shutdown()).await.expect("first server stops");
     let second = pinging_server().await;
@@ -1053,18 +1064,18 @@ async fn the_rust_echo_app_example_answers_and_survives_a_proxy_restart() {
             "echo_app",
             "--",
         ]);
-    check_example(command).await;
+    check_example(command, Asks::No).await;
 }
 
 #[tokio::test]
-async fn the_python_example_answers_and_survives_a_proxy_restart() {
+async fn the_python_example_answers_asks_the_user_and_survives_a_proxy_restart() {
     let mut command = tokio::process::Command::new("sh");
     command.arg(examples_dir().join("python/run.sh"));
-    check_example(command).await;
+    check_example(command, Asks::Yes).await;
 }
 
 #[tokio::test]
-async fn the_typescript_example_answers_and_survives_a_proxy_restart() {
+async fn the_typescript_example_answers_asks_the_user_and_survives_a_proxy_restart() {
     let node = tokio::task::spawn_blocking(openclaw_proxy_tests::conformance::ensure_node_tools)
         .await
         .expect("join")
@@ -1077,7 +1088,7 @@ async fn the_typescript_example_answers_and_survives_a_proxy_restart() {
     installed.await.expect("join").expect("npm install");
     let mut command = tokio::process::Command::new(node);
     command.current_dir(&dir).arg("echo_app.ts");
-    check_example(command).await;
+    check_example(command, Asks::Yes).await;
 }
 
 /// `npm install` in `dir` unless its dependencies are there already.

@@ -24,6 +24,7 @@ mod observability;
 mod quiet_logs;
 mod refusals;
 mod rest;
+mod sdk_asks;
 mod security;
 mod sign_in;
 mod slow_bodies;
