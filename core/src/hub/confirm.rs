@@ -135,10 +135,36 @@ impl Decision {
     }
 }
 
+/// The gate's wait, boxed: it hands back the call's arguments and context
+/// when the call may go on, else the error result that ends it.
+pub(super) type Gate<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<(String, CallContext), ToolOutcome>> + Send + 'a>>;
+
 impl Hub {
+    /// The confirmation a call of `tool_name` waits for, its definition
+    /// asking `message`.
+    pub(super) fn gate<'a>(
+        &'a self,
+        record: &'a SessionRecord,
+        tool_name: &'a str,
+        message: std::sync::Arc<str>,
+        arguments_json: String,
+        context: CallContext,
+    ) -> Gate<'a> {
+        Box::pin(async move {
+            match self
+                .confirmed(record, tool_name, &message, &arguments_json, &context)
+                .await
+            {
+                None => Ok((arguments_json, context)),
+                Some(stopped) => Err(stopped),
+            }
+        })
+    }
+
     /// `None` when the call may go on to the app; else the error result
     /// that ends it. `message` is the tool's confirmation question.
-    pub(super) async fn confirmed(
+    async fn confirmed(
         &self,
         record: &SessionRecord,
         tool_name: &str,

@@ -102,14 +102,19 @@ impl Hub {
                 available: record.tool_names(),
             });
         }
-        // Boxed: the gate's wait is no part of the calls that have none.
-        if let Some(message) = record.confirmation(tool_name)
-            && let Some(stopped) =
-                Box::pin(self.confirmed(&record, tool_name, &message, &arguments_json, &context))
-                    .await
-        {
-            return Ok(stopped);
-        }
+        // Boxed, holding the call's arguments and context while it waits
+        // (only a pointer is held across the wait here): the gate is no
+        // part of the future of calls that have none.
+        let (arguments_json, context) = match record.confirmation(tool_name) {
+            None => (arguments_json, context),
+            Some(message) => {
+                let gate = self.gate(&record, tool_name, message, arguments_json, context);
+                match gate.await {
+                    Ok(passed) => passed,
+                    Err(stopped) => return Ok(stopped),
+                }
+            }
+        };
         if let Some((_, bridge)) = self.inner.local_bridge(&record.id) {
             counted.transport = bridge.origin().transport;
             return self
