@@ -9,7 +9,7 @@
 //! the same with one answer per connection. Neither is idle to hyper, so no
 //! keep-alive or header timer closes it.
 //!
-//! How: every response body of a connection is wrapped ([`Watched`]).
+//! How: every response body of a connection is wrapped (`Watched`).
 //! hyper polls a body only when it can send what the body gives (HTTP/2:
 //! when the stream has flow-control capacity; HTTP/1.1: when the socket
 //! takes more), so a body that handed out data and has not been polled

@@ -1,6 +1,6 @@
 //! What nodes say to each other: the messages of one call between the node that received it and the node that
 //! holds the session's bridge, and the changes of a session ([`Change`]).
-//! Session records in the KV bucket are [`super::stored`].
+//! Session records in the KV bucket are in `stored.rs`.
 //!
 //! JSON, versioned, so a rolling upgrade can read what an older node wrote.
 //!

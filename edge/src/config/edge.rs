@@ -1,0 +1,143 @@
+//! What the HTTP edge runs with, derived once from the settings: the
+//! listener's TLS, the URLs it hands out, the `Host`/`Origin` rules, and
+//! what one connection or one legacy SSE stream may hold. Kept apart from
+//! the settings themselves ([`super::ServerConfig`]), which say how each
+//! is spelled on the command line and in the environment.
+
+use std::time::Duration;
+
+use openclaw_proxy_core::limits::AddressRange;
+
+use super::ServerConfig;
+use crate::oauth::OAuthSettings;
+
+/// The HTTP edge's share of the settings.
+#[derive(Clone, Debug, Default)]
+pub struct EdgeConfig {
+    /// Certificate and key files when the port serves TLS.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Public base URL for `bridge_url` and `mcp_url`, without a trailing slash.
+    pub public_url: Option<String>,
+    /// Extra allowed `Host` values for `/v1/mcp`.
+    pub allowed_hosts: Vec<String>,
+    /// Allowed browser `Origin` values for `/v1/mcp`.
+    pub allowed_origins: Vec<String>,
+    /// Largest accepted HTTP request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Concurrent HTTP/2 streams per connection (gRPC bridges of one app
+    /// connection); `None` for [`DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS`].
+    pub http2_max_concurrent_streams: Option<u32>,
+    /// How long the server keeps serving, not ready, after the shutdown
+    /// signal before it closes the port and ends the bridges.
+    pub shutdown_delay: Duration,
+    /// Connection-level limits and timeouts.
+    pub connections: ConnectionLimits,
+    /// OAuth access tokens on the MCP endpoints, when an issuer is set.
+    pub oauth: Option<OAuthSettings>,
+    /// What the legacy SSE transport's streams may hold.
+    pub legacy: LegacyLimits,
+}
+
+/// What the legacy SSE transport's streams may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LegacyLimits {
+    /// Bytes one stream may hold unread.
+    pub queue_bytes: usize,
+    /// Streams one client (an OAuth subject, else an address) may hold.
+    pub streams_per_client: usize,
+}
+
+impl Default for LegacyLimits {
+    fn default() -> Self {
+        Self {
+            queue_bytes: 4 * 1024 * 1024,
+            streams_per_client: 32,
+        }
+    }
+}
+
+/// What one client connection may hold, and for how long.
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// Open connections at once; 0 for no limit.
+    pub max_connections: usize,
+    /// Time to send a whole request header, the first bytes of a
+    /// connection, or finish a TLS handshake; also the idle limit of an
+    /// HTTP/1.1 keep-alive connection.
+    pub header_read_timeout: Duration,
+    /// Time to send a whole request body once its header is in; the
+    /// request streams of bridges (gRPC `Attach`, reflection) are exempt.
+    pub body_read_timeout: Duration,
+    /// Interval (and answer limit) of HTTP/2 keep-alive pings.
+    pub http2_keepalive: Duration,
+    /// How long a WebSocket frame may take to be written to the app.
+    pub write_timeout: Duration,
+    /// How long an answer may wait on a client that reads none of it
+    /// before its connection is closed ([`crate::stall`]).
+    pub response_write_timeout: Duration,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<AddressRange>,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 50_000,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            http2_keepalive: Duration::from_secs(20),
+            write_timeout: Duration::from_secs(10),
+            response_write_timeout: Duration::from_secs(30),
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+/// Streams per HTTP/2 connection unless configured: enough for a backend
+/// app to multiplex a thousand session bridges on one connection (hyper's
+/// own default is 200), few enough that one connection cannot hold an
+/// unbounded number of answers (each stream may hold one).
+pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+impl ServerConfig {
+    /// The HTTP edge's share of the settings.
+    pub fn edge(&self) -> EdgeConfig {
+        let list = |values: &[String]| -> Vec<String> {
+            values
+                .iter()
+                .map(|value| value.trim().to_owned())
+                .filter(|value| !value.is_empty())
+                .collect()
+        };
+        EdgeConfig {
+            tls: match (&self.tls_cert_file, &self.tls_key_file) {
+                (Some(cert), Some(key)) => Some(crate::tls::TlsFiles::new(cert, key)),
+                _ => None,
+            },
+            public_url: self
+                .public_url
+                .as_deref()
+                .map(|url| url.trim().trim_end_matches('/').to_owned())
+                .filter(|url| !url.is_empty()),
+            allowed_hosts: list(&self.allowed_hosts),
+            allowed_origins: list(&self.allowed_origins),
+            max_body_bytes: self.max_body_bytes,
+            http2_max_concurrent_streams: Some(self.http2_max_concurrent_streams),
+            shutdown_delay: Duration::from_secs(self.shutdown_delay_seconds),
+            connections: ConnectionLimits {
+                max_connections: self.max_connections,
+                header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds),
+                body_read_timeout: Duration::from_secs(self.body_read_timeout_seconds),
+                http2_keepalive: Duration::from_secs(self.http2_keepalive_seconds),
+                write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
+                response_write_timeout: Duration::from_secs(self.response_write_timeout_seconds),
+                trusted_proxies: self.trusted_proxies.clone(),
+            },
+            oauth: self.oauth_settings(),
+            legacy: LegacyLimits {
+                queue_bytes: self.legacy_sse_queue_bytes,
+                streams_per_client: self.legacy_sse_streams_per_client,
+            },
+        }
+    }
+}
