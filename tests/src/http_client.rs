@@ -26,3 +26,34 @@ pub fn http_client() -> reqwest::Client {
         .build()
         .expect("an HTTP client with the defaults")
 }
+
+/// An HTTP/2 connection over `io` (cleartext with prior knowledge, or TLS
+/// that negotiated `h2`), driven on a task of its own: what sends its
+/// requests, for tests that need frames reqwest does not make.
+pub async fn http2_over<IO, B>(io: IO) -> hyper::client::conn::http2::SendRequest<B>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(io),
+    )
+    .await
+    .expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    sender
+}
+
+/// [`http2_over`] a new cleartext connection to `addr`.
+pub async fn h2c<B>(addr: std::net::SocketAddr) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    http2_over(stream).await
+}

@@ -30,7 +30,7 @@ pub use app::{
     Answer, AppRequest, BridgeKind, Call, RequestBridge, RequestError, TestApp, echo, serve_app,
 };
 pub use grpc_app::*;
-pub use http_client::{http_client, http_client_builder};
+pub use http_client::{h2c, http_client, http_client_builder, http2_over};
 pub use listening::{LegacyClient, Listener};
 pub use mcp_client::*;
 pub use oauth::{SigningKey, TestIssuer};

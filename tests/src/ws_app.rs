@@ -47,6 +47,18 @@ pub struct WsApp {
 }
 
 impl WsApp {
+    /// The app of `session` on `server`, with the app token, once the
+    /// server counts its bridge attached.
+    pub async fn attached(server: &TestServer, session: &crate::TestSession) -> Self {
+        let app = Self::connect(&session.bridge_url, Some(crate::APP_TOKEN))
+            .await
+            .expect("bridge");
+        server
+            .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
+            .await;
+        app
+    }
+
     /// Connects to `bridge_url` with an optional bearer token.
     pub async fn connect(
         bridge_url: &str,

@@ -47,12 +47,7 @@ async fn asking_call(session: &TestSession, app: &mut WsApp) -> (SseStream, Valu
 /// A session with a WebSocket app answered by hand.
 async fn session_with_app(server: &TestServer) -> (TestSession, WsApp) {
     let session = TestSession::legacy(server).await;
-    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
-        .await
-        .expect("bridge");
-    server
-        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
-        .await;
+    let app = WsApp::attached(server, &session).await;
     (session, app)
 }
 

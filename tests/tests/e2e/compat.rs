@@ -493,16 +493,7 @@ async fn answer_urls_come_from_a_valid_host_or_the_listening_address() {
     );
 
     // HTTP/2 (prior knowledge): no Host header, the authority is in the URI.
-    let stream = tokio::net::TcpStream::connect(server.addr)
-        .await
-        .expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("HTTP/2 handshake");
-    tokio::spawn(connection);
+    let mut sender = openclaw_proxy_tests::h2c(server.addr).await;
     let request = hyper::Request::post(format!("http://{}/v1/chat/sessions", server.addr))
         .header("authorization", format!("Bearer {APP_TOKEN}"))
         .header("content-type", "application/json")

@@ -20,12 +20,7 @@ async fn gated_session(server: &TestServer) -> (TestSession, WsApp) {
                      "confirm": {"message": QUESTION}}),
     );
     let session = TestSession::register(server, &body).await;
-    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
-        .await
-        .expect("bridge");
-    server
-        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
-        .await;
+    let app = WsApp::attached(server, &session).await;
     (session, app)
 }
 

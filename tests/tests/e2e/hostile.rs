@@ -528,16 +528,7 @@ async fn mcp_refuses_every_bad_request_in_json_rpc_terms_and_goes_on_serving() {
 /// (or trailers-only headers) give it.
 async fn raw_grpc(server: &TestServer, method: &str, body: Vec<u8>) -> tonic::Status {
     use http_body_util::BodyExt;
-    let stream = tokio::net::TcpStream::connect(server.addr)
-        .await
-        .expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("HTTP/2");
-    tokio::spawn(connection);
+    let mut sender = openclaw_proxy_tests::h2c(server.addr).await;
     let request = hyper::Request::post(format!("http://{}{method}", server.addr))
         .header("content-type", "application/grpc")
         .header("te", "trailers")

@@ -35,12 +35,7 @@ async fn a_result_over_the_size_limit_fails_its_call_naming_the_limit() {
     let server = TestServer::start().await;
     // WebSocket: the app answers with a frame over the limit.
     let session = TestSession::legacy(&server).await;
-    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
-        .await
-        .expect("bridge");
-    server
-        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
-        .await;
+    let mut app = WsApp::attached(&server, &session).await;
     let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
     let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
     let huge = "x".repeat(LIMIT + 1024);
@@ -209,12 +204,7 @@ async fn websocket_protocol_violations_close_with_1002_or_1007() {
 async fn a_result_with_a_duplicate_key_fails_its_call_at_once_and_the_bridge_stays_up() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
-    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
-        .await
-        .expect("bridge");
-    server
-        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
-        .await;
+    let mut app = WsApp::attached(&server, &session).await;
     let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
     let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
     let request_id = invoke["request_id"]

@@ -126,12 +126,7 @@ async fn ws_app(
     body["tools"] = json!([{"name": TOOL, "description": "Asks, then writes.",
         "inputSchema": {"type": "object", "properties": {"topic": {"type": "string"}}}}]);
     let session = TestSession::register(server, &body).await;
-    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
-        .await
-        .expect("bridge");
-    server
-        .wait_for_session(&session.id, "the bridge attaching", |s| s.bridge_connected)
-        .await;
+    let mut app = WsApp::attached(server, &session).await;
     let received = received.clone();
     let served = tokio::spawn(async move {
         while let Ok(invoke) = app.next_json().await {

@@ -855,16 +855,7 @@ async fn a_wrong_token_is_refused_before_the_body_is_read() {
 /// The `grpc-status` of a raw gRPC call whose message is not protobuf.
 async fn grpc_status_of_garbage(server: &TestServer, method: &str, token: &str) -> String {
     use http_body_util::BodyExt;
-    let stream = tokio::net::TcpStream::connect(server.addr)
-        .await
-        .expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("HTTP/2");
-    tokio::spawn(connection);
+    let mut sender = openclaw_proxy_tests::h2c(server.addr).await;
     // One length-prefixed message of bytes no protobuf decoder accepts.
     let mut frame = vec![0u8, 0, 0, 0, 8];
     frame.extend_from_slice(&[0xff; 8]);

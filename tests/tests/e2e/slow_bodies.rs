@@ -228,16 +228,7 @@ async fn an_http2_stream_without_end_stream_is_answered_and_the_connection_serve
     use http_body_util::BodyExt;
     let server = server().await;
     let live = TestSession::legacy(&server).await;
-    let stream = tokio::net::TcpStream::connect(server.addr)
-        .await
-        .expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("HTTP/2");
-    tokio::spawn(connection);
+    let mut sender = openclaw_proxy_tests::h2c(server.addr).await;
     let base = format!("http://{}", server.addr);
 
     let mcp = hyper::Request::post(format!("{base}/v1/mcp/{}", live.id))

@@ -124,13 +124,7 @@ async fn create_over_h2(server: &TestServer, authority: CertificateDer<'static>)
         .await
         .expect("TLS handshake");
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .expect("HTTP/2 over TLS");
-    tokio::spawn(connection);
+    let mut sender = openclaw_proxy_tests::http2_over(tls).await;
     let request = hyper::Request::post(format!(
         "https://localhost:{}/v1/chat/sessions",
         server.addr.port()
