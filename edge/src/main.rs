@@ -11,7 +11,10 @@ use openclaw_proxy_edge::{ServerConfig, serve, serve_metrics, telemetry};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// See edge/Cargo.toml for why.
+/// See edge/Cargo.toml for why. Building without the default `mimalloc`
+/// feature leaves the system allocator, which heap profilers (heaptrack)
+/// can see into.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
