@@ -475,7 +475,7 @@ impl BridgeService for GrpcService {
             .await
             .map_err(status_of)?;
         let outbound = outbound.map(move |item| {
-            item.map_err(|end| {
+            item.map(|message| *message).map_err(|end| {
                 let cause = broken
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)

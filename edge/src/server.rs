@@ -406,7 +406,12 @@ impl ConnectionService {
     > + Clone {
         hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
             let this = self.clone();
-            async move {
+            // Boxed: hyper keeps an HTTP/2 stream's service future and its
+            // response body in one place for as long as the stream lives,
+            // sized for the larger. A gRPC bridge is a stream that lives as
+            // long as its session, so the future's room (some 750 bytes)
+            // would be paid by every idle session.
+            Box::pin(async move {
                 match this {
                     ConnectionService::Serve {
                         mut router,
@@ -446,7 +451,7 @@ impl ConnectionService {
                         Ok(http::too_many_connections(&request, limit))
                     }
                 }
-            }
+            })
         })
     }
 }

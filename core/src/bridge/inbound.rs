@@ -1,7 +1,7 @@
 //! What the app sends on its bridge, dispatched: answers handed to the
 //! calls waiting for them (a tool result or an MCP result, each only to the
 //! kind of call that expects it), progress and log records queued for their
-//! callers, changes passed to the bridge's owner, and a notice to the app for
+//! callers, changes returned for the bridge's owner, and a notice to the app for
 //! anything it sent that could not be used.
 
 use super::{Bridge, SessionChange, Unmatched, notice};
@@ -12,8 +12,9 @@ use crate::progress::{LogLevel, Logged};
 use crate::proto::{self, app_message, mcp_result};
 
 impl Bridge {
-    /// Dispatches one well-formed message from the app.
-    pub(super) fn handle(&self, message: proto::AppMessage) {
+    /// Dispatches one well-formed message from the app; a change of its
+    /// session is returned for the bridge's owner.
+    pub(super) fn handle(&self, message: proto::AppMessage) -> Option<SessionChange> {
         match message.kind {
             Some(app_message::Kind::Result(result)) => {
                 let request_id = result.request_id;
@@ -41,7 +42,7 @@ impl Bridge {
             Some(app_message::Kind::Log(record)) => self.log(record),
             Some(app_message::Kind::ClientRequest(request)) => self.ask(request),
             Some(app_message::Kind::ResourceUpdated(updated)) => {
-                self.change(SessionChange::ResourceUpdated(updated.uri));
+                return Some(SessionChange::ResourceUpdated(updated.uri));
             }
             Some(app_message::Kind::Progress(report)) => {
                 let request_id = report.request_id.clone();
@@ -63,7 +64,7 @@ impl Bridge {
             }
             Some(app_message::Kind::Pong(_)) => {}
             Some(app_message::Kind::UpdateTools(update)) => {
-                self.change(SessionChange::Declarations(Box::new(update)));
+                return Some(SessionChange::Declarations(Box::new(update)));
             }
             Some(app_message::Kind::Hello(_)) => self.notify(notice(
                 format!(
@@ -77,6 +78,7 @@ impl Bridge {
                 String::new(),
             )),
         }
+        None
     }
 
     /// Hands an answer to the call it names; tells the app when none waits
@@ -116,17 +118,6 @@ impl Bridge {
             }
         };
         self.notify(notice(message, request_id));
-    }
-
-    /// Passes a change of the session to the bridge's owner; refused (the
-    /// app is told) while too many wait.
-    fn change(&self, change: SessionChange) {
-        if self.changes.try_send(change).is_err() {
-            self.notify(notice(
-                "too many updates at once: wait for ToolsUpdated before sending the next".into(),
-                String::new(),
-            ));
-        }
     }
 
     /// A log record of a call in flight: queued for its caller when the

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -114,19 +114,33 @@ struct Calls {
     cancelled: std::collections::VecDeque<String>,
 }
 
-/// Changes from the app waiting to be applied; more are refused.
-const CHANGES_CAPACITY: usize = 16;
+/// Declaration updates from the app being applied at once; more are
+/// refused until one is answered.
+pub(crate) const UPDATES_IN_FLIGHT: usize = 16;
 
-/// A change to its session the app announced on the bridge, for the
-/// bridge's owner to apply (the bridge knows no sessions).
+/// A change to its session the app announced on the bridge, handed to the
+/// bridge's owner as [`drive`] reads it (the bridge knows no sessions).
 #[derive(Debug)]
 pub(crate) enum SessionChange {
-    /// New tools and, where set, new resources, templates and prompts;
-    /// boxed, as the channel reserves its first 32 slots per bridge up
-    /// front and an update is over a hundred bytes.
+    /// New tools and, where set, new resources, templates and prompts.
     Declarations(Box<proto::UpdateTools>),
     /// One of the session's resources changed.
     ResourceUpdated(String),
+}
+
+/// One declaration update being applied; see [`Bridge::begin_update`].
+pub(crate) struct UpdateSlot(Arc<Bridge>);
+
+impl UpdateSlot {
+    pub(crate) fn bridge(&self) -> &Arc<Bridge> {
+        &self.0
+    }
+}
+
+impl Drop for UpdateSlot {
+    fn drop(&mut self) {
+        self.0.updates.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How many cancelled request ids a bridge remembers.
@@ -140,7 +154,8 @@ pub(crate) struct Bridge {
     origin: Origin,
     metrics: Arc<Metrics>,
     outbound: mpsc::Sender<Queued>,
-    changes: mpsc::Sender<SessionChange>,
+    /// Declaration updates being applied ([`UPDATES_IN_FLIGHT`] at most).
+    updates: AtomicUsize,
     closed: CancellationToken,
     calls: Mutex<Calls>,
     /// Messages queued for the app and messages its transport took, for the
@@ -156,26 +171,20 @@ pub(crate) struct Bridge {
 }
 
 impl Bridge {
-    /// A bridge, its outbound queue, and the changes the app announces on
-    /// it (the bridge's owner applies them: the bridge knows no sessions).
+    /// A bridge and its outbound queue.
     pub(crate) fn new(
         session_id: Arc<str>,
         origin: Origin,
         metrics: Arc<Metrics>,
         max_asks_per_call: usize,
-    ) -> (
-        Arc<Self>,
-        mpsc::Receiver<Queued>,
-        mpsc::Receiver<SessionChange>,
-    ) {
+    ) -> (Arc<Self>, mpsc::Receiver<Queued>) {
         let (outbound, receiver) = mpsc::channel(OUTBOUND_CAPACITY);
-        let (changes, updates) = mpsc::channel(CHANGES_CAPACITY);
         let bridge = Arc::new(Self {
             session_id,
             origin,
             metrics,
             outbound,
-            changes,
+            updates: AtomicUsize::new(0),
             closed: CancellationToken::new(),
             calls: Mutex::default(),
             queued: AtomicU64::new(0),
@@ -183,7 +192,25 @@ impl Bridge {
             warnings: crate::log_budget::LogBudget::default(),
             max_asks_per_call,
         });
-        (bridge, receiver, updates)
+        (bridge, receiver)
+    }
+
+    /// Counts a declaration update as being applied until the slot is
+    /// dropped; `None` (and the app told to wait) when too many are.
+    pub(crate) fn begin_update(self: &Arc<Self>) -> Option<UpdateSlot> {
+        let taken = self
+            .updates
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < UPDATES_IN_FLIGHT).then_some(n + 1)
+            });
+        if taken.is_err() {
+            self.notify(notice(
+                "too many updates at once: wait for ToolsUpdated before sending the next".into(),
+                String::new(),
+            ));
+            return None;
+        }
+        Some(UpdateSlot(self.clone()))
     }
 
     fn calls(&self) -> MutexGuard<'_, Calls> {
@@ -415,7 +442,9 @@ impl BridgeStream {
 }
 
 impl Stream for BridgeStream {
-    type Item = Result<ProxyMessage, BridgeEnd>;
+    /// Boxed as they were queued: whoever holds an item across an await
+    /// (a transport's writer waiting on its socket) holds a pointer.
+    type Item = Result<Queued, BridgeEnd>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         if self.finished {
@@ -429,7 +458,7 @@ impl Stream for BridgeStream {
         match self.receiver.poll_recv(cx) {
             Poll::Ready(Some(message)) => {
                 self.bridge.taken.fetch_add(1, Ordering::Relaxed);
-                Poll::Ready(Some(Ok(*message)))
+                Poll::Ready(Some(Ok(message)))
             }
             Poll::Ready(None) => {
                 self.finished = true;
@@ -496,15 +525,17 @@ impl StallWatch {
 }
 
 /// Reads the app's messages and keeps the bridge alive with pings until the
-/// bridge ends; returns why it ended. The caller then detaches the bridge and
+/// bridge ends; returns why it ended. Changes the app announces go to
+/// `on_change` as they are read. The caller then detaches the bridge and
 /// lets [`drain`] read what the app still sends.
 pub(crate) async fn drive<S>(
     bridge: &Bridge,
     mut inbound: Pin<&mut S>,
     liveness: Liveness,
+    mut on_change: impl FnMut(SessionChange),
 ) -> BridgeEnd
 where
-    S: Stream<Item = Inbound>,
+    S: Stream<Item = Inbound> + ?Sized,
 {
     let period = liveness.ping_interval;
     let silence_limit = period.saturating_mul(liveness.missed_pings_allowed.max(1));
@@ -533,7 +564,11 @@ where
                 };
                 last_heard = Instant::now();
                 match message {
-                    Inbound::Message(message) => bridge.handle(message),
+                    Inbound::Message(message) => {
+                        if let Some(change) = bridge.handle(message) {
+                            on_change(change);
+                        }
+                    }
                     Inbound::Malformed { request_id, result, problem } => {
                         bridge.fail_malformed(request_id, result, &problem);
                     }
@@ -572,7 +607,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Reads (and ignores) what an ended bridge's app still sends, for a moment,
 /// so it can complete a closing handshake before the connection drops.
-pub(crate) async fn drain<S: Stream>(mut inbound: Pin<&mut S>) {
+pub(crate) async fn drain<S: Stream + ?Sized>(mut inbound: Pin<&mut S>) {
     let _ = tokio::time::timeout(CLOSE_GRACE, async {
         while inbound.next().await.is_some() {}
     })

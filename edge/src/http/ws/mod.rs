@@ -24,7 +24,6 @@
 //! frame is answered with an error frame and the bridge stays up.
 
 use std::sync::Arc;
-use std::sync::OnceLock;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -32,22 +31,20 @@ use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
-use openclaw_proxy_core::escape::{Outside, TEXT_LIMIT};
-use openclaw_proxy_core::metrics::{DropReason, Metrics, Surface};
+use openclaw_proxy_core::metrics::Surface;
 use openclaw_proxy_core::proto;
-use openclaw_proxy_core::{
-    BridgeEnd, BridgeStream, ClientAddr, ErrorKind, Inbound, Origin, Transport,
-};
-use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use openclaw_proxy_core::{BridgeEnd, BridgeStream, ClientAddr, ErrorKind, Origin, Transport};
 
 use crate::http::error::ApiError;
 use crate::http::request::{SessionIdPath, check_session_token};
 use crate::http::state::EdgeState;
-use frame::{Parsed, error_frame, parse_frame, pong, render};
+use frame::render;
 
+mod app_side;
 pub mod frame;
 mod salvage;
+
+use app_side::{AppFrames, Shared};
 
 #[doc(hidden)]
 pub use frame::parse_app_frame;
@@ -74,11 +71,6 @@ pub const CLOSE_INVALID_DATA: u16 = 1007;
 /// The close reason of a bridge that sent a message over the size limit.
 const TOO_BIG_REASON: &str = "a message was larger than OPENCLAW_PROXY_MAX_BODY_BYTES";
 
-/// Why the app's side of the socket failed, when the close code should say
-/// so rather than `1000`: set once by the reader, read by the writer when the
-/// bridge ends.
-type Violation = Arc<OnceLock<(u16, String)>>;
-
 /// The close code and reason of a socket error of the app's, or `None` for
 /// a connection that merely broke (no close frame can reach it anyway).
 fn violation_of(error: &str) -> Option<(u16, String)> {
@@ -102,9 +94,6 @@ fn violation_of(error: &str) -> Option<(u16, String)> {
 
 /// Initial read buffer of a bridge socket.
 const READ_BUFFER_BYTES: usize = 1024;
-
-/// How many of the edge's own replies (error frames, pongs) may wait.
-const LOCAL_CAPACITY: usize = 16;
 
 /// `GET /v1/chat/sessions/{session_id}/bridge` with a WebSocket upgrade.
 pub async fn bridge(
@@ -134,17 +123,20 @@ pub async fn bridge(
         // any size still arrive: the buffer grows while one is read.
         .read_buffer_size(READ_BUFFER_BYTES)
         .write_buffer_size(0)
-        .on_upgrade(move |socket| async move {
-            match admitted {
-                Ok(_) => {
-                    let origin =
-                        Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
-                    run_bridge(state, session_id, origin, socket).await;
+        .on_upgrade(move |socket| {
+            // Split before the task's future is made: it then holds the
+            // halves, not the socket beside them, for as long as the bridge
+            // lives.
+            let (sink, stream) = socket.split();
+            let origin = Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
+            async move {
+                match admitted {
+                    Ok(_) => run_bridge(state, session_id, origin, sink, stream).await,
+                    Err(ApiError::Hub(error)) => {
+                        close(sink, close_code(error.kind()), &error.to_string()).await;
+                    }
+                    Err(_) => close(sink, CLOSE_INVALID_TOKEN, "invalid app token").await,
                 }
-                Err(ApiError::Hub(error)) => {
-                    close(socket, close_code(error.kind()), &error.to_string()).await;
-                }
-                Err(_) => close(socket, CLOSE_INVALID_TOKEN, "invalid app token").await,
             }
         })
 }
@@ -162,11 +154,14 @@ fn close_code(kind: ErrorKind) -> u16 {
     }
 }
 
-async fn close(mut socket: WebSocket, code: u16, reason: &str) {
-    let _ = socket
+async fn close(mut sink: Sink, code: u16, reason: &str) {
+    let _ = sink
         .send(Message::Close(Some(close_frame(code, reason))))
         .await;
 }
+
+/// The writing half of a bridge's socket.
+type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
 
 /// Longest close reason a close frame carries (RFC 6455: 125 bytes of
 /// payload, two of them the code).
@@ -186,27 +181,30 @@ fn close_frame(code: u16, reason: &str) -> CloseFrame {
     }
 }
 
-async fn run_bridge(state: EdgeState, session_id: String, origin: Origin, socket: WebSocket) {
-    let (mut sink, stream) = socket.split();
-    // Boxed, like the core's queue: an idle channel then costs pointers.
-    let (to_app, local) = mpsc::channel::<Box<Message>>(LOCAL_CAPACITY);
-    let violation = Violation::default();
-    let hello = proto::Hello {
-        session_id: session_id.clone(),
-    };
+async fn run_bridge(
+    state: EdgeState,
+    session_id: String,
+    origin: Origin,
+    mut sink: Sink,
+    stream: futures_util::stream::SplitStream<WebSocket>,
+) {
+    let shared = Arc::new(Shared::default());
+    let hello = proto::Hello { session_id };
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.
-    let inbound = app_messages(
+    let inbound = AppFrames::new(
         stream,
-        to_app,
+        shared.clone(),
         state.hub.metrics().clone(),
-        violation.clone(),
         state.config.max_body_bytes,
     );
-    match state.hub.attach(hello, inbound, origin).await {
+    // Boxed: attaching is brief, the task that awaits it lives as long as
+    // the bridge and would otherwise keep room for it.
+    let attached = Box::pin(state.hub.attach(hello, inbound, origin)).await;
+    match attached {
         Ok(outbound) => {
             let write_timeout = state.config.connections.write_timeout;
-            write_frames(sink, outbound, local, write_timeout, violation).await;
+            write_frames(sink, outbound, shared, write_timeout).await;
         }
         Err(error) => {
             let frame = close_frame(close_code(error.kind()), &error.to_string());
@@ -218,18 +216,17 @@ async fn run_bridge(state: EdgeState, session_id: String, origin: Origin, socket
 /// Forwards the core's messages as JSON frames, interleaved with the edge's
 /// own answers (error frames, pongs); closes with the bridge's end reason.
 async fn write_frames(
-    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut sink: Sink,
     mut outbound: BridgeStream,
-    mut local: mpsc::Receiver<Box<Message>>,
+    shared: Arc<Shared>,
     write_timeout: std::time::Duration,
-    violation: Violation,
 ) {
     loop {
         let frames: Vec<Message> = tokio::select! {
             item = outbound.next() => match item {
-                Some(Ok(message)) => render(message),
+                Some(Ok(message)) => render(*message),
                 Some(Err(end)) => {
-                    let frame = match violation.get() {
+                    let frame = match shared.violation() {
                         Some((code, reason)) if end == BridgeEnd::Disconnected => close_frame(*code, reason),
                         _ => {
                             let (code, reason) = end_close(end);
@@ -245,7 +242,7 @@ async fn write_frames(
                 }
                 None => return,
             },
-            Some(frame) = local.recv() => vec![*frame],
+            () = shared.replies_queued() => shared.take_replies(),
         };
         for frame in frames {
             // An app that stops reading fills its TCP window and the write
@@ -277,96 +274,4 @@ fn end_close(end: BridgeEnd) -> (u16, std::borrow::Cow<'static, str>) {
         BridgeEnd::TooLarge { .. } => CLOSE_TOO_BIG,
     };
     (code, end.reason_for_app())
-}
-
-/// The app's frames as core messages, until it closes: results, progress
-/// and pongs pass on; bad frames are answered with error frames through
-/// `to_app` and skipped. A message over `limit` ends the stream with
-/// [`BridgeEnd::TooLarge`], so the calls it cut off name the limit.
-fn app_messages(
-    stream: futures_util::stream::SplitStream<WebSocket>,
-    to_app: mpsc::Sender<Box<Message>>,
-    metrics: Arc<Metrics>,
-    violation: Violation,
-    limit: usize,
-) -> impl futures_util::Stream<Item = Inbound> + Send + 'static {
-    let cause = violation.clone();
-    let too_large = futures_util::stream::iter(
-        std::iter::once_with(move || {
-            matches!(cause.get(), Some((CLOSE_TOO_BIG, _)))
-                .then_some(Inbound::Ended(BridgeEnd::TooLarge { limit }))
-        })
-        .flatten(),
-    );
-    // One malformed frame after another is one app's mistake, not news:
-    // the app hears of each, the log of a few per minute.
-    let warnings = openclaw_proxy_core::log_budget::LogBudget::default();
-    stream
-        .take_while(move |frame| {
-            let open = match frame {
-                Ok(Message::Close(_)) => false,
-                Ok(_) => true,
-                Err(error) => {
-                    // A message over OPENCLAW_PROXY_MAX_BODY_BYTES, invalid
-                    // UTF-8, a protocol violation: the close code says which.
-                    if let Some(found) = violation_of(&error.to_string()) {
-                        let _ = violation.set(found);
-                    }
-                    tracing::debug!(%error, "bridge socket error");
-                    false
-                }
-            };
-            std::future::ready(open)
-        })
-        .filter_map(move |frame| {
-            let message = match frame {
-                Ok(Message::Text(text)) => match parse_frame(text.as_str()) {
-                    Ok(Parsed::ToCore(inbound)) => Some(inbound),
-                    Ok(Parsed::Ping) => {
-                        reply(&to_app, json!({"type": "pong"}));
-                        Some(pong())
-                    }
-                    Err(problem) => {
-                        metrics.dropped(DropReason::Malformed);
-                        // The problem may quote the frame, which may hold
-                        // ids: in full only below INFO.
-                        if let Some(suppressed) = warnings.allow() {
-                            tracing::warn!(
-                                suppressed,
-                                "malformed bridge frame; the app got an error frame"
-                            );
-                        }
-                        tracing::debug!(
-                            problem = Outside::within(&problem, TEXT_LIMIT).field(),
-                            "malformed bridge frame"
-                        );
-                        reply(&to_app, error_frame(&problem, ""));
-                        None
-                    }
-                },
-                Ok(Message::Binary(_)) => {
-                    metrics.dropped(DropReason::Malformed);
-                    let problem =
-                        "binary frames are not part of the bridge protocol: send JSON text frames";
-                    reply(&to_app, error_frame(problem, ""));
-                    None
-                }
-                // Any frame from the app is a sign of life.
-                Ok(Message::Pong(_) | Message::Ping(_)) => Some(pong()),
-                Ok(Message::Close(_)) | Err(_) => None,
-            };
-            std::future::ready(message)
-        })
-        .chain(too_large)
-}
-
-/// Queues a frame for the app; dropped if the app is not reading.
-fn reply(to_app: &mpsc::Sender<Box<Message>>, frame: Value) {
-    if to_app.try_send(text_frame(frame)).is_err() {
-        tracing::debug!("bridge reply dropped: the app is not reading");
-    }
-}
-
-fn text_frame(frame: Value) -> Box<Message> {
-    Box::new(Message::Text(frame.to_string().into()))
 }
