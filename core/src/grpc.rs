@@ -390,6 +390,53 @@ impl SessionService for GrpcService {
 
 type ProxyStream = Pin<Box<dyn Stream<Item = Result<proto::ProxyMessage, Status>> + Send>>;
 
+/// The app's messages on a gRPC bridge, as the core reads them. Written out
+/// rather than composed from stream adapters: the core keeps it for as long
+/// as the bridge lives, and adapters would keep room for a pending item and
+/// a `Status` each, some 600 bytes per idle session.
+struct AppMessages {
+    messages: Streaming<proto::AppMessage>,
+    /// Why the stream broke, for the status the bridge's end is told with.
+    broken: Arc<std::sync::Mutex<Option<Status>>>,
+    limit: usize,
+    ended: bool,
+}
+
+impl Stream for AppMessages {
+    type Item = Inbound;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Inbound>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match std::task::ready!(self.messages.poll_next_unpin(cx)) {
+            Some(Ok(message)) => Poll::Ready(Some(Inbound::from(message))),
+            None => {
+                self.ended = true;
+                Poll::Ready(None)
+            }
+            Some(Err(status)) => {
+                self.ended = true;
+                tracing::debug!(
+                    error = Outside::within(status.message(), crate::escape::TEXT_LIMIT).field(),
+                    "a gRPC bridge sent a broken message"
+                );
+                // A message over the limit ends the bridge with that cause,
+                // so the calls waiting on it say so rather than
+                // "disconnected".
+                let too_large = is_too_large(&status);
+                *self
+                    .broken
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
+                Poll::Ready(
+                    too_large.then_some(Inbound::Ended(BridgeEnd::TooLarge { limit: self.limit })),
+                )
+            }
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl BridgeService for GrpcService {
     type AttachStream = ProxyStream;
@@ -437,38 +484,12 @@ impl BridgeService for GrpcService {
         // the proxy can say (an invalid message), instead of a bare
         // "disconnected".
         let broken: Arc<std::sync::Mutex<Option<Status>>> = Arc::default();
-        let seen = broken.clone();
-        let inbound = inbound
-            .take_while(move |item| {
-                if let Err(status) = item {
-                    tracing::debug!(
-                        error =
-                            Outside::within(status.message(), crate::escape::TEXT_LIMIT).field(),
-                        "a gRPC bridge sent a broken message"
-                    );
-                    *seen
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status.clone());
-                }
-                std::future::ready(item.is_ok())
-            })
-            .filter_map(|item| std::future::ready(item.ok().map(Inbound::from)));
-        // A message over the limit ends the bridge with that cause, so the
-        // calls waiting on it say so rather than "disconnected".
-        let limit = self.hub.config().max_message_bytes;
-        let cause = broken.clone();
-        let inbound = inbound.chain(futures_util::stream::iter(
-            std::iter::once_with(move || {
-                let cause = cause
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                cause
-                    .as_ref()
-                    .is_some_and(is_too_large)
-                    .then_some(Inbound::Ended(BridgeEnd::TooLarge { limit }))
-            })
-            .flatten(),
-        ));
+        let inbound = AppMessages {
+            messages: inbound,
+            broken: broken.clone(),
+            limit: self.hub.config().max_message_bytes,
+            ended: false,
+        };
         let outbound = self
             .hub
             .attach(hello, inbound, origin)

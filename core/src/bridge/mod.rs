@@ -10,18 +10,19 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 mod asks;
 mod inbound;
+mod outbound;
 
 pub use asks::{ClientAnswer, ClientWait, Unanswerable};
 
@@ -153,16 +154,11 @@ pub(crate) struct Bridge {
     /// Where the app connected from, for metrics and audit events.
     origin: Origin,
     metrics: Arc<Metrics>,
-    outbound: mpsc::Sender<Queued>,
+    outbound: outbound::Outbound,
     /// Declaration updates being applied ([`UPDATES_IN_FLIGHT`] at most).
     updates: AtomicUsize,
     closed: CancellationToken,
     calls: Mutex<Calls>,
-    /// Messages queued for the app and messages its transport took, for the
-    /// write timeout: a queue that holds messages and does not move is an
-    /// app that stopped reading.
-    queued: AtomicU64,
-    taken: AtomicU64,
     /// Warnings the app can cause (malformed messages, unexpected results)
     /// are rate-limited per bridge.
     warnings: crate::log_budget::LogBudget,
@@ -171,28 +167,25 @@ pub(crate) struct Bridge {
 }
 
 impl Bridge {
-    /// A bridge and its outbound queue.
+    /// A bridge; its transport reads the outbound queue through
+    /// [`BridgeStream`].
     pub(crate) fn new(
         session_id: Arc<str>,
         origin: Origin,
         metrics: Arc<Metrics>,
         max_asks_per_call: usize,
-    ) -> (Arc<Self>, mpsc::Receiver<Queued>) {
-        let (outbound, receiver) = mpsc::channel(OUTBOUND_CAPACITY);
-        let bridge = Arc::new(Self {
+    ) -> Arc<Self> {
+        Arc::new(Self {
             session_id,
             origin,
             metrics,
-            outbound,
+            outbound: outbound::Outbound::new(OUTBOUND_CAPACITY),
             updates: AtomicUsize::new(0),
             closed: CancellationToken::new(),
             calls: Mutex::default(),
-            queued: AtomicU64::new(0),
-            taken: AtomicU64::new(0),
             warnings: crate::log_budget::LogBudget::default(),
             max_asks_per_call,
-        });
-        (bridge, receiver)
+        })
     }
 
     /// Counts a declaration update as being applied until the slot is
@@ -231,6 +224,7 @@ impl Bridge {
             std::mem::take(&mut calls.waiting)
         };
         self.closed.cancel();
+        self.outbound.clear();
         for (_, caller) in waiting {
             caller.answer.fail(InvokeError::BridgeEnded(reason));
         }
@@ -392,26 +386,24 @@ impl Bridge {
 
     /// Queues a message for the app, waiting while the queue is full.
     pub(crate) async fn send(&self, message: Box<ProxyMessage>) -> Result<(), BridgeEnd> {
-        tokio::select! {
-            biased;
-            () = self.closed.cancelled() => Err(self.end_reason().unwrap_or(BridgeEnd::Disconnected)),
-            sent = self.outbound.send(message) => {
-                self.queued.fetch_add(1, Ordering::Relaxed);
-                sent.map_err(|_| self.end_reason().unwrap_or(BridgeEnd::Disconnected))
-            }
+        if self.closed.is_cancelled() {
+            return Err(self.end_reason().unwrap_or(BridgeEnd::Disconnected));
         }
+        self.outbound
+            .push(message, &self.closed)
+            .await
+            .map_err(|()| self.end_reason().unwrap_or(BridgeEnd::Disconnected))
     }
 
     /// Queues a message for the app unless the queue is full (notices and
     /// pings are not worth blocking for).
     pub(crate) fn notify(&self, message: ProxyMessage) {
-        if let Err(error) = self.outbound.try_send(Box::new(message)) {
-            if matches!(error, mpsc::error::TrySendError::Full(_)) {
-                self.metrics.dropped(DropReason::QueueFull);
-            }
-            tracing::debug!("bridge queue full or closed; notice dropped");
-        } else {
-            self.queued.fetch_add(1, Ordering::Relaxed);
+        if self.closed.is_cancelled() {
+            return;
+        }
+        if self.outbound.try_push(Box::new(message)).is_err() {
+            self.metrics.dropped(DropReason::QueueFull);
+            tracing::debug!("bridge queue full; notice dropped");
         }
     }
 }
@@ -423,17 +415,15 @@ impl Bridge {
 /// away) counts as a disconnect: the bridge ends, the calls waiting on it
 /// fail at once, and `drive` returns so its owner detaches it.
 pub struct BridgeStream {
-    receiver: mpsc::Receiver<Queued>,
     bridge: Arc<Bridge>,
     closed: Pin<Box<WaitForCancellationFutureOwned>>,
     finished: bool,
 }
 
 impl BridgeStream {
-    pub(crate) fn new(receiver: mpsc::Receiver<Queued>, bridge: Arc<Bridge>) -> Self {
+    pub(crate) fn new(bridge: Arc<Bridge>) -> Self {
         let closed = Box::pin(bridge.closed.clone().cancelled_owned());
         Self {
-            receiver,
             bridge,
             closed,
             finished: false,
@@ -455,17 +445,10 @@ impl Stream for BridgeStream {
             let reason = self.bridge.end_reason().unwrap_or(BridgeEnd::Disconnected);
             return Poll::Ready(Some(Err(reason)));
         }
-        match self.receiver.poll_recv(cx) {
-            Poll::Ready(Some(message)) => {
-                self.bridge.taken.fetch_add(1, Ordering::Relaxed);
-                Poll::Ready(Some(Ok(message)))
-            }
-            Poll::Ready(None) => {
-                self.finished = true;
-                Poll::Ready(Some(Err(BridgeEnd::Disconnected)))
-            }
-            Poll::Pending => Poll::Pending,
-        }
+        self.bridge
+            .outbound
+            .poll_pop(cx)
+            .map(|message| Some(Ok(message)))
     }
 }
 
@@ -512,8 +495,8 @@ impl StallWatch {
 
     /// Whether the app has left messages unread for longer than the limit.
     fn stalled(&mut self, bridge: &Bridge) -> bool {
-        let taken = bridge.taken.load(Ordering::Relaxed);
-        let waiting = bridge.queued.load(Ordering::Relaxed) > taken;
+        let taken = bridge.outbound.taken.load(Ordering::Relaxed);
+        let waiting = bridge.outbound.queued.load(Ordering::Relaxed) > taken;
         if !waiting || taken != self.last_taken {
             self.last_taken = taken;
             self.since = None;
@@ -539,11 +522,14 @@ where
 {
     let period = liveness.ping_interval;
     let silence_limit = period.saturating_mul(liveness.missed_pings_allowed.max(1));
-    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let watch_period = StallWatch::period(liveness.write_timeout);
-    let mut watch_ticker = tokio::time::interval_at(Instant::now() + watch_period, watch_period);
-    watch_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let watching = !liveness.write_timeout.is_zero();
+    // One timer for the pings and the stall watch, set to whichever is due
+    // first: a timer is an allocation and a wheel entry per idle bridge.
+    let mut next_ping = Instant::now() + period;
+    let mut next_watch = Instant::now() + watch_period;
+    let due = |ping: Instant, watch: Instant| if watching { ping.min(watch) } else { ping };
+    let mut timer = Box::pin(tokio::time::sleep_until(due(next_ping, next_watch)));
     let mut watch = StallWatch {
         limit: liveness.write_timeout,
         last_taken: 0,
@@ -578,24 +564,30 @@ where
                     }
                 }
             }
-            _ = ticker.tick() => {
-                if last_heard.elapsed() >= silence_limit {
-                    tracing::warn!(session = Outside::session(&bridge.session_id).field(), "bridge silent too long; dropping it");
-                    bridge.end(BridgeEnd::Unresponsive);
-                    return bridge.end_reason().unwrap_or(BridgeEnd::Unresponsive);
+            () = timer.as_mut() => {
+                let now = Instant::now();
+                if now >= next_ping {
+                    if last_heard.elapsed() >= silence_limit {
+                        tracing::warn!(session = Outside::session(&bridge.session_id).field(), "bridge silent too long; dropping it");
+                        bridge.end(BridgeEnd::Unresponsive);
+                        return bridge.end_reason().unwrap_or(BridgeEnd::Unresponsive);
+                    }
+                    nonce += 1;
+                    bridge.notify(proxy(proxy_message::Kind::Ping(proto::Ping { nonce })));
+                    next_ping = now + period;
                 }
-                nonce += 1;
-                bridge.notify(proxy(proxy_message::Kind::Ping(proto::Ping { nonce })));
-            }
-            _ = watch_ticker.tick(), if !liveness.write_timeout.is_zero() => {
-                if watch.stalled(bridge) {
-                    tracing::warn!(
-                        session = Outside::session(&bridge.session_id).field(),
-                        "the app stopped reading its bridge; dropping it"
-                    );
-                    bridge.end(BridgeEnd::Stalled);
-                    return bridge.end_reason().unwrap_or(BridgeEnd::Stalled);
+                if watching && now >= next_watch {
+                    if watch.stalled(bridge) {
+                        tracing::warn!(
+                            session = Outside::session(&bridge.session_id).field(),
+                            "the app stopped reading its bridge; dropping it"
+                        );
+                        bridge.end(BridgeEnd::Stalled);
+                        return bridge.end_reason().unwrap_or(BridgeEnd::Stalled);
+                    }
+                    next_watch = now + watch_period;
                 }
+                timer.as_mut().reset(due(next_ping, next_watch));
             }
         }
     }
@@ -631,14 +623,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn what_a_bridge_reserves_per_channel_slot_stays_small() {
-        // Each bridge's channels reserve their first block of 32 slots up
-        // front: every byte of a slot is 32 bytes of every idle session.
-        assert!(
-            std::mem::size_of::<SessionChange>() <= 32,
-            "a change is {} bytes",
-            std::mem::size_of::<SessionChange>()
-        );
+    fn what_a_bridge_holds_stays_small() {
+        // One per attached bridge, for as long as it lives: every byte is a
+        // byte of every idle session. Its queue and its calls allocate only
+        // while something waits in them.
+        let size = std::mem::size_of::<Bridge>();
+        assert!(size <= 352, "a bridge is {size} bytes");
+        // Queued messages are pointers (the queue's room is paid per slot).
         assert_eq!(std::mem::size_of::<Queued>(), 8);
     }
 }

@@ -38,7 +38,7 @@ impl Hub {
         }
         let record = self.record(&hello.session_id).await?;
         let id = record.id.clone();
-        let (bridge, receiver) = Bridge::new(
+        let bridge = Bridge::new(
             id.clone(),
             origin,
             self.inner.metrics.clone(),
@@ -84,7 +84,7 @@ impl Hub {
         self.spawn_driver(id.clone(), bridge.clone(), Box::pin(inbound));
         unattached.armed = false;
         drop(unattached);
-        Ok(BridgeStream::new(receiver, bridge))
+        Ok(BridgeStream::new(bridge))
     }
 
     /// Runs the bridge's loop in a task of its own, applying the changes
@@ -313,8 +313,7 @@ mod tests {
         // the gRPC bridge) while it held the transport's stream inline.
         let hub = hub();
         let id: Arc<str> = "s".into();
-        let (bridge, _receiver) =
-            Bridge::new(id.clone(), Origin::default(), hub.inner.metrics.clone(), 1);
+        let bridge = Bridge::new(id.clone(), Origin::default(), hub.inner.metrics.clone(), 1);
         let counted = BridgeCounted::new(&hub.inner.metrics, Transport::Grpc);
         let inbound: InboundStream = Box::pin(futures_util::stream::pending());
         let driver = hub.clone().driver(id, bridge, inbound, counted);

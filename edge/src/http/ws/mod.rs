@@ -124,18 +124,26 @@ pub async fn bridge(
         .read_buffer_size(READ_BUFFER_BYTES)
         .write_buffer_size(0)
         .on_upgrade(move |socket| {
+            let refusal = match admitted {
+                Ok(_) => None,
+                Err(ApiError::Hub(error)) => Some((close_code(error.kind()), error.to_string())),
+                Err(_) => Some((CLOSE_INVALID_TOKEN, "invalid app token".to_owned())),
+            };
             // Split before the task's future is made: it then holds the
-            // halves, not the socket beside them, for as long as the bridge
-            // lives.
+            // halves, not the socket beside them.
             let (sink, stream) = socket.split();
-            let origin = Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
-            async move {
-                match admitted {
-                    Ok(_) => run_bridge(state, session_id, origin, sink, stream).await,
-                    Err(ApiError::Hub(error)) => {
-                        close(sink, close_code(error.kind()), &error.to_string()).await;
-                    }
-                    Err(_) => close(sink, CLOSE_INVALID_TOKEN, "invalid app token").await,
+            match refusal {
+                None => {
+                    let origin =
+                        Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
+                    // A task of its own, as small as it can be, for as long
+                    // as the bridge lives; the upgrade's task (which keeps
+                    // room for the handshake and this closure) ends now.
+                    tokio::spawn(run_bridge(state, session_id, origin, sink, stream));
+                    futures_util::future::Either::Left(std::future::ready(()))
+                }
+                Some((code, reason)) => {
+                    futures_util::future::Either::Right(close(sink, code, reason))
                 }
             }
         })
@@ -154,9 +162,9 @@ fn close_code(kind: ErrorKind) -> u16 {
     }
 }
 
-async fn close(mut sink: Sink, code: u16, reason: &str) {
+async fn close(mut sink: Sink, code: u16, reason: String) {
     let _ = sink
-        .send(Message::Close(Some(close_frame(code, reason))))
+        .send(Message::Close(Some(close_frame(code, &reason))))
         .await;
 }
 
@@ -204,7 +212,8 @@ async fn run_bridge(
     match attached {
         Ok(outbound) => {
             let write_timeout = state.config.connections.write_timeout;
-            write_frames(sink, outbound, shared, write_timeout).await;
+            let mut outbound = outbound;
+            write_frames(&mut sink, &mut outbound, &shared, write_timeout).await;
         }
         Err(error) => {
             let frame = close_frame(close_code(error.kind()), &error.to_string());
@@ -216,9 +225,9 @@ async fn run_bridge(
 /// Forwards the core's messages as JSON frames, interleaved with the edge's
 /// own answers (error frames, pongs); closes with the bridge's end reason.
 async fn write_frames(
-    mut sink: Sink,
-    mut outbound: BridgeStream,
-    shared: Arc<Shared>,
+    sink: &mut Sink,
+    outbound: &mut BridgeStream,
+    shared: &Shared,
     write_timeout: std::time::Duration,
 ) {
     loop {
