@@ -318,3 +318,16 @@ impl SessionDirectory for MemoryDirectory {
         self.read().len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_record_stays_small() {
+        // One per session, on every node that knows it: every byte is a
+        // byte of every idle session (its tools are shared, not counted).
+        let size = std::mem::size_of::<SessionRecord>();
+        assert!(size <= 280, "a session record is {size} bytes");
+    }
+}

@@ -510,3 +510,15 @@ impl BridgeService for GrpcService {
         Ok(Response::new(Box::pin(outbound)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grpc_bridges_inbound_stream_stays_small() {
+        // Boxed once per gRPC bridge and kept as long as it lives.
+        let size = std::mem::size_of::<AppMessages>();
+        assert!(size <= 256, "the inbound stream is {size} bytes");
+    }
+}

@@ -13,21 +13,20 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 mod asks;
+mod closed;
+mod driving;
 mod inbound;
 mod outbound;
 
 pub use asks::{ClientAnswer, ClientWait, Unanswerable};
+pub(crate) use driving::{Driven, Driving, Liveness};
 
 use crate::audit::Origin;
-use crate::escape::Outside;
 use crate::metrics::{DropReason, Metrics};
 use crate::outcome::{BridgeEnd, InvokeError, McpReply, Reply, ToolOutcome};
 use crate::proto::{self, ProxyMessage, proxy_message};
@@ -157,7 +156,7 @@ pub(crate) struct Bridge {
     outbound: outbound::Outbound,
     /// Declaration updates being applied ([`UPDATES_IN_FLIGHT`] at most).
     updates: AtomicUsize,
-    closed: CancellationToken,
+    closed: closed::Closed,
     calls: Mutex<Calls>,
     /// Warnings the app can cause (malformed messages, unexpected results)
     /// are rate-limited per bridge.
@@ -181,7 +180,7 @@ impl Bridge {
             metrics,
             outbound: outbound::Outbound::new(OUTBOUND_CAPACITY),
             updates: AtomicUsize::new(0),
-            closed: CancellationToken::new(),
+            closed: closed::Closed::default(),
             calls: Mutex::default(),
             warnings: crate::log_budget::LogBudget::default(),
             max_asks_per_call,
@@ -223,8 +222,9 @@ impl Bridge {
             calls.ended = Some(reason);
             std::mem::take(&mut calls.waiting)
         };
-        self.closed.cancel();
+        self.closed.close();
         self.outbound.clear();
+        self.outbound.wake_reader();
         for (_, caller) in waiting {
             caller.answer.fail(InvokeError::BridgeEnded(reason));
         }
@@ -238,10 +238,6 @@ impl Bridge {
 
     pub(crate) fn end_reason(&self) -> Option<BridgeEnd> {
         self.calls().ended
-    }
-
-    pub(crate) fn closed(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
-        self.closed.cancelled()
     }
 
     /// Records a call that waits for the app's answer.
@@ -386,7 +382,7 @@ impl Bridge {
 
     /// Queues a message for the app, waiting while the queue is full.
     pub(crate) async fn send(&self, message: Box<ProxyMessage>) -> Result<(), BridgeEnd> {
-        if self.closed.is_cancelled() {
+        if self.closed.is_closed() {
             return Err(self.end_reason().unwrap_or(BridgeEnd::Disconnected));
         }
         self.outbound
@@ -398,7 +394,7 @@ impl Bridge {
     /// Queues a message for the app unless the queue is full (notices and
     /// pings are not worth blocking for).
     pub(crate) fn notify(&self, message: ProxyMessage) {
-        if self.closed.is_cancelled() {
+        if self.closed.is_closed() {
             return;
         }
         if self.outbound.try_push(Box::new(message)).is_err() {
@@ -416,16 +412,13 @@ impl Bridge {
 /// fail at once, and `drive` returns so its owner detaches it.
 pub struct BridgeStream {
     bridge: Arc<Bridge>,
-    closed: Pin<Box<WaitForCancellationFutureOwned>>,
     finished: bool,
 }
 
 impl BridgeStream {
     pub(crate) fn new(bridge: Arc<Bridge>) -> Self {
-        let closed = Box::pin(bridge.closed.clone().cancelled_owned());
         Self {
             bridge,
-            closed,
             finished: false,
         }
     }
@@ -440,15 +433,17 @@ impl Stream for BridgeStream {
         if self.finished {
             return Poll::Ready(None);
         }
-        if self.closed.as_mut().poll(cx).is_ready() {
+        // Registered first: ending the bridge and queueing both wake it.
+        self.bridge.outbound.register_reader(cx);
+        if self.bridge.closed.is_closed() {
             self.finished = true;
             let reason = self.bridge.end_reason().unwrap_or(BridgeEnd::Disconnected);
             return Poll::Ready(Some(Err(reason)));
         }
-        self.bridge
-            .outbound
-            .poll_pop(cx)
-            .map(|message| Some(Ok(message)))
+        match self.bridge.outbound.pop() {
+            Some(message) => Poll::Ready(Some(Ok(message))),
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -464,146 +459,6 @@ impl Drop for BridgeStream {
     fn drop(&mut self) {
         self.bridge.end(BridgeEnd::Disconnected);
     }
-}
-
-/// How a bridge is kept alive, and when it is given up.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Liveness {
-    /// How often the app is pinged.
-    pub ping_interval: Duration,
-    /// Silent ping intervals after which the bridge is dropped.
-    pub missed_pings_allowed: u32,
-    /// How long queued messages may stay unread before the bridge is dropped.
-    pub write_timeout: Duration,
-}
-
-/// Watches the outbound queue: messages waiting while the transport takes
-/// none for `limit` mean the app stopped reading (its TCP window, or its
-/// HTTP/2 stream window, is full).
-struct StallWatch {
-    limit: Duration,
-    last_taken: u64,
-    since: Option<Instant>,
-}
-
-impl StallWatch {
-    /// Checks four times per limit, so a stall is seen at most a quarter
-    /// of the limit late.
-    fn period(limit: Duration) -> Duration {
-        (limit / 4).max(Duration::from_millis(10))
-    }
-
-    /// Whether the app has left messages unread for longer than the limit.
-    fn stalled(&mut self, bridge: &Bridge) -> bool {
-        let taken = bridge.outbound.taken.load(Ordering::Relaxed);
-        let waiting = bridge.outbound.queued.load(Ordering::Relaxed) > taken;
-        if !waiting || taken != self.last_taken {
-            self.last_taken = taken;
-            self.since = None;
-            return false;
-        }
-        let since = *self.since.get_or_insert_with(Instant::now);
-        since.elapsed() >= self.limit
-    }
-}
-
-/// Reads the app's messages and keeps the bridge alive with pings until the
-/// bridge ends; returns why it ended. Changes the app announces go to
-/// `on_change` as they are read. The caller then detaches the bridge and
-/// lets [`drain`] read what the app still sends.
-pub(crate) async fn drive<S>(
-    bridge: &Bridge,
-    mut inbound: Pin<&mut S>,
-    liveness: Liveness,
-    mut on_change: impl FnMut(SessionChange),
-) -> BridgeEnd
-where
-    S: Stream<Item = Inbound> + ?Sized,
-{
-    let period = liveness.ping_interval;
-    let silence_limit = period.saturating_mul(liveness.missed_pings_allowed.max(1));
-    let watch_period = StallWatch::period(liveness.write_timeout);
-    let watching = !liveness.write_timeout.is_zero();
-    // One timer for the pings and the stall watch, set to whichever is due
-    // first: a timer is an allocation and a wheel entry per idle bridge.
-    let mut next_ping = Instant::now() + period;
-    let mut next_watch = Instant::now() + watch_period;
-    let due = |ping: Instant, watch: Instant| if watching { ping.min(watch) } else { ping };
-    let mut timer = Box::pin(tokio::time::sleep_until(due(next_ping, next_watch)));
-    let mut watch = StallWatch {
-        limit: liveness.write_timeout,
-        last_taken: 0,
-        since: None,
-    };
-    let mut last_heard = Instant::now();
-    let mut nonce = 0_u64;
-    loop {
-        tokio::select! {
-            biased;
-            () = bridge.closed() => {
-                return bridge.end_reason().unwrap_or(BridgeEnd::Disconnected);
-            }
-            message = inbound.next() => {
-                let Some(message) = message else {
-                    bridge.end(BridgeEnd::Disconnected);
-                    return bridge.end_reason().unwrap_or(BridgeEnd::Disconnected);
-                };
-                last_heard = Instant::now();
-                match message {
-                    Inbound::Message(message) => {
-                        if let Some(change) = bridge.handle(message) {
-                            on_change(change);
-                        }
-                    }
-                    Inbound::Malformed { request_id, result, problem } => {
-                        bridge.fail_malformed(request_id, result, &problem);
-                    }
-                    Inbound::Ended(end) => {
-                        bridge.end(end);
-                        return bridge.end_reason().unwrap_or(end);
-                    }
-                }
-            }
-            () = timer.as_mut() => {
-                let now = Instant::now();
-                if now >= next_ping {
-                    if last_heard.elapsed() >= silence_limit {
-                        tracing::warn!(session = Outside::session(&bridge.session_id).field(), "bridge silent too long; dropping it");
-                        bridge.end(BridgeEnd::Unresponsive);
-                        return bridge.end_reason().unwrap_or(BridgeEnd::Unresponsive);
-                    }
-                    nonce += 1;
-                    bridge.notify(proxy(proxy_message::Kind::Ping(proto::Ping { nonce })));
-                    next_ping = now + period;
-                }
-                if watching && now >= next_watch {
-                    if watch.stalled(bridge) {
-                        tracing::warn!(
-                            session = Outside::session(&bridge.session_id).field(),
-                            "the app stopped reading its bridge; dropping it"
-                        );
-                        bridge.end(BridgeEnd::Stalled);
-                        return bridge.end_reason().unwrap_or(BridgeEnd::Stalled);
-                    }
-                    next_watch = now + watch_period;
-                }
-                timer.as_mut().reset(due(next_ping, next_watch));
-            }
-        }
-    }
-}
-
-/// How long an ended bridge keeps reading (and ignoring) the app's messages,
-/// so the app can complete a closing handshake before the connection drops.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-/// Reads (and ignores) what an ended bridge's app still sends, for a moment,
-/// so it can complete a closing handshake before the connection drops.
-pub(crate) async fn drain<S: Stream + ?Sized>(mut inbound: Pin<&mut S>) {
-    let _ = tokio::time::timeout(CLOSE_GRACE, async {
-        while inbound.next().await.is_some() {}
-    })
-    .await;
 }
 
 /// A proxy message of the given kind.
@@ -628,7 +483,7 @@ mod tests {
         // byte of every idle session. Its queue and its calls allocate only
         // while something waits in them.
         let size = std::mem::size_of::<Bridge>();
-        assert!(size <= 352, "a bridge is {size} bytes");
+        assert!(size <= 408, "a bridge is {size} bytes");
         // Queued messages are pointers (the queue's room is paid per slot).
         assert_eq!(std::mem::size_of::<Queued>(), 8);
     }

@@ -12,13 +12,13 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll};
+use std::task::Context;
 
 use futures_util::task::AtomicWaker;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::Queued;
+use super::closed::Closed;
 
 /// Room a queue keeps once it is empty again; more is given back.
 const KEPT_WHEN_EMPTY: usize = 8;
@@ -72,12 +72,8 @@ impl Outbound {
     }
 
     /// Queues a message, waiting while the queue is full; `Err` once
-    /// `closed` is cancelled.
-    pub(super) async fn push(
-        &self,
-        mut message: Queued,
-        closed: &CancellationToken,
-    ) -> Result<(), ()> {
+    /// `closed` is.
+    pub(super) async fn push(&self, mut message: Queued, closed: &Closed) -> Result<(), ()> {
         loop {
             // Registered before the check, so room made in between wakes it.
             let room = self.room.notified();
@@ -89,15 +85,25 @@ impl Outbound {
             }
             tokio::select! {
                 biased;
-                () = closed.cancelled() => return Err(()),
+                () = closed.wait() => return Err(()),
                 () = &mut room => {}
             }
         }
     }
 
-    /// The next message, for the one reader.
-    pub(super) fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Queued> {
+    /// Wakes the reader when a message is queued or [`Self::wake_reader`]
+    /// is called; register before looking, so nothing is missed between.
+    pub(super) fn register_reader(&self, cx: &Context<'_>) {
         self.reader.register(cx.waker());
+    }
+
+    /// Wakes the reader to look again (the bridge ended).
+    pub(super) fn wake_reader(&self) {
+        self.reader.wake();
+    }
+
+    /// The next message, if one waits.
+    pub(super) fn pop(&self) -> Option<Queued> {
         let (message, was_full) = {
             let mut messages = self.messages();
             let was_full = messages.len() >= self.capacity;
@@ -107,16 +113,14 @@ impl Outbound {
             }
             (message, was_full)
         };
-        let Some(message) = message else {
-            return Poll::Pending;
-        };
+        let message = message?;
         self.taken.fetch_add(1, Ordering::Relaxed);
         if was_full {
             // Every waiting writer retries; those that find it full again
             // wait again.
             self.room.notify_waiters();
         }
-        Poll::Ready(message)
+        Some(message)
     }
 
     /// Drops what waits (the bridge ended: nobody will read it).
@@ -140,16 +144,14 @@ mod tests {
     }
 
     fn pop(queue: &Outbound) -> Option<Queued> {
-        match queue.poll_pop(&mut Context::from_waker(noop_waker_ref())) {
-            Poll::Ready(message) => Some(message),
-            Poll::Pending => None,
-        }
+        queue.register_reader(&Context::from_waker(noop_waker_ref()));
+        queue.pop()
     }
 
     #[tokio::test]
     async fn a_full_queue_refuses_notices_and_holds_writers_until_there_is_room() {
         let queue = Arc::new(Outbound::new(2));
-        let closed = CancellationToken::new();
+        let closed = Arc::new(Closed::default());
         assert!(queue.try_push(message()).is_ok());
         assert!(queue.try_push(message()).is_ok());
         assert!(queue.try_push(message()).is_err(), "full");
@@ -179,14 +181,14 @@ mod tests {
     #[tokio::test]
     async fn a_waiting_writer_is_let_go_when_the_bridge_closes() {
         let queue = Arc::new(Outbound::new(1));
-        let closed = CancellationToken::new();
+        let closed = Arc::new(Closed::default());
         assert!(queue.try_push(message()).is_ok());
         let writer = {
             let (queue, closed) = (queue.clone(), closed.clone());
             tokio::spawn(async move { queue.push(message(), &closed).await })
         };
         tokio::task::yield_now().await;
-        closed.cancel();
+        closed.close();
         assert_eq!(writer.await.ok(), Some(Err(())));
     }
 

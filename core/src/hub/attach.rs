@@ -30,6 +30,25 @@ impl Hub {
     where
         S: Stream<Item = Inbound> + Send + 'static,
     {
+        let (outbound, driver) = self.attach_driven(hello, inbound, origin).await?;
+        tokio::spawn(driver);
+        Ok(outbound)
+    }
+
+    /// [`Hub::attach`], with the bridge's driver handed back instead of run
+    /// in a task of its own: a transport that has a task per bridge anyway
+    /// (the WebSocket bridge's writer) runs it there, and each bridge costs
+    /// one task instead of two. The driver must be polled to its end beside
+    /// the writer; dropping it sooner ends the bridge.
+    pub async fn attach_driven<S>(
+        &self,
+        hello: proto::Hello,
+        inbound: S,
+        origin: Origin,
+    ) -> Result<(BridgeStream, BridgeDriver), HubError>
+    where
+        S: Stream<Item = Inbound> + Send + 'static,
+    {
         if self.inner.shutdown.is_cancelled() {
             return Err(HubError::ShuttingDown);
         }
@@ -79,46 +98,41 @@ impl Hub {
             "bridge_attached"
         };
         audit::event(event, Outside::session(&id), origin);
-        // Boxed: the driver's task then holds a pointer, not the transport's
-        // stream (and is one type for every transport).
-        self.spawn_driver(id.clone(), bridge.clone(), Box::pin(inbound));
+        // Boxed: the driver then holds a pointer, not the transport's
+        // stream (and is one type for every transport). Counted from here to
+        // the driver's end, however it ends.
+        let counted = BridgeCounted::new(&self.inner.metrics, bridge.origin().transport);
+        let driver = self.driver(id.clone(), bridge.clone(), Box::pin(inbound), counted);
         unattached.armed = false;
         drop(unattached);
-        Ok(BridgeStream::new(bridge))
+        Ok((BridgeStream::new(bridge), driver))
     }
 
-    /// Runs the bridge's loop in a task of its own, applying the changes
-    /// the app announces on it, and detaches the bridge when it ends.
-    fn spawn_driver(&self, session: Arc<str>, driven: Arc<Bridge>, inbound: InboundStream) {
-        // Counted from here to the end of the driver's task, however it ends.
-        let counted = BridgeCounted::new(&self.inner.metrics, driven.origin().transport);
-        tokio::spawn(self.clone().driver(session, driven, inbound, counted));
-    }
-
-    /// The driver's task: one per attached bridge, alive as long as the
+    /// The bridge's driver: one per attached bridge, alive as long as the
     /// bridge, so its size is paid by every idle session (a size test keeps
     /// it small).
-    async fn driver(
-        self,
+    fn driver(
+        &self,
         session: Arc<str>,
-        driven: Arc<Bridge>,
-        mut inbound: InboundStream,
+        bridge: Arc<Bridge>,
+        inbound: InboundStream,
         counted: BridgeCounted,
-    ) {
-        let _counted = counted;
+    ) -> BridgeDriver {
         let config = &self.inner.config;
-        let liveness = bridge::Liveness {
+        let driving = bridge::Driving::new(bridge::Liveness {
             ping_interval: config.ping_interval,
             missed_pings_allowed: config.missed_pings_allowed,
             write_timeout: config.bridge_write_timeout,
-        };
-        let end = bridge::drive(&driven, inbound.as_mut(), liveness, |change| {
-            self.apply_change(&session, &driven, change);
-        })
-        .await;
-        self.detach(&session, &driven, end);
-        // Rare and brief: boxed, so it adds nothing to every bridge's task.
-        Box::pin(bridge::drain(inbound.as_mut())).await;
+        });
+        BridgeDriver {
+            hub: self.clone(),
+            session,
+            bridge,
+            inbound,
+            driving,
+            detached: false,
+            _counted: counted,
+        }
     }
 
     /// Forgets an ended bridge if it is still the session's current one, and
@@ -153,6 +167,55 @@ impl Hub {
 
 /// The app's messages, as the driver reads them.
 type InboundStream = std::pin::Pin<Box<dyn Stream<Item = Inbound> + Send>>;
+
+/// One bridge's driver: reads the app's messages, applies the changes they
+/// announce, keeps the bridge alive, and detaches it when it ends (see
+/// [`Hub::attach_driven`]; it is a state machine rather than an `async fn`
+/// to stay small). Dropped before its end, it ends the bridge.
+pub struct BridgeDriver {
+    hub: Hub,
+    session: Arc<str>,
+    bridge: Arc<Bridge>,
+    inbound: InboundStream,
+    driving: bridge::Driving,
+    detached: bool,
+    _counted: BridgeCounted,
+}
+
+impl Drop for BridgeDriver {
+    fn drop(&mut self) {
+        if !self.detached {
+            self.bridge.end(BridgeEnd::Disconnected);
+            let end = self.bridge.end_reason().unwrap_or(BridgeEnd::Disconnected);
+            self.hub.detach(&self.session, &self.bridge, end);
+        }
+    }
+}
+
+impl std::future::Future for BridgeDriver {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let this = &mut *self;
+        let (hub, session, bridge) = (&this.hub, &this.session, &this.bridge);
+        let mut on_change = |change| hub.apply_change(session, bridge, change);
+        loop {
+            let driven = this
+                .driving
+                .poll(cx, bridge, this.inbound.as_mut(), &mut on_change);
+            match std::task::ready!(driven) {
+                bridge::Driven::Ended(end) => {
+                    this.detached = true;
+                    hub.detach(session, bridge, end);
+                }
+                bridge::Driven::Done => return std::task::Poll::Ready(()),
+            }
+        }
+    }
+}
 
 /// Ends and detaches a bridge whose attach did not complete (an error, or
 /// the caller dropped the future), unless disarmed once its driver runs.
@@ -255,6 +318,7 @@ mod tests {
     use crate::delivery::NoRemote;
     use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
     use crate::outcome::InvokeError;
+    use futures_util::StreamExt;
 
     /// A directory in which the session disappears between attach's lookup
     /// and its check: the interleaving of an attach with a concurrent expiry
@@ -307,19 +371,67 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn updates_beyond_those_being_applied_are_refused_and_the_app_told() {
+        let hub = hub();
+        let id = session(&hub).await;
+        let update = || {
+            Inbound::Message(proto::AppMessage {
+                kind: Some(proto::app_message::Kind::UpdateTools(
+                    proto::UpdateTools::default(),
+                )),
+            })
+        };
+        // A burst the driver reads before any update it started can run.
+        let burst = bridge::UPDATES_IN_FLIGHT + 8;
+        let inbound = futures_util::stream::iter((0..burst).map(move |_| update()))
+            .chain(futures_util::stream::pending());
+        let hello = proto::Hello {
+            session_id: id.clone(),
+        };
+        let mut outbound = hub
+            .attach(hello, inbound, Origin::default())
+            .await
+            .expect("attach");
+        let (mut updated, mut refused) = (0, 0);
+        while updated + refused < burst {
+            match outbound
+                .next()
+                .await
+                .expect("open")
+                .expect("not ended")
+                .kind
+            {
+                Some(proxy_message::Kind::ToolsUpdated(_)) => updated += 1,
+                Some(proxy_message::Kind::Error(notice)) => {
+                    assert!(
+                        notice.message.contains("too many updates"),
+                        "{}",
+                        notice.message
+                    );
+                    refused += 1;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(updated, bridge::UPDATES_IN_FLIGHT);
+        assert_eq!(refused, 8);
+    }
+
+    #[tokio::test]
     async fn a_bridges_driver_task_stays_small() {
         // One driver task per attached bridge, alive as long as it: every
         // byte here is a byte of every idle session. It was 1.5 KB (2 KB on
-        // the gRPC bridge) while it held the transport's stream inline.
+        // the gRPC bridge) while it held the transport's stream inline, and
+        // 608 bytes as an `async fn` (224 as a state machine).
         let hub = hub();
         let id: Arc<str> = "s".into();
         let bridge = Bridge::new(id.clone(), Origin::default(), hub.inner.metrics.clone(), 1);
         let counted = BridgeCounted::new(&hub.inner.metrics, Transport::Grpc);
         let inbound: InboundStream = Box::pin(futures_util::stream::pending());
-        let driver = hub.clone().driver(id, bridge, inbound, counted);
+        let driver = hub.driver(id, bridge, inbound, counted);
         let size = std::mem::size_of_val(&driver);
         println!("driver {size}");
-        assert!(size <= 640, "the driver's future is {size} bytes");
+        assert!(size <= 224, "the driver's future is {size} bytes");
     }
 
     #[tokio::test(start_paused = true)]

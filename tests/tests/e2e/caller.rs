@@ -4,6 +4,8 @@
 //! subject, client and scopes, never the token. Real server, a real test
 //! issuer, the JSON bridge and the Rust app crate.
 
+use std::time::Duration;
+
 use openclaw_proxy_app::schemars::JsonSchema;
 use openclaw_proxy_app::{App, CallContext, CallerKind, Tool, ToolError};
 use openclaw_proxy_edge::oauth::OAuthSettings;
@@ -194,6 +196,14 @@ async fn the_audit_line_of_a_call_by_an_access_token_names_its_subject_and_clien
     let mut app = WsApp::connect(&session.bridge_url, Some(&session_token))
         .await
         .expect("bridge");
+    // The upgrade's answer comes before the bridge is attached: a call sent
+    // in between would find no bridge.
+    let rest = proxy.rest().token(APP_TOKEN);
+    eventually("the bridge attaching", Duration::from_secs(10), || {
+        let (rest, id) = (rest.clone(), session.id.clone());
+        async move { rest.get_session(&id).await.json()["bridge_connected"] == true }
+    })
+    .await;
     let alice = issuer.token("alice", &format!("{}/v1/mcp", proxy.url()));
     let invoke_result = |frame: &Value| {
         json!({"type": "invoke_result", "request_id": frame["request_id"], "ok": true,

@@ -180,3 +180,18 @@ impl Stream for AppFrames {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_websocket_bridge_keeps_beside_the_core_stays_small() {
+        // Each kept as long as its bridge lives: every byte is a byte of
+        // every idle session.
+        let frames = std::mem::size_of::<AppFrames>();
+        assert!(frames <= 80, "the app's frames are {frames} bytes");
+        let shared = std::mem::size_of::<Shared>();
+        assert!(shared <= 112, "the shared part is {shared} bytes");
+    }
+}

@@ -208,12 +208,17 @@ async fn run_bridge(
     );
     // Boxed: attaching is brief, the task that awaits it lives as long as
     // the bridge and would otherwise keep room for it.
-    let attached = Box::pin(state.hub.attach(hello, inbound, origin)).await;
+    let attached = Box::pin(state.hub.attach_driven(hello, inbound, origin)).await;
     match attached {
-        Ok(outbound) => {
+        Ok((outbound, driver)) => {
             let write_timeout = state.config.connections.write_timeout;
-            let mut outbound = outbound;
-            write_frames(&mut sink, &mut outbound, &shared, write_timeout).await;
+            // The core's driver (reading the socket) and the writer share
+            // this task: one task per bridge. The driver runs to its end
+            // (it gives the app a moment to close) even once the writer
+            // is done. The writer owns the stream: when it stops, the
+            // bridge ends at once, as it would for a dropped transport.
+            let writing = write_frames(&mut sink, outbound, &shared, write_timeout);
+            futures_util::future::join(driver, writing).await;
         }
         Err(error) => {
             let frame = close_frame(close_code(error.kind()), &error.to_string());
@@ -226,7 +231,7 @@ async fn run_bridge(
 /// own answers (error frames, pongs); closes with the bridge's end reason.
 async fn write_frames(
     sink: &mut Sink,
-    outbound: &mut BridgeStream,
+    mut outbound: BridgeStream,
     shared: &Shared,
     write_timeout: std::time::Duration,
 ) {
