@@ -158,7 +158,7 @@ pub struct Target {
 }
 
 impl Target {
-    fn authority(&self) -> &str {
+    pub(crate) fn authority(&self) -> &str {
         authority_of(&self.base_url)
     }
 
@@ -281,7 +281,7 @@ pub struct LoadReport {
 
 impl LoadReport {
     /// The report of a run from its correct calls' latencies (µs).
-    fn from_latencies(mut latencies: Vec<u32>, errors: u64, elapsed: Duration) -> Self {
+    pub(crate) fn from_latencies(mut latencies: Vec<u32>, errors: u64, elapsed: Duration) -> Self {
         latencies.sort_unstable();
         let at = |q: f64| -> u64 {
             latencies
@@ -304,7 +304,7 @@ impl LoadReport {
     /// `line`, a JSON object naming the benchmark, with the run's figures
     /// added, its correct exchanges counted as `counted` (`calls`,
     /// `round_trips`).
-    fn figures_added(&self, mut line: Value, counted: &str) -> Value {
+    pub(crate) fn figures_added(&self, mut line: Value, counted: &str) -> Value {
         let [p50, p90, p99, max] = self.percentiles_us;
         if let Value::Object(fields) = &mut line {
             let seconds = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
@@ -394,7 +394,7 @@ const GRPC_BRIDGES_PER_CONNECTION: usize = 100;
 const ECHO_SCHEMA: &str =
     r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#;
 
-async fn register_rest(
+pub(crate) async fn register_rest(
     http: &reqwest::Client,
     target: &Target,
     catalog: bool,
@@ -751,7 +751,7 @@ async fn start_grpc_app(
 }
 
 /// One MCP client on its own HTTP/1.1 connection.
-struct McpConnection {
+pub(crate) struct McpConnection {
     sender: http1::SendRequest<Full<Bytes>>,
     authority: String,
     path: String,
@@ -769,7 +769,11 @@ const META_2026: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28
 
 impl McpConnection {
     /// Client number `client`'s connection to `session_id`.
-    async fn open(config: &LoadConfig, session_id: &str, client: usize) -> anyhow::Result<Self> {
+    pub(crate) async fn open(
+        config: &LoadConfig,
+        session_id: &str,
+        client: usize,
+    ) -> anyhow::Result<Self> {
         let target = &config.target;
         let token = match &config.oauth {
             Some(oauth) => {
@@ -793,6 +797,14 @@ impl McpConnection {
             vendor_meta: config.vendor_meta,
             reports: config.reports_per_call(),
         })
+    }
+
+    /// Sends the next requests to session `session_id` instead (on the
+    /// same connection).
+    pub(crate) fn set_session(&mut self, session_id: &str) {
+        self.path.clear();
+        self.path.push_str("/v1/mcp/");
+        self.path.push_str(session_id);
     }
 
     /// Posts one JSON-RPC message; at 2026-07-28, `method` and `name` (the
@@ -858,7 +870,7 @@ impl McpConnection {
 
     /// One `tools/call`; true when the echo came back exactly (after the
     /// app's progress notifications, when the call asks for progress).
-    async fn echo_call(&mut self, id: u64, text: &str) -> bool {
+    pub(crate) async fn echo_call(&mut self, id: u64, text: &str) -> bool {
         let meta = self.meta(id);
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{meta}}}}}"#,

@@ -16,6 +16,7 @@ pub mod forgery;
 pub mod grpc_app;
 pub mod http_client;
 pub mod listening;
+pub mod many_sessions;
 pub mod mcp_client;
 pub mod oauth;
 pub mod processes;

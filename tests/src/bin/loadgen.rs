@@ -12,6 +12,7 @@
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run schema --sessions 200
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run h2-window --requests 500
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run legacy-sse --sessions 16
+//! target/release/loadgen sessions --spawn target/release/openclaw-proxy --sessions 100000 --connections 20
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
 //! ```
 //!
@@ -65,6 +66,7 @@ use openclaw_proxy_tests::balancer_round::BalancerRound;
 use openclaw_proxy_tests::bench::{
     self, BridgeKind, GrpcApp, LoadConfig, Method, OAuthLoad, Protocol, Target,
 };
+use openclaw_proxy_tests::many_sessions::ManySessions;
 use openclaw_proxy_tests::processes::{ClusterRound, Node};
 use openclaw_proxy_tests::{TestIssuer, exhaustion};
 
@@ -171,6 +173,33 @@ enum Command {
         bridge: BridgeKind,
         #[arg(long, default_value_t = 10_000)]
         sessions: usize,
+    },
+    /// Many live sessions on one node: registers `--sessions` sessions,
+    /// attaches a gRPC bridge to each over at most `--connections` HTTP/2
+    /// connections, lets them idle, then calls `echo` in random sessions.
+    /// Reports the server's resident memory, the time to register and to
+    /// attach, its CPU while the sessions idle, and the calls' latency.
+    Sessions {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[arg(long, default_value_t = 100_000)]
+        sessions: usize,
+        /// HTTP/2 connections the bridges share (a spawned server allows
+        /// sessions/connections streams on each).
+        #[arg(long, default_value_t = 20)]
+        connections: usize,
+        /// Registrations in flight at once.
+        #[arg(long, default_value_t = 8)]
+        registrars: usize,
+        /// Seconds the sessions idle before the calls.
+        #[arg(long, default_value_t = 60)]
+        idle: u64,
+        /// Concurrent MCP clients, each calling a random session each time.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Seconds of calls.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
     },
     /// The floor under a cross-node call: one NATS request-reply between
     /// two processes (this one and a child echoing), with no proxy at all.
@@ -532,6 +561,40 @@ async fn main() -> anyhow::Result<()> {
                 )
                 .await?
             );
+        }
+        Command::Sessions {
+            server: args,
+            sessions,
+            connections,
+            registrars,
+            idle,
+            concurrency,
+            duration,
+        } => {
+            let connections = connections.max(1);
+            // Each connection carries sessions/connections bridge streams,
+            // and a stream or two more (the HTTP/2 default is a bound
+            // against hostile clients, not one app's connection).
+            let streams = sessions.div_ceil(connections) + 16;
+            let server = server(
+                &args,
+                &[(
+                    "OPENCLAW_PROXY_HTTP2_MAX_CONCURRENT_STREAMS",
+                    streams.to_string(),
+                )],
+            )
+            .await?;
+            let run = ManySessions {
+                target: server.target.clone(),
+                pid: server.pid.context("sessions needs --spawn or --pid")?,
+                sessions: sessions.max(1),
+                connections,
+                registrars,
+                idle: Duration::from_secs(idle),
+                concurrency: concurrency.max(1),
+                duration: Duration::from_secs(duration),
+            };
+            println!("{}", run.run().await?);
         }
         Command::Stdio {
             server: args,
