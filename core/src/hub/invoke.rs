@@ -102,23 +102,10 @@ impl Hub {
                 available: record.tool_names(),
             });
         }
-        // Boxed, holding the call's arguments and context while it waits
-        // (only a pointer is held across the wait here): the gate is no
-        // part of the future of calls that have none.
-        let (arguments_json, context) = match record.confirmation(tool_name) {
-            None => (arguments_json, context),
-            Some(message) => {
-                let gate = self.gate(&record, tool_name, message, arguments_json, context);
-                match gate.await {
-                    Ok(passed) => passed,
-                    Err(stopped) => return Ok(stopped),
-                }
-            }
-        };
         if let Some((_, bridge)) = self.inner.local_bridge(&record.id) {
             counted.transport = bridge.origin().transport;
             return self
-                .invoke_local(&record, tool_name, arguments_json, context)
+                .invoke_gated(&record, tool_name, arguments_json, context)
                 .await;
         }
         let call = RemoteCall {
@@ -170,7 +157,35 @@ impl Hub {
         context: CallContext,
     ) -> Result<ToolOutcome, InvokeError> {
         let record = self.record_for_call(session_id).await?;
-        self.invoke_local(&record, tool_name, arguments_json, context)
+        self.invoke_gated(&record, tool_name, arguments_json, context)
+            .await
+    }
+
+    /// A call run on the bridge attached here, once the confirmation gate
+    /// let it through when its tool has one. The gate runs on the node that
+    /// holds the bridge, whichever node the client reached: the client's
+    /// answer then goes where the answers to the app's own requests go.
+    async fn invoke_gated(
+        &self,
+        record: &SessionRecord,
+        tool_name: &str,
+        arguments_json: String,
+        context: CallContext,
+    ) -> Result<ToolOutcome, InvokeError> {
+        // Boxed, holding the call's arguments and context while it waits
+        // (only a pointer is held across the wait here): the gate is no
+        // part of the future of calls that have none.
+        let (arguments_json, context) = match record.confirmation(tool_name) {
+            None => (arguments_json, context),
+            Some(message) => {
+                let gate = self.gate(record, tool_name, message, arguments_json, context);
+                match gate.await {
+                    Ok(passed) => passed,
+                    Err(stopped) => return Ok(stopped),
+                }
+            }
+        };
+        self.invoke_local(record, tool_name, arguments_json, context)
             .await
     }
 
