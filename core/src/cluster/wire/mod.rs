@@ -9,6 +9,11 @@
 //! the method; its answer is of kind [`KIND_MCP_RESULT`] or
 //! [`KIND_MCP_ERROR`]). A tool call's messages are those of nodes that
 //! forwarded only tool calls, so either side may run the previous version.
+//!
+//! The app's requests to a caller on another node, and the answers and
+//! retries that come back for them, are in `asks.rs`.
+
+pub mod asks;
 
 use std::time::Duration;
 
