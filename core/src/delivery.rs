@@ -164,7 +164,11 @@ pub trait RemoteDelivery: Send + Sync + 'static {
 
     /// Resumes a retry (as the edge's [`Resumer`] reads it) on the process
     /// `node`, where its call is parked; that process's answer.
-    fn resume<'a>(&'a self, _node: &'a str, _retry: Bytes) -> BoxFuture<'a, Result<Resumed, Unrouted>> {
+    fn resume<'a>(
+        &'a self,
+        _node: &'a str,
+        _retry: Bytes,
+    ) -> BoxFuture<'a, Result<Resumed, Unrouted>> {
         Box::pin(std::future::ready(Err(Unrouted::NoHolder)))
     }
 }

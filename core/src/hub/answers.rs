@@ -67,7 +67,10 @@ impl Hub {
         let (request_id, id) = parse_client_request_id(&record.id, minted_id).ok_or_else(|| {
             AnswerError::ForeignId(crate::escape::truncated(minted_id).into_owned())
         })?;
-        let answer = match self.answer_locally(&record.id, request_id, id, answer).await {
+        let answer = match self
+            .answer_locally(&record.id, request_id, id, answer)
+            .await
+        {
             Ok(passed) => return Ok(passed?),
             Err(answer) => answer,
         };

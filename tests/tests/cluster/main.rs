@@ -4,6 +4,7 @@
 //! clients: the tests' REST client, a WebSocket app, a gRPC app, and rmcp's
 //! MCP client.
 
+mod asks;
 mod balancer;
 
 use std::collections::HashSet;
@@ -51,8 +52,17 @@ fn node_on(nats: &NatsServer, ttl: u64) -> ServerBuilder {
 
 /// A cluster: one NATS, `count` nodes sharing a fresh prefix.
 async fn cluster(count: usize, ttl: u64) -> (NatsServer, Vec<Node>, ServerBuilder) {
+    cluster_with(count, ttl, |settings| settings).await
+}
+
+/// [`cluster`], every node with the settings `change` adds.
+async fn cluster_with(
+    count: usize,
+    ttl: u64,
+    change: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (NatsServer, Vec<Node>, ServerBuilder) {
     let nats = start_nats(Vec::new()).await;
-    let settings = node_on(&nats, ttl);
+    let settings = change(node_on(&nats, ttl));
     let mut nodes = Vec::new();
     for _ in 0..count {
         nodes.push(settings.clone().spawn().await);

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{ALIVE_INTERVAL, ANSWER_HEADERS_BYTES, Answering};
-use crate::call::CallContext;
 use crate::bridge::Unanswerable;
+use crate::call::CallContext;
 use crate::cluster::outbox::{Outbox, Outgoing};
 use crate::cluster::wire::asks;
 use crate::cluster::wire::{

@@ -20,11 +20,11 @@ use crate::call::CallContext;
 use crate::caller::CallerKind;
 use crate::cluster::Node;
 use crate::cluster::outbox::{Incoming, Outbox, Outgoing};
+use crate::cluster::wire::asks;
 use crate::cluster::wire::{
     self, Asks, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_LOG, KIND_MCP_ERROR,
     KIND_MCP_RESULT, KIND_PROGRESS, Progress, ReadAnswer,
 };
-use crate::cluster::wire::asks;
 use crate::delivery::{Asked, RemoteCall, Resumed, Unrouted};
 use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
 use crate::progress::LogLevel;
@@ -413,7 +413,12 @@ impl NatsDelivery {
     }
 
     /// One request to another node and its reply, within `wait`.
-    async fn request(&self, subject: String, payload: Bytes, wait: Duration) -> Result<Message, Unrouted> {
+    async fn request(
+        &self,
+        subject: String,
+        payload: Bytes,
+        wait: Duration,
+    ) -> Result<Message, Unrouted> {
         if !self.node.connected() {
             return Err(Unrouted::Unavailable(
                 "NATS is unreachable from this proxy node".into(),

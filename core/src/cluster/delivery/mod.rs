@@ -288,7 +288,11 @@ impl RemoteDelivery for NatsDelivery {
         Some(&self.node.id)
     }
 
-    fn resume<'a>(&'a self, node: &'a str, retry: Bytes) -> BoxFuture<'a, Result<Resumed, Unrouted>> {
+    fn resume<'a>(
+        &'a self,
+        node: &'a str,
+        retry: Bytes,
+    ) -> BoxFuture<'a, Result<Resumed, Unrouted>> {
         Box::pin(self.send_resume(node, retry))
     }
 

@@ -311,13 +311,22 @@ mod tests {
             params_json: r#"{"n":1e400,"big":12345678901234567890}"#.into(),
         };
         assert_eq!(read_ask(&ask_message(&ask)), Ok(ask));
-        assert!(read_ask(br#"{"request_id":"s:1","id":"a","method":"tools/call","params":{}}"#).is_err());
-        assert!(read_ask(br#"{"request_id":"s:1","id":"a","method":"roots/list","params":[]}"#).is_err());
+        assert!(
+            read_ask(br#"{"request_id":"s:1","id":"a","method":"tools/call","params":{}}"#)
+                .is_err()
+        );
+        assert!(
+            read_ask(br#"{"request_id":"s:1","id":"a","method":"roots/list","params":[]}"#)
+                .is_err()
+        );
 
         let result = ClientAnswer::Result(r#"{"action":"accept","n":1e400}"#.into());
-        let (request_id, id, back) = read_answer(&answer_message("s:1", "a", &result)).expect("read");
+        let (request_id, id, back) =
+            read_answer(&answer_message("s:1", "a", &result)).expect("read");
         assert_eq!((request_id.as_str(), id.as_str()), ("s:1", "a"));
-        assert!(matches!(back, ClientAnswer::Result(json) if json == r#"{"action":"accept","n":1e400}"#));
+        assert!(
+            matches!(back, ClientAnswer::Result(json) if json == r#"{"action":"accept","n":1e400}"#)
+        );
         let error = ClientAnswer::Error {
             code: -32601,
             message: "no".into(),

@@ -32,9 +32,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
+use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use axum::body::Bytes;
 use futures_util::future::BoxFuture;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::bridge::ClientAnswer;
