@@ -57,6 +57,9 @@ pub enum Asked<'a> {
         tool: &'a str,
         /// The arguments, a JSON object.
         arguments_json: String,
+        /// Whether the tool needs the user's confirmation, which the
+        /// process holding the bridge asks for.
+        gated: bool,
     },
     /// Any other MCP request the app answers (`resources/read`,
     /// `prompts/get`, ...), answered by [`Reply::Mcp`].

@@ -102,17 +102,35 @@ impl Hub {
                 available: record.tool_names(),
             });
         }
+        // Boxed, holding the call's arguments and context while it waits
+        // (only a pointer is held across the wait here): the gate is no
+        // part of the future of calls that have none. It runs where the
+        // bridge is: a call for a bridge elsewhere is asked about there.
+        let bridge_here = self.inner.local_bridge(&record.id).is_some();
+        let (arguments_json, context) = match record.confirmation(tool_name) {
+            Some(message) if bridge_here => {
+                let gate = self.gate(&record, tool_name, message, arguments_json, context);
+                match gate.await {
+                    Ok(passed) => passed,
+                    Err(stopped) => return Ok(stopped),
+                }
+            }
+            _ => (arguments_json, context),
+        };
         if let Some((_, bridge)) = self.inner.local_bridge(&record.id) {
             counted.transport = bridge.origin().transport;
             return self
-                .invoke_gated(&record, tool_name, arguments_json, context)
+                .invoke_local(&record, tool_name, arguments_json, context)
                 .await;
         }
+        // Asked about again where the bridge went, should it have moved
+        // while this node asked.
         let call = RemoteCall {
             session_id: &record.id,
             asked: Asked::Tool {
                 tool: tool_name,
                 arguments_json,
+                gated: record.confirmation(tool_name).is_some(),
             },
             context,
             timeout: self.tool_timeout(&record, tool_name),
@@ -149,43 +167,28 @@ impl Hub {
 
     /// Sends a call that arrived from another node to the bridge attached
     /// here; never forwards it again. `arguments_json` is a JSON object.
+    /// `gate`: the confirmation gate is this node's to run (else the
+    /// calling node, of a release before, ran it).
     pub async fn invoke_here(
         &self,
         session_id: &str,
         tool_name: &str,
         arguments_json: String,
         context: CallContext,
+        gate: bool,
     ) -> Result<ToolOutcome, InvokeError> {
         let record = self.record_for_call(session_id).await?;
-        self.invoke_gated(&record, tool_name, arguments_json, context)
-            .await
-    }
-
-    /// A call run on the bridge attached here, once the confirmation gate
-    /// let it through when its tool has one. The gate runs on the node that
-    /// holds the bridge, whichever node the client reached: the client's
-    /// answer then goes where the answers to the app's own requests go.
-    async fn invoke_gated(
-        &self,
-        record: &SessionRecord,
-        tool_name: &str,
-        arguments_json: String,
-        context: CallContext,
-    ) -> Result<ToolOutcome, InvokeError> {
-        // Boxed, holding the call's arguments and context while it waits
-        // (only a pointer is held across the wait here): the gate is no
-        // part of the future of calls that have none.
         let (arguments_json, context) = match record.confirmation(tool_name) {
-            None => (arguments_json, context),
-            Some(message) => {
-                let gate = self.gate(record, tool_name, message, arguments_json, context);
+            Some(message) if gate => {
+                let gate = self.gate(&record, tool_name, message, arguments_json, context);
                 match gate.await {
                     Ok(passed) => passed,
                     Err(stopped) => return Ok(stopped),
                 }
             }
+            _ => (arguments_json, context),
         };
-        self.invoke_local(record, tool_name, arguments_json, context)
+        self.invoke_local(&record, tool_name, arguments_json, context)
             .await
     }
 

@@ -1511,7 +1511,7 @@ async fn a_call_in_a_wire_version_the_node_cannot_read_fails_naming_both_version
     let (kind, body) = send("99").await;
     assert_eq!(kind, "failure", "{body}");
     assert!(
-        body.contains(r#"wire version \"99\""#) && body.contains("up to 2"),
+        body.contains(r#"wire version \"99\""#) && body.contains("up to 3"),
         "{body}"
     );
     let (kind, body) = send("2").await;

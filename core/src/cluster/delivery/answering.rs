@@ -108,40 +108,48 @@ pub(super) async fn serve_resumes(
     }
 }
 
-/// Resumes one retry another node received, and sends back the answer.
+/// Resumes one retry another node received, and sends back the answer (or,
+/// at once, that there is none, so that the other node does not wait).
 async fn resume(hub: WeakHub, outbox: &Outbox, message: Message) {
     let Some(reply) = message.reply.clone() else {
         return;
     };
-    if let Err(error) = wire::readable(message.headers.as_ref()) {
-        tracing::debug!(%error, "a retry from another node was unreadable");
-        return;
-    }
-    let Some(hub) = hub.upgrade() else { return };
-    // Nothing here parks calls: the other node hears no answer, and says so.
-    let Some(resumed) = hub.resume_here(message.payload).await else {
-        return;
-    };
     let mut headers = HeaderMap::new();
     headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
-    headers.insert(KIND, asks::KIND_RESUMED);
-    headers.insert(asks::STATUS, resumed.status.to_string().as_str());
-    if resumed.event_stream {
-        headers.insert(asks::EVENT_STREAM, "1");
-    }
+    let resumed = match (wire::readable(message.headers.as_ref()), hub.upgrade()) {
+        (Ok(()), Some(hub)) => hub.resume_here(message.payload).await,
+        (Err(error), _) => {
+            tracing::debug!(%error, "a retry from another node was unreadable");
+            None
+        }
+        (Ok(()), None) => None,
+    };
     let limit = outbox.max_payload().saturating_sub(ANSWER_HEADERS_BYTES);
-    if resumed.body.len() > limit {
-        tracing::warn!(
-            bytes = resumed.body.len(),
-            limit,
-            "the answer to a retry from another node was too large for NATS; that node's client hears that it could not be resumed"
-        );
-        return;
-    }
-    if let Err(closed) = outbox
-        .send(Outgoing::to(reply, Some(headers), resumed.body))
-        .await
-    {
+    let body = match resumed {
+        Some(resumed) if resumed.body.len() <= limit => {
+            headers.insert(KIND, asks::KIND_RESUMED);
+            headers.insert(asks::STATUS, resumed.status.to_string().as_str());
+            if resumed.event_stream {
+                headers.insert(asks::EVENT_STREAM, "1");
+            }
+            resumed.body
+        }
+        Some(resumed) => {
+            tracing::warn!(
+                bytes = resumed.body.len(),
+                limit,
+                "the answer to a retry from another node was too large for NATS; that node's client hears that it could not be resumed"
+            );
+            headers.insert(KIND, KIND_FAILURE);
+            Bytes::new()
+        }
+        // Nothing here parks calls, or the retry was unreadable.
+        None => {
+            headers.insert(KIND, KIND_FAILURE);
+            Bytes::new()
+        }
+    };
+    if let Err(closed) = outbox.send(Outgoing::to(reply, Some(headers), body)).await {
         tracing::debug!(%closed, "the answer to a retry from another node was not sent");
     }
 }
@@ -349,6 +357,9 @@ async fn answer_call(
             .map(|value| value.as_str().to_owned())
     };
     let forwarded = Forwarded::read(message.headers.as_ref());
+    // A calling node of a release before asked for the user's confirmation
+    // itself; from this one on, the holding node asks.
+    let gate = asks::holder_gates(message.headers.as_ref());
     let Ok(body) = String::from_utf8(message.payload.to_vec()) else {
         let error = InvokeError::Remote("the forwarded arguments were not UTF-8".into());
         replies.failure(&error).await;
@@ -365,7 +376,7 @@ async fn answer_call(
     let invoke = async {
         match &forwarded {
             Forwarded::Tool(tool) => hub
-                .invoke_here(&session_id, tool, body, context)
+                .invoke_here(&session_id, tool, body, context, gate)
                 .await
                 .map(Reply::Tool),
             Forwarded::Request { method, target } => {

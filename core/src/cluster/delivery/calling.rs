@@ -43,14 +43,16 @@ impl NatsDelivery {
         } = call;
         // The body becomes the message's payload without a copy, and each
         // attempt shares it.
-        let (asks, subject, body) = match asked {
+        let (asks, subject, body, gated) = match asked {
             Asked::Tool {
                 tool,
                 arguments_json,
+                gated,
             } => (
                 Asks::Tool(tool),
                 self.call_subject(session_id),
                 Bytes::from(arguments_json),
+                gated,
             ),
             Asked::Request {
                 method,
@@ -60,6 +62,7 @@ impl NatsDelivery {
                 Asks::Request { method, target },
                 self.request_subject(session_id),
                 Bytes::from(params_json),
+                false,
             ),
         };
         let mut context = Some(context);
@@ -68,6 +71,7 @@ impl NatsDelivery {
                 session_id,
                 subject: &subject,
                 asks,
+                gated,
                 body: body.clone(),
                 context: context.take().unwrap_or_default(),
                 timeout,
@@ -143,6 +147,8 @@ struct Attempt<'a> {
     session_id: &'a str,
     subject: &'a str,
     asks: Asks<'a>,
+    /// A tool that needs the user's confirmation (the holding node asks).
+    gated: bool,
     body: Bytes,
     context: CallContext,
     timeout: Duration,
@@ -152,8 +158,18 @@ struct Attempt<'a> {
 /// wait, the request's `_meta`, the caller, and the `traceparent`.
 fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     let mut headers = HeaderMap::new();
-    headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
+    // A node of a release before the holder asked refuses a gated call,
+    // rather than run it unconfirmed.
+    let version = if call.gated {
+        wire::GATED_CALL_VERSION
+    } else {
+        wire::WIRE_VERSION
+    };
+    headers.insert(wire::WIRE, version.to_string().as_str());
     call.asks.write(&mut headers)?;
+    if matches!(call.asks, Asks::Tool(_)) {
+        headers.insert(asks::GATE, asks::GATE_HOLDER);
+    }
     headers.insert(
         wire::TIMEOUT_MS,
         call.timeout.as_millis().to_string().as_str(),

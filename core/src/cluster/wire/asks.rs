@@ -15,9 +15,13 @@
 //!   with the HTTP answer it made ([`KIND_RESUMED`], [`STATUS`],
 //!   [`EVENT_STREAM`], the body as is).
 //!
-//! All of these are new messages and headers a node of the version before
-//! ignores (or never receives, for lack of a subscription), so the wire
-//! version does not change.
+//! The confirmation gate runs on the holding node ([`GATE`]); a call of a
+//! gated tool is sent in [`GATED_CALL_VERSION`](super::GATED_CALL_VERSION),
+//! which a node of the release before (whose calling node asked, and whose
+//! holding node would run the call unasked) refuses. All the rest are new
+//! messages and headers a node of the version before ignores (or never
+//! receives, for lack of a subscription), so other messages keep their
+//! version.
 
 use async_nats::HeaderMap;
 use bytes::Bytes;
@@ -32,6 +36,25 @@ use crate::progress::{AskMethod, Askable, ClientAsk};
 /// none); absent when its path carries no requests back (and from nodes of
 /// versions before requests crossed nodes).
 pub const ASKABLE: &str = "Ocp-Askable";
+
+/// Header on every tool call from a node whose holding node runs the
+/// confirmation gate (`holder`): the holding node asks for confirmation
+/// whenever its copy of the tool says so, even of a call its caller saw as
+/// ungated (a definition changed meanwhile). Without it (a node of a
+/// release before, which asked itself) the holding node asks only for a
+/// call in [`GATED_CALL_VERSION`](super::GATED_CALL_VERSION).
+pub const GATE: &str = "Ocp-Gate";
+/// The [`GATE`] header's value.
+pub const GATE_HOLDER: &str = "holder";
+
+/// Whether the holding node runs the confirmation gate for a call with
+/// these headers.
+pub fn holder_gates(headers: Option<&HeaderMap>) -> bool {
+    super::version(headers) >= super::GATED_CALL_VERSION
+        || headers
+            .and_then(|headers| headers.get(GATE))
+            .is_some_and(|value| value.as_str() == GATE_HOLDER)
+}
 
 /// Reply kind: a request of the app (or of the gate) for the caller's
 /// client (body [`Ask`]).
@@ -300,6 +323,26 @@ mod tests {
         let mut strange = HeaderMap::new();
         strange.insert(ASKABLE, "elicitation,telepathy");
         assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
+    }
+
+    #[test]
+    fn the_holding_node_gates_unless_an_older_caller_asked_already() {
+        let with = |pairs: &[(&str, &str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(*name, *value);
+            }
+            headers
+        };
+        // A node of the release before: version 2 (or none), no header.
+        assert!(!holder_gates(None));
+        assert!(!holder_gates(Some(&with(&[("Ocp-Wire", "2")]))));
+        // This release: every tool call says so; a gated one is version 3.
+        assert!(holder_gates(Some(&with(&[
+            ("Ocp-Wire", "2"),
+            (GATE, GATE_HOLDER)
+        ]))));
+        assert!(holder_gates(Some(&with(&[("Ocp-Wire", "3")]))));
     }
 
     #[test]
