@@ -14,12 +14,21 @@
 //! when a session gains its first watcher here and loses its last, so that
 //! changes made elsewhere reach those watchers too. One node has nowhere to
 //! send them and nothing to hear.
+//!
+//! And it carries what the app's requests to a caller (elicitation,
+//! sampling, roots) need besides the call itself: a client's answer that
+//! reaches a process without the app's bridge goes to the one that holds
+//! it ([`RemoteDelivery::answer_client`]), and a 2026-07-28 retry whose
+//! call is parked in another process is resumed there
+//! ([`RemoteDelivery::resume`], served by the edge's [`Resumer`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
+use crate::bridge::{ClientAnswer, Unanswerable};
 use crate::call::CallContext;
 use crate::directory::SessionRecord;
 use crate::hub::SessionEvent;
@@ -48,6 +57,9 @@ pub enum Asked<'a> {
         tool: &'a str,
         /// The arguments, a JSON object.
         arguments_json: String,
+        /// Whether the tool needs the user's confirmation, which the
+        /// process holding the bridge asks for.
+        gated: bool,
     },
     /// Any other MCP request the app answers (`resources/read`,
     /// `prompts/get`, ...), answered by [`Reply::Mcp`].
@@ -133,6 +145,67 @@ pub trait RemoteDelivery: Send + Sync + 'static {
     /// The session's last watcher here is gone (or the session is): stop
     /// passing its changes on.
     fn unwatch_changes(&self, _session_id: &str) {}
+
+    /// Passes a client's answer to request `id` of the call `request_id`
+    /// on to the process holding the session's bridge; what became of it
+    /// there.
+    fn answer_client<'a>(
+        &'a self,
+        _session_id: &'a str,
+        _request_id: &'a str,
+        _id: &'a str,
+        _answer: ClientAnswer,
+    ) -> BoxFuture<'a, Result<Result<(), Unanswerable>, Unrouted>> {
+        Box::pin(std::future::ready(Err(Unrouted::NoHolder)))
+    }
+
+    /// This process's name among those a parked 2026-07-28 call may wait
+    /// in (sealed in its `requestState`); `None` on a single node.
+    fn node_id(&self) -> Option<&str> {
+        None
+    }
+
+    /// Resumes a retry (as the edge's [`Resumer`] reads it) on the process
+    /// `node`, where its call is parked; that process's answer.
+    fn resume<'a>(
+        &'a self,
+        _node: &'a str,
+        _retry: Bytes,
+    ) -> BoxFuture<'a, Result<Resumed, Unrouted>> {
+        Box::pin(std::future::ready(Err(Unrouted::NoHolder)))
+    }
+}
+
+/// Why a message for another process did not reach one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unrouted {
+    /// No process holds what it is for (the app's bridge, the parked
+    /// call).
+    #[error("no proxy node holds the app's bridge of this session")]
+    NoHolder,
+    /// The other processes cannot be reached, or did not answer; the
+    /// sentence says which.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The HTTP answer to a retry resumed in another process, as that process
+/// made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resumed {
+    /// The HTTP status.
+    pub status: u16,
+    /// Whether the body is an event stream (else one JSON message).
+    pub event_stream: bool,
+    /// The body, complete.
+    pub body: Bytes,
+}
+
+/// The edge's side of a resumed retry: runs a retry that another process
+/// received for a call parked here, and makes its answer.
+pub trait Resumer: Send + Sync + 'static {
+    /// Resumes `retry` (the message [`RemoteDelivery::resume`] carried).
+    fn resume(&self, hub: crate::hub::Hub, retry: Bytes) -> BoxFuture<'static, Resumed>;
 }
 
 /// A single node: no bridge exists anywhere but here.

@@ -2,8 +2,10 @@
 //! proxy needs to resume the waiting call when the client retries, sealed
 //! with HMAC-SHA256 so that a client can neither forge nor alter it.
 //!
-//! The state names the session, the waiting call and when it expires, and
-//! nothing the client did not already know (the session id is in its URL).
+//! The state names the session, the waiting call, the node it waits on (in
+//! cluster mode; any node may receive the retry and sends it there) and
+//! when it expires, and nothing the client did not already know (the
+//! session id is in its URL).
 //! Every node that may receive the retry needs the same key
 //! (`OPENCLAW_PROXY_REQUEST_STATE_KEY`); without one, each process makes a
 //! random key, which is enough on a single node.
@@ -52,9 +54,11 @@ impl StateKey {
 
     /// The sealed text of `state`.
     pub fn seal(&self, state: &RequestState) -> String {
+        // The node is an id without dots (a NATS subject token); the
+        // session id, last, may hold any.
         let payload = format!(
-            "1.{}.{}.{}",
-            state.expires_unix, state.call, state.session_id
+            "2.{}.{}.{}.{}",
+            state.expires_unix, state.call, state.node, state.session_id
         );
         let tag = hmac::sign(&self.0, payload.as_bytes());
         format!(
@@ -79,14 +83,24 @@ impl StateKey {
             .map_err(|_| StateError::Tampered)?;
         hmac::verify(&self.0, &payload, &tag).map_err(|_| StateError::Tampered)?;
         let payload = String::from_utf8(payload).map_err(|_| StateError::Tampered)?;
-        let mut fields = payload.splitn(4, '.');
-        let (Some("1"), Some(expires), Some(call), Some(session_id)) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            return Err(StateError::Tampered);
+        let field = |text: &str| -> Result<(String, String), StateError> {
+            text.split_once('.')
+                .map(|(first, rest)| (first.to_owned(), rest.to_owned()))
+                .ok_or(StateError::Tampered)
+        };
+        let (version, rest) = field(&payload)?;
+        let (expires, rest) = field(&rest)?;
+        let (call, rest) = field(&rest)?;
+        // Version 1, from a node of the release before states crossed
+        // nodes, names no node: the one that reads it.
+        let (node, session_id) = match version.as_str() {
+            "2" => field(&rest)?,
+            "1" => (String::new(), rest),
+            _ => return Err(StateError::Tampered),
         };
         let state = RequestState {
-            session_id: session_id.to_owned(),
+            session_id,
+            node,
             call: call.parse().map_err(|_| StateError::Tampered)?,
             expires_unix: expires.parse().map_err(|_| StateError::Tampered)?,
         };
@@ -104,6 +118,8 @@ pub struct RequestState {
     pub session_id: String,
     /// The waiting call, as the node that holds it numbers them.
     pub call: u64,
+    /// The node that holds it; empty on a single node.
+    pub node: String,
     /// When the wait ends, in seconds since the Unix epoch.
     pub expires_unix: u64,
 }
@@ -134,6 +150,7 @@ mod tests {
         let state = RequestState {
             session_id: "0f3c.with.dots".into(),
             call: 42,
+            node: "a1b2".into(),
             expires_unix: 1_000,
         };
         let sealed = key.seal(&state);
@@ -151,5 +168,22 @@ mod tests {
         assert_eq!(key.open(&flipped, 0), Err(StateError::Tampered));
         assert_eq!(key.open(&"x".repeat(2000), 0), Err(StateError::TooLong));
         assert_eq!(key.open("", 0), Err(StateError::Tampered));
+    }
+
+    #[test]
+    fn a_state_of_the_release_before_names_no_node() {
+        let key = StateKey::new(b"cluster secret");
+        let payload = "1.1000.7.s.with.dots";
+        let tag = hmac::sign(&key.0, payload.as_bytes());
+        let sealed = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(payload),
+            URL_SAFE_NO_PAD.encode(tag.as_ref())
+        );
+        let state = key.open(&sealed, 0).expect("opens");
+        assert_eq!(
+            (state.node.as_str(), state.call, state.session_id.as_str()),
+            ("", 7, "s.with.dots")
+        );
     }
 }

@@ -3,9 +3,16 @@
 //! its own, which may arrive long after the call's stream was opened; it
 //! names the request by the id the proxy gave it, which carries the call's
 //! request id and the app's id (`{request_id}/{id}`).
+//!
+//! The answer may reach any node of a cluster. It goes where the app's
+//! bridge is: on the node that holds it, to the bridge (or to the
+//! confirmation gate, which runs there too, `confirm.rs`); on any other,
+//! through the [`RemoteDelivery`](crate::delivery::RemoteDelivery) to the
+//! node that holds it, which says what became of it.
 
 use super::{Hub, HubError};
 use crate::bridge::{ClientAnswer, Unanswerable};
+use crate::delivery::Unrouted;
 
 /// Why a client's answer was not passed on to the app.
 #[derive(Debug, thiserror::Error)]
@@ -19,9 +26,14 @@ pub enum AnswerError {
     /// The request it answers is no longer waiting.
     #[error(transparent)]
     Unanswerable(#[from] Unanswerable),
-    /// The app's bridge is not attached to this node.
-    #[error("the app's bridge is not attached to this node; the call this answers ended with it")]
+    /// No node holds the app's bridge.
+    #[error(
+        "the app's bridge is not attached to any proxy node; the call this answers ended with it"
+    )]
     NotHere,
+    /// The node holding the app's bridge could not be reached.
+    #[error("the answer could not reach the proxy node holding the app's bridge: {0}")]
+    Unavailable(String),
 }
 
 /// The id the proxy gives the client for the app's request `id` in the
@@ -55,18 +67,62 @@ impl Hub {
         let (request_id, id) = parse_client_request_id(&record.id, minted_id).ok_or_else(|| {
             AnswerError::ForeignId(crate::escape::truncated(minted_id).into_owned())
         })?;
-        // A confirmation the proxy asked for itself waits on this node, the
-        // one its client reached, whether or not the bridge is here.
-        let answer = match self.inner.gates.answer(request_id, id, answer) {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(_)) => return Err(Unanswerable::NoCall.into()),
+        let answer = match self
+            .answer_locally(&record.id, request_id, id, answer)
+            .await
+        {
+            Ok(passed) => return Ok(passed?),
             Err(answer) => answer,
         };
-        let Some((_, bridge)) = self.inner.local_bridge(&record.id) else {
-            return Err(AnswerError::NotHere);
+        // Held elsewhere: the gate and the app's requests wait there.
+        match self
+            .inner
+            .remote
+            .answer_client(&record.id, request_id, id, answer)
+            .await
+        {
+            Ok(passed) => Ok(passed?),
+            Err(Unrouted::NoHolder) => Err(AnswerError::NotHere),
+            Err(Unrouted::Unavailable(why)) => Err(AnswerError::Unavailable(why)),
+        }
+    }
+
+    /// Passes an answer to request `id` of the call `request_id` on to the
+    /// confirmation gate or the bridge attached here, never further: for an
+    /// answer another node received.
+    pub async fn answer_client_here(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        id: &str,
+        answer: ClientAnswer,
+    ) -> Result<(), Unanswerable> {
+        self.answer_locally(session_id, request_id, id, answer)
+            .await
+            .unwrap_or(Err(Unanswerable::BridgeEnded))
+    }
+
+    /// The answer passed to the gate or the bridge here; given back when
+    /// neither is here.
+    async fn answer_locally(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        id: &str,
+        answer: ClientAnswer,
+    ) -> Result<Result<(), Unanswerable>, ClientAnswer> {
+        // A confirmation the proxy asked for itself waits on the node that
+        // holds the bridge, as the app's own requests do.
+        let answer = match self.inner.gates.answer(request_id, id, answer) {
+            Ok(Ok(())) => return Ok(Ok(())),
+            Ok(Err(_)) => return Ok(Err(Unanswerable::NoCall)),
+            Err(answer) => answer,
         };
-        self.inner.directory.touch(&record.id);
-        Ok(bridge.answer_ask(request_id, id, answer).await?)
+        let Some((_, bridge)) = self.inner.local_bridge(session_id) else {
+            return Err(answer);
+        };
+        self.inner.directory.touch(session_id);
+        Ok(bridge.answer_ask(request_id, id, answer).await)
     }
 }
 

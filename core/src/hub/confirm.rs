@@ -13,11 +13,14 @@
 //! requests) is refused too, unless the operator lets such calls through
 //! (`allow_unconfirmed_calls`). Every decision is an audit line.
 //!
-//! The gate runs on the node the client reached, before the call is
-//! delivered, so it holds in cluster mode whichever node has the bridge. Its
-//! request is named like an app's (`{request_id}/confirm`, the request id
-//! minted for the gate alone), so the client's answer finds it through
-//! [`Hub::answer_client`] on every path.
+//! The gate runs where the call meets the app's bridge: on the node holding
+//! it, whichever node the client reached (a call from another node is asked
+//! about there, its question relayed to the caller's node like the app's own
+//! requests). Its request is named like an app's (`{request_id}/confirm`,
+//! the request id minted for the gate alone), so the client's answer finds
+//! it through [`Hub::answer_client`] on every path, and on every node: an
+//! answer that reaches another node goes to the bridge's, as the answers to
+//! the app's requests do.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

@@ -104,16 +104,18 @@ impl Hub {
         }
         // Boxed, holding the call's arguments and context while it waits
         // (only a pointer is held across the wait here): the gate is no
-        // part of the future of calls that have none.
+        // part of the future of calls that have none. It runs where the
+        // bridge is: a call for a bridge elsewhere is asked about there.
+        let bridge_here = self.inner.local_bridge(&record.id).is_some();
         let (arguments_json, context) = match record.confirmation(tool_name) {
-            None => (arguments_json, context),
-            Some(message) => {
+            Some(message) if bridge_here => {
                 let gate = self.gate(&record, tool_name, message, arguments_json, context);
                 match gate.await {
                     Ok(passed) => passed,
                     Err(stopped) => return Ok(stopped),
                 }
             }
+            _ => (arguments_json, context),
         };
         if let Some((_, bridge)) = self.inner.local_bridge(&record.id) {
             counted.transport = bridge.origin().transport;
@@ -121,11 +123,14 @@ impl Hub {
                 .invoke_local(&record, tool_name, arguments_json, context)
                 .await;
         }
+        // Asked about again where the bridge went, should it have moved
+        // while this node asked.
         let call = RemoteCall {
             session_id: &record.id,
             asked: Asked::Tool {
                 tool: tool_name,
                 arguments_json,
+                gated: record.confirmation(tool_name).is_some(),
             },
             context,
             timeout: self.tool_timeout(&record, tool_name),
@@ -162,14 +167,27 @@ impl Hub {
 
     /// Sends a call that arrived from another node to the bridge attached
     /// here; never forwards it again. `arguments_json` is a JSON object.
+    /// `gate`: the confirmation gate is this node's to run (else the
+    /// calling node, of a release before, ran it).
     pub async fn invoke_here(
         &self,
         session_id: &str,
         tool_name: &str,
         arguments_json: String,
         context: CallContext,
+        gate: bool,
     ) -> Result<ToolOutcome, InvokeError> {
         let record = self.record_for_call(session_id).await?;
+        let (arguments_json, context) = match record.confirmation(tool_name) {
+            Some(message) if gate => {
+                let gate = self.gate(&record, tool_name, message, arguments_json, context);
+                match gate.await {
+                    Ok(passed) => passed,
+                    Err(stopped) => return Ok(stopped),
+                }
+            }
+            _ => (arguments_json, context),
+        };
         self.invoke_local(&record, tool_name, arguments_json, context)
             .await
     }

@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::{AuthError, RandomnessUnavailable};
 use crate::bridge::Bridge;
 use crate::config::CoreConfig;
-use crate::delivery::{NoRemote, RemoteDelivery};
+use crate::delivery::{NoRemote, RemoteDelivery, Resumed, Resumer, Unrouted};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
 use crate::error::{ErrorKind, UnknownSession};
 use crate::limits::{CreateLimiter, LimitError};
@@ -147,6 +147,9 @@ struct Inner {
     changes: Mutex<changes::Feeds>,
     /// Calls waiting for their user's confirmation.
     gates: confirm::Gates,
+    /// The edge's runner of retries another node received for calls parked
+    /// here.
+    resumer: std::sync::OnceLock<Arc<dyn Resumer>>,
 }
 
 /// This process's share of a session.
@@ -192,6 +195,7 @@ impl Hub {
                     .and_then(CreateLimiter::new),
                 changes: Mutex::default(),
                 gates: confirm::Gates::default(),
+                resumer: std::sync::OnceLock::new(),
                 config,
             }),
         }
@@ -212,6 +216,34 @@ impl Hub {
     /// The settings the hub runs with.
     pub fn config(&self) -> &CoreConfig {
         &self.inner.config
+    }
+
+    /// This process's name in the cluster, sealed in the `requestState` of
+    /// the 2026-07-28 calls parked here; `None` on a single node.
+    pub fn node_id(&self) -> Option<&str> {
+        self.inner.remote.node_id()
+    }
+
+    /// Who runs the retries other nodes receive for calls parked here (the
+    /// edge, once per process; a second is ignored).
+    pub fn serve_resumes(&self, resumer: Arc<dyn Resumer>) {
+        let _ = self.inner.resumer.set(resumer);
+    }
+
+    /// Runs a retry another node received for a call parked here; `None`
+    /// when nothing here parks calls.
+    pub async fn resume_here(&self, retry: bytes::Bytes) -> Option<Resumed> {
+        let resumer = self.inner.resumer.get()?.clone();
+        Some(resumer.resume(self.clone(), retry).await)
+    }
+
+    /// Resumes a retry on `node`, where its call is parked.
+    pub async fn resume_elsewhere(
+        &self,
+        node: &str,
+        retry: bytes::Bytes,
+    ) -> Result<Resumed, Unrouted> {
+        self.inner.remote.resume(node, retry).await
     }
 
     /// A handle that does not keep the hub alive, for the backend's tasks.

@@ -4,6 +4,7 @@
 //! clients: the tests' REST client, a WebSocket app, a gRPC app, and rmcp's
 //! MCP client.
 
+mod asks;
 mod balancer;
 
 use std::collections::HashSet;
@@ -51,8 +52,17 @@ fn node_on(nats: &NatsServer, ttl: u64) -> ServerBuilder {
 
 /// A cluster: one NATS, `count` nodes sharing a fresh prefix.
 async fn cluster(count: usize, ttl: u64) -> (NatsServer, Vec<Node>, ServerBuilder) {
+    cluster_with(count, ttl, |settings| settings).await
+}
+
+/// [`cluster`], every node with the settings `change` adds.
+async fn cluster_with(
+    count: usize,
+    ttl: u64,
+    change: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (NatsServer, Vec<Node>, ServerBuilder) {
     let nats = start_nats(Vec::new()).await;
-    let settings = node_on(&nats, ttl);
+    let settings = change(node_on(&nats, ttl));
     let mut nodes = Vec::new();
     for _ in 0..count {
         nodes.push(settings.clone().spawn().await);
@@ -1501,7 +1511,7 @@ async fn a_call_in_a_wire_version_the_node_cannot_read_fails_naming_both_version
     let (kind, body) = send("99").await;
     assert_eq!(kind, "failure", "{body}");
     assert!(
-        body.contains(r#"wire version \"99\""#) && body.contains("up to 2"),
+        body.contains(r#"wire version \"99\""#) && body.contains("up to 3"),
         "{body}"
     );
     let (kind, body) = send("2").await;

@@ -1,7 +1,10 @@
 //! The holding node's side of a call between nodes: calls for a bridge held
-//! here run on it, their progress and outcome go back on the caller's reply
-//! subject, one ticker says `alive` for all of them, and a caller's
-//! cancellation drops its call.
+//! here run on it, their progress, the app's requests for the caller and
+//! their outcome go back on the caller's reply subject, one ticker says
+//! `alive` for all of them, and a caller's cancellation drops its call.
+//! Clients' answers other nodes received for this bridge's calls are passed
+//! on here, and so are the retries other nodes received for calls parked
+//! here.
 
 use std::sync::{Arc, PoisonError};
 
@@ -12,8 +15,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{ALIVE_INTERVAL, ANSWER_HEADERS_BYTES, Answering};
+use crate::bridge::Unanswerable;
 use crate::call::CallContext;
 use crate::cluster::outbox::{Outbox, Outgoing};
+use crate::cluster::wire::asks;
 use crate::cluster::wire::{
     self, Answer, Failure, Forwarded, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_LOG,
     KIND_PROGRESS, LogRecord, Progress,
@@ -25,20 +30,127 @@ use crate::progress::{CallEvent, LogLevel, ProgressSink};
 use crate::proto;
 use crate::trace;
 
-/// Serves calls for a session whose bridge is here, until unsubscribed.
+/// Serves calls for a session whose bridge is here, and its clients'
+/// answers (those on `answers`, the answer subject), until unsubscribed.
 pub(super) async fn serve(
     hub: WeakHub,
     answering: Arc<Answering>,
     outbox: Outbox,
     session_id: Arc<str>,
+    answers: String,
     mut calls: impl futures_util::Stream<Item = Message> + Unpin,
 ) {
     while let Some(message) = calls.next().await {
         let (hub, session_id) = (hub.clone(), session_id.clone());
         let (answering, outbox) = (answering.clone(), outbox.clone());
+        if message.subject.as_str() == answers {
+            tokio::spawn(async move { pass_answer(hub, &outbox, &session_id, message).await });
+            continue;
+        }
         tokio::spawn(async move {
             answer_call(hub, &answering, &outbox, session_id, message).await;
         });
+    }
+}
+
+/// Passes a client's answer another node received on to the app's bridge
+/// here (or the confirmation gate), and says what became of it.
+async fn pass_answer(hub: WeakHub, outbox: &Outbox, session_id: &str, message: Message) {
+    let Some(reply) = message.reply.clone() else {
+        return;
+    };
+    let passed = match (wire::readable(message.headers.as_ref()), hub.upgrade()) {
+        (Err(error), _) => {
+            tracing::debug!(%error, "a client's answer from another node was unreadable");
+            Err(Unanswerable::NoCall)
+        }
+        (Ok(()), None) => Err(Unanswerable::BridgeEnded),
+        (Ok(()), Some(hub)) => match asks::read_answer(&message.payload) {
+            Ok((request_id, id, answer)) => {
+                hub.answer_client_here(session_id, &request_id, &id, answer)
+                    .await
+            }
+            Err(error) => {
+                tracing::debug!(%error, "a client's answer from another node was unreadable");
+                Err(Unanswerable::NotOutstanding)
+            }
+        },
+    };
+    let body = serde_json::to_vec(&asks::Answered::of(passed)).unwrap_or_default();
+    let mut headers = HeaderMap::new();
+    headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
+    if let Err(closed) = outbox
+        .send(Outgoing::to(reply, Some(headers), Bytes::from(body)))
+        .await
+    {
+        tracing::debug!(%closed, "what became of a client's answer was not sent back");
+    }
+}
+
+/// Serves the retries other nodes receive for calls parked on this one
+/// (`subject`, this node's own), for as long as the node runs.
+pub(super) async fn serve_resumes(
+    client: async_nats::Client,
+    subject: String,
+    hub: WeakHub,
+    outbox: Outbox,
+) {
+    let mut retries = match client.subscribe(subject).await {
+        Ok(retries) => retries,
+        Err(error) => {
+            tracing::warn!(%error, "cannot subscribe to retries from other nodes; a 2026-07-28 retry must reach the node that answered its call");
+            return;
+        }
+    };
+    while let Some(message) = retries.next().await {
+        let (hub, outbox) = (hub.clone(), outbox.clone());
+        tokio::spawn(async move { resume(hub, &outbox, message).await });
+    }
+}
+
+/// Resumes one retry another node received, and sends back the answer (or,
+/// at once, that there is none, so that the other node does not wait).
+async fn resume(hub: WeakHub, outbox: &Outbox, message: Message) {
+    let Some(reply) = message.reply.clone() else {
+        return;
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
+    let resumed = match (wire::readable(message.headers.as_ref()), hub.upgrade()) {
+        (Ok(()), Some(hub)) => hub.resume_here(message.payload).await,
+        (Err(error), _) => {
+            tracing::debug!(%error, "a retry from another node was unreadable");
+            None
+        }
+        (Ok(()), None) => None,
+    };
+    let limit = outbox.max_payload().saturating_sub(ANSWER_HEADERS_BYTES);
+    let body = match resumed {
+        Some(resumed) if resumed.body.len() <= limit => {
+            headers.insert(KIND, asks::KIND_RESUMED);
+            headers.insert(asks::STATUS, resumed.status.to_string().as_str());
+            if resumed.event_stream {
+                headers.insert(asks::EVENT_STREAM, "1");
+            }
+            resumed.body
+        }
+        Some(resumed) => {
+            tracing::warn!(
+                bytes = resumed.body.len(),
+                limit,
+                "the answer to a retry from another node was too large for NATS; that node's client hears that it could not be resumed"
+            );
+            headers.insert(KIND, KIND_FAILURE);
+            Bytes::new()
+        }
+        // Nothing here parks calls, or the retry was unreadable.
+        None => {
+            headers.insert(KIND, KIND_FAILURE);
+            Bytes::new()
+        }
+    };
+    if let Err(closed) = outbox.send(Outgoing::to(reply, Some(headers), body)).await {
+        tracing::debug!(%closed, "the answer to a retry from another node was not sent");
     }
 }
 
@@ -163,9 +275,8 @@ impl Replies<'_> {
                 .unwrap_or_default();
                 self.publish(KIND_LOG, Bytes::from(body)).await;
             }
-            // A caller on another node is not offered requests yet: its
-            // sink refuses them before they are queued.
-            CallEvent::Ask(_) => {}
+            // Sent only because the caller said it can be asked this.
+            CallEvent::Ask(ask) => self.publish(asks::KIND_ASK, asks::ask_message(&ask)).await,
         }
     }
 
@@ -246,6 +357,9 @@ async fn answer_call(
             .map(|value| value.as_str().to_owned())
     };
     let forwarded = Forwarded::read(message.headers.as_ref());
+    // A calling node of a release before asked for the user's confirmation
+    // itself; from this one on, the holding node asks.
+    let gate = asks::holder_gates(message.headers.as_ref());
     let Ok(body) = String::from_utf8(message.payload.to_vec()) else {
         let error = InvokeError::Remote("the forwarded arguments were not UTF-8".into());
         replies.failure(&error).await;
@@ -253,14 +367,16 @@ async fn answer_call(
     };
     // Log records go back when the caller asked for them, at its level.
     let log_level = header(wire::LOG_LEVEL).and_then(|name| LogLevel::parse(&name));
-    let (sink, mut reports) = crate::progress::channel_with_logs(log_level);
+    // The app may ask the caller what the calling node said it can be asked.
+    let askable = asks::read_askable(message.headers.as_ref());
+    let (sink, mut reports) = crate::progress::call_channel(log_level, askable);
     let context = context_of(&header, sink);
     let span = forwarded_span(&session_id, &forwarded);
     trace::set_remote_parent(&span, &context.trace_parent);
     let invoke = async {
         match &forwarded {
             Forwarded::Tool(tool) => hub
-                .invoke_here(&session_id, tool, body, context)
+                .invoke_here(&session_id, tool, body, context, gate)
                 .await
                 .map(Reply::Tool),
             Forwarded::Request { method, target } => {

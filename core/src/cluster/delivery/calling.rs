@@ -1,6 +1,8 @@
 //! The calling node's side of a call between nodes: the call published to
-//! the node that holds the bridge, and its progress, liveness and answer
-//! read from this node's reply subject.
+//! the node that holds the bridge, and its progress, liveness, the app's
+//! requests for the caller and the answer read from this node's reply
+//! subject; and the client answers and retries this node received for a
+//! call that waits on another.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -12,16 +14,18 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{HOLDER_SILENCE, NatsDelivery, REPLY_BUFFER, Waiting};
+use super::{ANSWER_WAIT, HOLDER_SILENCE, NatsDelivery, REPLY_BUFFER, Waiting};
+use crate::bridge::{ClientAnswer, Unanswerable};
 use crate::call::CallContext;
 use crate::caller::CallerKind;
 use crate::cluster::Node;
 use crate::cluster::outbox::{Incoming, Outbox, Outgoing};
+use crate::cluster::wire::asks;
 use crate::cluster::wire::{
     self, Asks, Failure, KIND, KIND_ALIVE, KIND_ANSWER, KIND_FAILURE, KIND_LOG, KIND_MCP_ERROR,
     KIND_MCP_RESULT, KIND_PROGRESS, Progress, ReadAnswer,
 };
-use crate::delivery::{Asked, RemoteCall};
+use crate::delivery::{Asked, RemoteCall, Resumed, Unrouted};
 use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
 use crate::progress::LogLevel;
 use crate::proto;
@@ -39,14 +43,16 @@ impl NatsDelivery {
         } = call;
         // The body becomes the message's payload without a copy, and each
         // attempt shares it.
-        let (asks, subject, body) = match asked {
+        let (asks, subject, body, gated) = match asked {
             Asked::Tool {
                 tool,
                 arguments_json,
+                gated,
             } => (
                 Asks::Tool(tool),
                 self.call_subject(session_id),
                 Bytes::from(arguments_json),
+                gated,
             ),
             Asked::Request {
                 method,
@@ -56,6 +62,7 @@ impl NatsDelivery {
                 Asks::Request { method, target },
                 self.request_subject(session_id),
                 Bytes::from(params_json),
+                false,
             ),
         };
         let mut context = Some(context);
@@ -64,6 +71,7 @@ impl NatsDelivery {
                 session_id,
                 subject: &subject,
                 asks,
+                gated,
                 body: body.clone(),
                 context: context.take().unwrap_or_default(),
                 timeout,
@@ -128,6 +136,7 @@ impl NatsDelivery {
             context: call.context,
             timeout: call.timeout,
             deadline,
+            ask_wait: self.ask_wait.get().copied().unwrap_or_default(),
         };
         waiting.replies(replies, abandon).await
     }
@@ -138,6 +147,8 @@ struct Attempt<'a> {
     session_id: &'a str,
     subject: &'a str,
     asks: Asks<'a>,
+    /// A tool that needs the user's confirmation (the holding node asks).
+    gated: bool,
     body: Bytes,
     context: CallContext,
     timeout: Duration,
@@ -147,8 +158,18 @@ struct Attempt<'a> {
 /// wait, the request's `_meta`, the caller, and the `traceparent`.
 fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     let mut headers = HeaderMap::new();
-    headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
+    // A node of a release before the holder asked refuses a gated call,
+    // rather than run it unconfirmed.
+    let version = if call.gated {
+        wire::GATED_CALL_VERSION
+    } else {
+        wire::WIRE_VERSION
+    };
+    headers.insert(wire::WIRE, version.to_string().as_str());
     call.asks.write(&mut headers)?;
+    if matches!(call.asks, Asks::Tool(_)) {
+        headers.insert(asks::GATE, asks::GATE_HOLDER);
+    }
     headers.insert(
         wire::TIMEOUT_MS,
         call.timeout.as_millis().to_string().as_str(),
@@ -177,6 +198,15 @@ fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     {
         headers.insert(wire::LOG_LEVEL, level.as_str());
     }
+    let askable = call
+        .context
+        .progress
+        .as_ref()
+        .map(crate::progress::ProgressSink::askable)
+        .unwrap_or_default();
+    if let Some(askable) = asks::askable_header(askable) {
+        headers.insert(asks::ASKABLE, askable.as_str());
+    }
     Ok(headers)
 }
 
@@ -186,20 +216,22 @@ struct Waited<'a> {
     session_id: &'a str,
     context: CallContext,
     timeout: Duration,
+    /// The call's deadline here, moved on while it waits for its client.
     deadline: Instant,
+    /// How long one request may wait for the client.
+    ask_wait: Duration,
 }
 
 impl Waited<'_> {
     /// Reads the call's replies until its answer, its deadline, or the
     /// holder's silence (one timer for both).
     async fn replies(
-        self,
+        mut self,
         mut replies: mpsc::Receiver<Incoming>,
         mut abandon: Abandon<'_>,
     ) -> Result<Result<Reply, InvokeError>, Moved> {
-        let deadline = self.deadline;
-        let silence_ends = || (Instant::now() + HOLDER_SILENCE).min(deadline);
-        let timer = tokio::time::sleep_until(silence_ends());
+        let silence_ends = |deadline: Instant| (Instant::now() + HOLDER_SILENCE).min(deadline);
+        let timer = tokio::time::sleep_until(silence_ends(self.deadline));
         tokio::pin!(timer);
         loop {
             let message = tokio::select! {
@@ -232,14 +264,24 @@ impl Waited<'_> {
                 .map(|value| value.as_str().to_owned())
                 .unwrap_or_default();
             match kind.as_str() {
-                KIND_ALIVE => timer.as_mut().reset(silence_ends()),
+                KIND_ALIVE => timer.as_mut().reset(silence_ends(self.deadline)),
                 KIND_PROGRESS => {
-                    timer.as_mut().reset(silence_ends());
+                    timer.as_mut().reset(silence_ends(self.deadline));
                     self.progress(&message.payload);
                 }
                 KIND_LOG => {
-                    timer.as_mut().reset(silence_ends());
+                    timer.as_mut().reset(silence_ends(self.deadline));
                     self.log(&message.payload);
+                }
+                asks::KIND_ASK => {
+                    // The holding node's clock for the call pauses while
+                    // the client thinks; this one, a backstop, is moved
+                    // past the longest that may take.
+                    self.deadline = self
+                        .deadline
+                        .max(Instant::now() + self.ask_wait + self.timeout);
+                    timer.as_mut().reset(silence_ends(self.deadline));
+                    self.ask(&message.payload);
                 }
                 KIND_ANSWER => {
                     abandon.call = None;
@@ -278,6 +320,24 @@ impl Waited<'_> {
         }
     }
 
+    /// Passes a request of the app on to the caller, which the holding node
+    /// sent only because the caller can be asked it.
+    fn ask(&self, payload: &[u8]) {
+        let Some(sink) = &self.context.progress else {
+            return;
+        };
+        match asks::read_ask(payload) {
+            Ok(ask) => sink.push_ask(ask),
+            Err(error) => {
+                tracing::warn!(
+                    session = crate::escape::Outside::session(self.session_id).field(),
+                    %error,
+                    "an unreadable request for the client from another node was dropped; the app's request waits until it expires"
+                );
+            }
+        }
+    }
+
     /// Passes a log record on to the caller, if it wants its level.
     fn log(&self, payload: &[u8]) {
         let (Some(sink), Ok(record)) = (
@@ -312,6 +372,99 @@ impl Waited<'_> {
                 message: report.message,
             });
         }
+    }
+}
+
+impl NatsDelivery {
+    /// Sends a client's answer to the node holding the session's bridge;
+    /// what became of it there.
+    pub(super) async fn send_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        id: &str,
+        answer: ClientAnswer,
+    ) -> Result<Result<(), Unanswerable>, Unrouted> {
+        let payload = asks::answer_message(request_id, id, &answer);
+        let reply = self
+            .request(self.answer_subject(session_id), payload, ANSWER_WAIT)
+            .await?;
+        serde_json::from_slice::<asks::Answered>(&reply.payload)
+            .map(asks::Answered::into_result)
+            .map_err(|error| {
+                Unrouted::Unavailable(format!(
+                    "the proxy node holding the app's bridge said something unreadable about the answer: {error}"
+                ))
+            })
+    }
+
+    /// Sends a retry to `node`, where its call is parked; the answer it made.
+    pub(super) async fn send_resume(&self, node: &str, retry: Bytes) -> Result<Resumed, Unrouted> {
+        let wait = self.resume_wait.get().copied().unwrap_or(ANSWER_WAIT);
+        let reply = self.request(self.resume_subject(node), retry, wait).await?;
+        let header = |name: &str| {
+            reply
+                .headers
+                .as_ref()
+                .and_then(|headers| headers.get(name))
+                .map(|value| value.as_str().to_owned())
+        };
+        if header(KIND).as_deref() != Some(asks::KIND_RESUMED) {
+            return Err(Unrouted::Unavailable(
+                "the proxy node holding the call did not resume it".into(),
+            ));
+        }
+        let status = header(asks::STATUS)
+            .and_then(|status| status.parse::<u16>().ok())
+            .ok_or_else(|| {
+                Unrouted::Unavailable(
+                    "the proxy node holding the call answered without a status".into(),
+                )
+            })?;
+        Ok(Resumed {
+            status,
+            event_stream: header(asks::EVENT_STREAM).is_some(),
+            body: reply.payload,
+        })
+    }
+
+    /// One request to another node and its reply, within `wait`.
+    async fn request(
+        &self,
+        subject: String,
+        payload: Bytes,
+        wait: Duration,
+    ) -> Result<Message, Unrouted> {
+        if !self.node.connected() {
+            return Err(Unrouted::Unavailable(
+                "NATS is unreachable from this proxy node".into(),
+            ));
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(wire::WIRE, wire::WIRE_VERSION.to_string().as_str());
+        let request = async_nats::Request::new()
+            .headers(headers)
+            .payload(payload)
+            .timeout(Some(wait));
+        let reply = self
+            .node
+            .client
+            .send_request(subject, request)
+            .await
+            .map_err(|error| match error.kind() {
+                async_nats::RequestErrorKind::NoResponders => Unrouted::NoHolder,
+                async_nats::RequestErrorKind::TimedOut => Unrouted::Unavailable(format!(
+                    "the proxy node it went to did not answer within {} seconds",
+                    wait.as_secs()
+                )),
+                async_nats::RequestErrorKind::MaxPayloadExceeded => Unrouted::Unavailable(format!(
+                    "it is larger than NATS's max_payload ({error}); raise max_payload in nats-server's configuration"
+                )),
+                _ => Unrouted::Unavailable(format!("NATS did not carry it: {error}")),
+            })?;
+        wire::readable(reply.headers.as_ref())
+            .map_err(|error| Unrouted::Unavailable(error.to_string()))?;
+        Ok(reply)
     }
 }
 

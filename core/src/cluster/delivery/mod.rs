@@ -24,6 +24,28 @@
 //! subscription per node costs less than one per call); the node running
 //! that call drops it, which tells the app to stop, as on one node.
 //!
+//! The app's requests to a caller on another node (elicitation, sampling,
+//! roots, and the confirmation gate's question) ride on the same call: the
+//! calling node says in `Ocp-Askable` what its caller can be asked (the
+//! holding node refuses the rest at once, as on one node), and the holding
+//! node relays each request on the reply subject (kind `ask`), which the
+//! calling node feeds into the call's events, so that its edge asks the
+//! client in the client's revision. While a request is out the holding
+//! node's clock for the call is paused, so the calling node moves its own
+//! deadline (a backstop; the holding node times the call) past the
+//! client-request timeout. The client's answer may reach any node: one
+//! without the bridge sends it to `{prefix}.answer.{session_id}` (queue
+//! group `bridge`, subscribed by the holder beside the calls), which
+//! replies with what became of it. A 2026-07-28 retry names in its
+//! `requestState` the node its call is parked on (the edge parks calls on
+//! the node that answered `input_required`); a node that receives it sends
+//! it to `{prefix}.resume.{node}`, which every node subscribes for itself,
+//! and relays the answer that node made (`../wire/asks.rs`).
+//!
+//! The confirmation gate runs on the node holding the bridge, so its
+//! question travels like the app's and every answer goes to one place, the
+//! bridge's node (`hub/confirm.rs`).
+//!
 //! The same node also carries a session's changes to the other nodes that
 //! watch it (`../changes.rs`), through the same outbox.
 //!
@@ -49,7 +71,10 @@ use super::Node;
 use super::changes::Changes;
 use super::directory::NatsDirectory;
 use super::outbox::{Incoming, Outbox};
-use crate::delivery::{RemoteCall, RemoteDelivery};
+use bytes::Bytes;
+
+use crate::bridge::{ClientAnswer, Unanswerable};
+use crate::delivery::{RemoteCall, RemoteDelivery, Resumed, Unrouted};
 use crate::directory::SessionRecord;
 use crate::escape::Outside;
 use crate::hub::{SessionEvent, WeakHub};
@@ -64,6 +89,9 @@ const HOLDER_SILENCE: Duration = Duration::from_secs(3);
 const ANSWER_HEADERS_BYTES: usize = 64;
 /// Messages of one call buffered on the calling node.
 const REPLY_BUFFER: usize = 256;
+/// How long a node waits for the holder of a bridge to say what became of
+/// a client's answer.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
 
 /// The calls this node waits on, by the number of their reply subject.
 type Waiting = Mutex<HashMap<u64, mpsc::Sender<Incoming>>>;
@@ -82,6 +110,10 @@ pub struct NatsDelivery {
     answering: Arc<Answering>,
     serving: Mutex<HashMap<Arc<str>, JoinHandle<()>>>,
     hub: OnceLock<WeakHub>,
+    /// How long a call may wait for its client, from the hub's settings.
+    ask_wait: OnceLock<Duration>,
+    /// How long a resumed retry may take, from the hub's settings.
+    resume_wait: OnceLock<Duration>,
     outbox: Outbox,
     changes: Changes,
 }
@@ -100,6 +132,8 @@ impl NatsDelivery {
             answering: Arc::default(),
             serving: Mutex::default(),
             hub: OnceLock::new(),
+            ask_wait: OnceLock::new(),
+            resume_wait: OnceLock::new(),
             outbox,
             changes,
         }
@@ -116,11 +150,33 @@ impl NatsDelivery {
         format!("{}.request.{session_id}", self.node.prefix)
     }
 
+    /// Where a client's answer for the app of a session goes.
+    fn answer_subject(&self, session_id: &str) -> String {
+        format!("{}.answer.{session_id}", self.node.prefix)
+    }
+
+    /// Where a retry for a call parked on `node` goes.
+    fn resume_subject(&self, node: &str) -> String {
+        format!("{}.resume.{node}", self.node.prefix)
+    }
+
     /// Starts the node's tasks: the route of replies to the calls waiting
     /// here, the ticker that says `alive` for the calls running here, and
     /// the listener for cancellations of those.
     pub(crate) fn start(self: &Arc<Self>, hub: WeakHub) {
         self.changes.start(hub.clone());
+        if let Some(config) = hub.upgrade().map(|hub| hub.config().clone()) {
+            let _ = self.ask_wait.set(config.client_request_timeout);
+            let _ = self
+                .resume_wait
+                .set(config.max_tool_timeout + config.client_request_timeout);
+        }
+        tokio::spawn(answering::serve_resumes(
+            self.node.client.clone(),
+            self.resume_subject(&self.node.id),
+            hub.clone(),
+            self.outbox.clone(),
+        ));
         let _ = self.hub.set(hub);
         let client = self.node.client.clone();
         tokio::spawn(calling::route_replies(
@@ -144,13 +200,18 @@ impl NatsDelivery {
     /// attached here and serves them until the bridge detaches.
     async fn serve_calls_for(&self, id: &Arc<str>) {
         let client = &self.node.client;
-        let subscribed = futures_util::future::try_join(
+        let answers = self.answer_subject(id);
+        let subscribed = futures_util::future::try_join3(
             client.queue_subscribe(self.call_subject(id), "bridge".into()),
             client.queue_subscribe(self.request_subject(id), "bridge".into()),
+            client.queue_subscribe(answers.clone(), "bridge".into()),
         )
         .await;
         let calls = match subscribed {
-            Ok((calls, requests)) => futures_util::stream::select(calls, requests),
+            Ok((calls, requests, client_answers)) => futures_util::stream::select(
+                futures_util::stream::select(calls, requests),
+                client_answers,
+            ),
             Err(error) => {
                 tracing::warn!(session = Outside::session(id).field(), %error, "calls from other nodes cannot reach this bridge");
                 return;
@@ -164,6 +225,7 @@ impl NatsDelivery {
             self.answering.clone(),
             self.outbox.clone(),
             id.clone(),
+            answers,
             calls,
         ));
         if let Some(old) = self.serving().insert(id.clone(), task) {
@@ -210,6 +272,28 @@ impl RemoteDelivery for NatsDelivery {
 
     fn unwatch_changes(&self, session_id: &str) {
         self.changes.unwatch(session_id);
+    }
+
+    fn answer_client<'a>(
+        &'a self,
+        session_id: &'a str,
+        request_id: &'a str,
+        id: &'a str,
+        answer: ClientAnswer,
+    ) -> BoxFuture<'a, Result<Result<(), Unanswerable>, Unrouted>> {
+        Box::pin(self.send_answer(session_id, request_id, id, answer))
+    }
+
+    fn node_id(&self) -> Option<&str> {
+        Some(&self.node.id)
+    }
+
+    fn resume<'a>(
+        &'a self,
+        node: &'a str,
+        retry: Bytes,
+    ) -> BoxFuture<'a, Result<Resumed, Unrouted>> {
+        Box::pin(self.send_resume(node, retry))
     }
 
     fn ready(&self) -> Result<(), String> {

@@ -2,7 +2,8 @@
 //! `sampling/createMessage`, `roots/list`): a JSON-RPC response POSTed to
 //! the session's MCP endpoint, as streamable HTTP has clients answer a
 //! request they received on a call's stream. It names the request by the
-//! id the proxy gave it, and goes to the app's bridge.
+//! id the proxy gave it, and goes to the app's bridge, on whichever node of
+//! a cluster holds it (`Hub::answer_client`).
 //!
 //! Accepted with `202` (as MCP asks of a server that takes a response); a
 //! response that answers nothing waiting (unknown, late, twice, another
@@ -106,9 +107,9 @@ pub async fn deliver(hub: &Hub, session_id: &str, reply: Result<ClientReply, Str
                 AnswerError::Unanswerable(Unanswerable::NoCall | Unanswerable::NotOutstanding) => {
                     StatusCode::CONFLICT
                 }
-                AnswerError::Unanswerable(Unanswerable::BridgeEnded) | AnswerError::NotHere => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
+                AnswerError::Unanswerable(Unanswerable::BridgeEnded)
+                | AnswerError::NotHere
+                | AnswerError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
                 AnswerError::Session(_) | AnswerError::ForeignId(_) => StatusCode::BAD_REQUEST,
             };
             refused(status, &error.to_string())

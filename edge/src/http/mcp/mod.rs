@@ -57,6 +57,13 @@ impl McpState {
     /// The MCP state over the edge's.
     pub fn new(edge: EdgeState) -> Self {
         let in_flight = Arc::new(InFlight::default());
+        let rounds = Arc::new(direct::Rounds::new(
+            edge.hub.config().request_state_key.clone(),
+            edge.hub.config().client_request_timeout,
+        ));
+        // Retries other nodes receive for calls parked here.
+        edge.hub
+            .serve_resumes(Arc::new(direct::ResumeHere(rounds.clone())));
         Self(Arc::new(McpShared {
             service: service::service(edge.hub.clone(), &edge.config, in_flight.clone()),
             oauth: edge
@@ -67,10 +74,7 @@ impl McpState {
             in_flight,
             legacy: Arc::default(),
             listing: Listing::default(),
-            rounds: direct::Rounds::new(
-                edge.hub.config().request_state_key.clone(),
-                edge.hub.config().client_request_timeout,
-            ),
+            rounds,
             edge,
         }))
     }
@@ -95,7 +99,7 @@ pub struct McpShared {
     /// The open streams of the legacy HTTP+SSE transport.
     pub legacy: Arc<LegacyStreams>,
     /// 2026-07-28 calls waiting for their clients' answers.
-    pub rounds: direct::Rounds,
+    pub rounds: Arc<direct::Rounds>,
     /// The access token checks, when OAuth is on.
     pub oauth: Option<Arc<Verifier>>,
     /// The `tools/list` answers being rendered.

@@ -46,7 +46,7 @@ use crate::http::sse;
 
 pub use parse::{DirectCall, MAX_NESTING, Revision, headers_allow, parse};
 pub use request::{DirectRequest, answer_request, parse_request};
-pub use rounds::Rounds;
+pub use rounds::{ResumeHere, Rounds};
 
 /// `{}` with any whitespace: an empty `_meta`, which the app is not sent.
 fn is_empty_object(text: &str) -> bool {

@@ -17,9 +17,14 @@
 //! result goes out, so that requests the app sends together reach the client
 //! in one result.
 //!
-//! Which node holds a parked call: the one that answered it. A retry that
-//! reaches another node is refused as unknown (routing it is cluster work
-//! still to come).
+//! Which node holds a parked call: the one that answered it, whichever node
+//! holds the app's bridge (the answers it is given go to the bridge's node
+//! from there, as a POSTed answer does). Its `requestState` names that node
+//! (every node seals and opens states with the one configured key), so a
+//! retry that reaches another node of the cluster is sent there over NATS
+//! ([`Hub::resume_elsewhere`]) and resumed as if it had arrived there
+//! ([`ResumeHere`]); the node it reached relays the answer. A retry is
+//! forwarded at most once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,15 +32,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::http::{StatusCode, header};
 use axum::response::Response;
+use futures_util::future::BoxFuture;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::bridge::ClientAnswer;
+use openclaw_proxy_core::delivery::{Resumed, Resumer, Unrouted};
 use openclaw_proxy_core::hub::client_request_id;
 use openclaw_proxy_core::progress::{CallEvent, ClientAsk, ProgressReceiver};
 use openclaw_proxy_core::request_state::{RequestState, StateError, StateKey};
 use rmcp::model::{ProgressToken, RequestId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
@@ -97,7 +105,7 @@ impl Rounds {
 
     /// Parks a call; its sealed state. Calls whose wait is over are dropped
     /// (which cancels them) on the way.
-    fn park(&self, parked: Parked) -> Result<String, Parked> {
+    fn park(&self, parked: Parked, node: Option<&str>) -> Result<String, Parked> {
         let now = Instant::now();
         let mut calls = self.lock();
         calls.retain(|_, call| call.expires > now);
@@ -108,6 +116,7 @@ impl Rounds {
         let state = RequestState {
             session_id: parked.session_id.to_string(),
             call,
+            node: node.unwrap_or_default().to_owned(),
             expires_unix: unix_now() + self.wait.as_secs(),
         };
         calls.insert(call, parked);
@@ -115,14 +124,23 @@ impl Rounds {
     }
 
     /// Takes the call a retry names, checking that it is this session's and
-    /// this tool's.
-    fn resume(&self, state: &str, session_id: &str, tool: &str) -> Result<Parked, String> {
+    /// this tool's; or names the node (not `here`) it is parked on.
+    fn resume(
+        &self,
+        state: &str,
+        session_id: &str,
+        tool: &str,
+        here: Option<&str>,
+    ) -> Result<Found, String> {
         let state = self
             .key
             .open(state, unix_now())
             .map_err(|error: StateError| error.to_string())?;
         if state.session_id != session_id {
             return Err("requestState belongs to another session".into());
+        }
+        if !state.node.is_empty() && Some(state.node.as_str()) != here {
+            return Ok(Found::Elsewhere(state.node));
         }
         let mut calls = self.lock();
         match calls.get(&state.call) {
@@ -132,12 +150,101 @@ impl Rounds {
             )),
             Some(_) => calls
                 .remove(&state.call)
+                .map(Found::Here)
                 .ok_or_else(|| "the call is gone".to_owned()),
-            None => Err(
-                "no call waits for this requestState: it was resumed already, it ended, or it waits on another server; call the tool again"
-                    .into(),
-            ),
+            None => Err(NO_CALL.into()),
         }
+    }
+}
+
+/// Why a retry whose call is not waiting cannot resume it.
+const NO_CALL: &str = "no call waits for this requestState: it was resumed already, it ended, or the server it waited on is gone; call the tool again";
+
+/// Where the call a retry names is parked.
+enum Found {
+    /// Here: taken.
+    Here(Parked),
+    /// On this node of the cluster.
+    Elsewhere(String),
+}
+
+/// A retry on its way to the node its call is parked on: what a [`Round`]
+/// needs besides the hub and the parked calls.
+#[derive(Serialize, Deserialize)]
+struct Retry {
+    session_id: String,
+    tool: String,
+    id: RequestId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token: Option<ProgressToken>,
+    answers: HashMap<String, Box<RawValue>>,
+    request_state: String,
+}
+
+/// The most of a resumed retry's answer relayed back, in bytes: the app's
+/// result and the notifications gathered before it.
+const MAX_RESUMED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Runs the retries other nodes of the cluster receive for calls parked
+/// here.
+pub struct ResumeHere(pub Arc<Rounds>);
+
+impl Resumer for ResumeHere {
+    fn resume(&self, hub: Hub, retry: Bytes) -> BoxFuture<'static, Resumed> {
+        let rounds = self.0.clone();
+        Box::pin(async move {
+            let response = match serde_json::from_slice::<Retry>(&retry) {
+                Ok(retry) => {
+                    let session_id: Arc<str> = retry.session_id.into();
+                    let round = Round {
+                        hub: &hub,
+                        rounds: &rounds,
+                        session_id: &session_id,
+                        tool: retry.tool,
+                        id: retry.id,
+                        token: retry.token,
+                        answers: retry.answers,
+                    };
+                    round.resume_here(&retry.request_state).await
+                }
+                Err(error) => refused(
+                    &RequestId::Number(0),
+                    &format!("the retry forwarded by another proxy node was unreadable: {error}"),
+                ),
+            };
+            resumed_of(response).await
+        })
+    }
+}
+
+/// A response made here, for the node that relays it.
+async fn resumed_of(response: Response) -> Resumed {
+    let status = response.status().as_u16();
+    let event_stream = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    // Every round's answer is made whole before it is sent.
+    let body = axum::body::to_bytes(response.into_body(), MAX_RESUMED_BYTES)
+        .await
+        .unwrap_or_default();
+    Resumed {
+        status,
+        event_stream,
+        body,
+    }
+}
+
+/// The response relayed from the node that resumed a retry.
+fn response_of(resumed: Resumed) -> Response {
+    let status = StatusCode::from_u16(resumed.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    if resumed.event_stream {
+        let mut response = super::sse_response(Body::from(resumed.body));
+        *response.status_mut() = status;
+        response
+    } else {
+        json_response(status, resumed.body.to_vec())
     }
 }
 
@@ -167,6 +274,21 @@ pub(super) fn answers_of(input_responses: Option<&RawValue>) -> HashMap<String, 
         .unwrap_or_default()
 }
 
+/// The JSON-RPC error answering a retry whose call's node cannot be
+/// reached now.
+fn unavailable(id: &RequestId, why: &str) -> Response {
+    let error = rmcp::ErrorData::internal_error(
+        format!("the retry could not reach the server its call waits on: {why}; try again"),
+        None,
+    );
+    let body = serde_json::to_vec(&rmcp::model::ServerJsonRpcMessage::error(
+        error,
+        Some(id.clone()),
+    ))
+    .unwrap_or_default();
+    json_response(StatusCode::SERVICE_UNAVAILABLE, body)
+}
+
 /// The JSON-RPC error answering a retry that cannot resume its call.
 fn refused(id: &RequestId, message: &str) -> Response {
     let error = rmcp::ErrorData::invalid_params(message.to_owned(), None);
@@ -180,12 +302,53 @@ fn refused(id: &RequestId, message: &str) -> Response {
 
 impl Round<'_> {
     /// A retried call: the parked call its state names goes on with the
-    /// client's answers.
-    pub(super) async fn resume(mut self, state: &str) -> Response {
-        let parked = match self.rounds.resume(state, self.session_id, &self.tool) {
-            Ok(parked) => parked,
-            Err(message) => return refused(&self.id, &message),
+    /// client's answers, here or on the node it is parked on.
+    pub(super) async fn resume(self, state: &str) -> Response {
+        let here = self.hub.node_id();
+        match self.rounds.resume(state, self.session_id, &self.tool, here) {
+            Ok(Found::Here(parked)) => self.resume_parked(parked).await,
+            Ok(Found::Elsewhere(node)) => self.resume_on(&node, state).await,
+            Err(message) => refused(&self.id, &message),
+        }
+    }
+
+    /// A retry another node received and sent here: resumed here or not
+    /// at all.
+    async fn resume_here(self, state: &str) -> Response {
+        let here = self.hub.node_id();
+        match self.rounds.resume(state, self.session_id, &self.tool, here) {
+            Ok(Found::Here(parked)) => self.resume_parked(parked).await,
+            Ok(Found::Elsewhere(_)) => refused(
+                &self.id,
+                "requestState names another server than the one it was sent to; call the tool again",
+            ),
+            Err(message) => refused(&self.id, &message),
+        }
+    }
+
+    /// Sends the retry to `node`, where its call is parked; its answer.
+    async fn resume_on(self, node: &str, state: &str) -> Response {
+        let id = self.id.clone();
+        let retry = Retry {
+            session_id: self.session_id.to_string(),
+            tool: self.tool,
+            id: self.id,
+            token: self.token,
+            answers: self.answers,
+            request_state: state.to_owned(),
         };
+        let Ok(retry) = serde_json::to_vec(&retry) else {
+            return refused(&id, "the retry could not be forwarded; call the tool again");
+        };
+        match self.hub.resume_elsewhere(node, Bytes::from(retry)).await {
+            Ok(resumed) => response_of(resumed),
+            Err(Unrouted::NoHolder) => refused(&id, NO_CALL),
+            Err(Unrouted::Unavailable(why)) => unavailable(&id, &why),
+        }
+    }
+
+    /// The parked call goes on with the client's answers.
+    async fn resume_parked(mut self, parked: Parked) -> Response {
         let Parked {
             running,
             reports,
@@ -327,7 +490,7 @@ impl Round<'_> {
             asks: waiting,
             expires: Instant::now() + self.rounds.wait,
         };
-        match self.rounds.park(parked) {
+        match self.rounds.park(parked, self.hub.node_id()) {
             Ok(state) => self.respond(
                 input_required(&self.id, &requests, &state),
                 StatusCode::OK,

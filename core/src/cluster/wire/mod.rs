@@ -9,6 +9,11 @@
 //! the method; its answer is of kind [`KIND_MCP_RESULT`] or
 //! [`KIND_MCP_ERROR`]). A tool call's messages are those of nodes that
 //! forwarded only tool calls, so either side may run the previous version.
+//!
+//! The app's requests to a caller on another node, and the answers and
+//! retries that come back for them, are in `asks.rs`.
+
+pub mod asks;
 
 use std::time::Duration;
 
@@ -25,10 +30,27 @@ use crate::proto;
 /// version of the headers and bodies of this file. Absent from nodes of
 /// versions before it existed, which wrote version 1.
 pub const WIRE: &str = "Ocp-Wire";
-/// The wire version this node writes, and the newest it reads. Raise it
-/// when a message changes in a way an older node would misread; a change an
-/// older node can ignore (a new optional header) keeps it.
+/// The wire version this node writes on every message but a gated call.
+/// Raise it when a message changes in a way an older node would misread; a
+/// change an older node can ignore (a new optional header) keeps it.
 pub const WIRE_VERSION: u32 = 2;
+/// The wire version of a call of a tool that needs the user's
+/// confirmation: its holding node asks (`hub/confirm.rs`), where a node of
+/// a release before would run it unasked, since its caller's node used to
+/// ask. Such a node refuses the version instead; a holding node that reads
+/// an older version knows the calling node asked already.
+pub const GATED_CALL_VERSION: u32 = 3;
+/// The newest wire version this node reads.
+pub const READS_UP_TO: u32 = GATED_CALL_VERSION;
+
+/// The wire version of a message: 1 without the header (a node before it
+/// existed), 0 for one that is not a number ([`readable`] refuses it).
+pub fn version(headers: Option<&HeaderMap>) -> u32 {
+    match headers.and_then(|headers| headers.get(WIRE)) {
+        None => 1,
+        Some(version) => version.as_str().trim().parse().unwrap_or(0),
+    }
+}
 
 /// Fails a message whose wire version this node cannot read (a newer one,
 /// or no number), naming both versions; reads one without the header as
@@ -38,9 +60,9 @@ pub fn readable(headers: Option<&HeaderMap>) -> Result<(), InvokeError> {
         return Ok(());
     };
     match version.as_str().trim().parse::<u32>() {
-        Ok(version) if version <= WIRE_VERSION => Ok(()),
+        Ok(version) if version <= READS_UP_TO => Ok(()),
         _ => Err(InvokeError::Remote(format!(
-            "Another proxy node sent a message of this call in wire version {}, and this node reads versions up to {WIRE_VERSION}: the cluster is part way through an upgrade; finish it, node by node (docs/cluster.md, \"Rolling upgrades\").",
+            "Another proxy node sent a message of this call in wire version {}, and this node reads versions up to {READS_UP_TO}: the cluster is part way through an upgrade; finish it, node by node (docs/cluster.md, \"Rolling upgrades\").",
             crate::escape::quoted(version.as_str())
         ))),
     }
@@ -600,13 +622,14 @@ mod tests {
         assert!(readable(Some(&HeaderMap::new())).is_ok());
         assert!(readable(Some(&with("1"))).is_ok());
         assert!(readable(Some(&with(&WIRE_VERSION.to_string()))).is_ok());
-        for unreadable in ["3", "99", "x", "-1"] {
+        assert!(readable(Some(&with(&GATED_CALL_VERSION.to_string()))).is_ok());
+        for unreadable in ["4", "99", "x", "-1"] {
             let error = readable(Some(&with(unreadable)))
                 .expect_err(unreadable)
                 .to_string();
             assert!(
                 error.contains(&format!("\"{unreadable}\""))
-                    && error.contains(&format!("up to {WIRE_VERSION}")),
+                    && error.contains(&format!("up to {READS_UP_TO}")),
                 "{error}"
             );
         }
