@@ -21,6 +21,18 @@
 //! it through [`Hub::answer_client`] on every path, and on every node: an
 //! answer that reaches another node goes to the bridge's, as the answers to
 //! the app's requests do.
+//!
+//! Why there rather than on the calling node (as the first release had
+//! it): the client's answer to the gate may reach any node, and on the
+//! holding node it has the one route every answer takes (to the bridge's
+//! node, `{prefix}.answer.{session_id}`); on the calling node it would need
+//! a second route, to a node the minted id does not name, for the gate
+//! alone. The question itself costs nothing more to relay: it is one more
+//! request on the call's reply subject. The price is a rolling upgrade
+//! from the release that asked on the calling node, whose holding node
+//! would run the call unasked: a gated call crosses in wire version 3,
+//! which such a node refuses, and a holding node asks about a call only
+//! when its calling node did not (`cluster/wire/asks.rs`, `holder_gates`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

@@ -105,8 +105,11 @@ impl Hub {
         // Boxed, holding the call's arguments and context while it waits
         // (only a pointer is held across the wait here): the gate is no
         // part of the future of calls that have none. It runs where the
-        // bridge is: a call for a bridge elsewhere is asked about there.
-        let bridge_here = self.inner.local_bridge(&record.id).is_some();
+        // bridge is: a call for a bridge elsewhere is asked about there. A
+        // single node asks even without a bridge (there is no elsewhere),
+        // so a client that cannot be asked hears that first.
+        let bridge_here = self.inner.local_bridge(&record.id).is_some()
+            || self.inner.remote.connected().is_none();
         let (arguments_json, context) = match record.confirmation(tool_name) {
             Some(message) if bridge_here => {
                 let gate = self.gate(&record, tool_name, message, arguments_json, context);
