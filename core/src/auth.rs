@@ -125,11 +125,16 @@ pub struct SessionCredentials {
 impl SessionCredentials {
     /// Whether `presented` is this session's token for `side`.
     pub fn accepts(&self, side: Side, presented: &str) -> bool {
+        self.accepts_digest(side, &digest(presented))
+    }
+
+    /// [`Self::accepts`] for a token already digested with [`digest`].
+    pub fn accepts_digest(&self, side: Side, presented: &TokenDigest) -> bool {
         let expected = match side {
             Side::App => &self.session_token_digest,
             Side::Mcp => &self.mcp_token_digest,
         };
-        same(expected, &digest(presented))
+        same(expected, presented)
     }
 
     /// Whether a verified access token of `identity` opens this session:
@@ -225,24 +230,28 @@ pub struct Credential<'a> {
     /// When the bearer is an OAuth access token the edge verified: what it
     /// says. The bearer is then not compared with any static token.
     pub oauth: Option<&'a Arc<OAuthIdentity>>,
+    /// The bearer's digest, taken once: a request's token is compared with
+    /// a global token and a session's, and each comparison is of digests.
+    digest: Option<TokenDigest>,
 }
 
 impl<'a> Credential<'a> {
     /// An app-side request with this `Authorization` header value.
     pub fn app(authorization: Option<&'a str>) -> Self {
-        Self {
-            side: Side::App,
-            bearer: bearer(authorization),
-            oauth: None,
-        }
+        Self::presented(Side::App, bearer(authorization))
     }
 
     /// An MCP request with this `Authorization` header value.
     pub fn mcp(authorization: Option<&'a str>) -> Self {
+        Self::presented(Side::Mcp, bearer(authorization))
+    }
+
+    fn presented(side: Side, bearer: Option<&'a str>) -> Self {
         Self {
-            side: Side::Mcp,
-            bearer: bearer(authorization),
+            side,
+            bearer,
             oauth: None,
+            digest: bearer.map(digest),
         }
     }
 
@@ -252,13 +261,24 @@ impl<'a> Credential<'a> {
             side: Side::Mcp,
             bearer: None,
             oauth: Some(identity),
+            digest: None,
         }
     }
 
     /// Whether this credential satisfies a global token: it is empty (open),
     /// or the bearer is that token.
     pub fn opens(&self, token: &BearerToken) -> bool {
-        token.is_open() || self.bearer.is_some_and(|bearer| token.matches(bearer))
+        token.is_open()
+            || self
+                .digest
+                .is_some_and(|presented| token.matches_digest(&presented))
+    }
+
+    /// Whether the bearer is `session`'s own token for this credential's
+    /// side.
+    pub fn opens_session(&self, session: &SessionCredentials) -> bool {
+        self.digest
+            .is_some_and(|presented| session.accepts_digest(self.side, &presented))
     }
 
     /// Whether the bearer has the shape of a minted token of this side (the

@@ -84,13 +84,14 @@ impl Bridge {
     /// Hands an answer to the call it names; tells the app when none waits
     /// for it (a cancelled call's late answer is dropped quietly).
     fn answered(&self, request_id: String, reply: Reply) {
-        let quoted = crate::escape::quoted(&request_id);
+        // The answer of a waiting call (nearly every one) formats nothing.
         let message = match self.complete(&request_id, reply) {
             Ok(()) => return,
             Err(Unmatched::WrongKind) => {
                 self.metrics.dropped(DropReason::Malformed);
                 format!(
-                    "the call with request id {quoted} failed: answer invoke_tool with invoke_result and mcp_request with mcp_result"
+                    "the call with request id {} failed: answer invoke_tool with invoke_result and mcp_request with mcp_result",
+                    crate::escape::quoted(&request_id)
                 )
             }
             Err(Unmatched::NoCall) if self.was_cancelled(&request_id) => {
@@ -113,7 +114,8 @@ impl Bridge {
                     );
                 }
                 format!(
-                    "no call is waiting for request id {quoted}: it already timed out, was cancelled, or never existed; the result was ignored"
+                    "no call is waiting for request id {}: it already timed out, was cancelled, or never existed; the result was ignored",
+                    crate::escape::quoted(&request_id)
                 )
             }
         };

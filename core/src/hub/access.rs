@@ -69,11 +69,10 @@ impl Hub {
         }
         self.precheck(credential)?;
         let record = self.record(session_id).await?;
-        match credential.bearer {
-            Some(bearer) if record.credentials.accepts(credential.side, bearer) => {
-                Ok(Caller::of_kind(CallerKind::SessionToken))
-            }
-            _ => Err(self.refusal(credential.side).into()),
+        if credential.opens_session(&record.credentials) {
+            Ok(Caller::of_kind(CallerKind::SessionToken))
+        } else {
+            Err(self.refusal(credential.side).into())
         }
     }
 

@@ -68,9 +68,37 @@ const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 #[derive(Debug)]
 pub struct HostGuard {
     any_host: bool,
-    hosts: Vec<String>,
+    hosts: Vec<AllowedHost>,
     any_origin: bool,
     origins: Vec<String>,
+}
+
+/// One allowed host, lowercase, taken apart once so that checking a
+/// request (every request) allocates nothing.
+#[derive(Debug)]
+struct AllowedHost {
+    /// With a port, the whole authority must match; without, the hostname.
+    with_port: bool,
+    /// The authority as configured (with a port) or its hostname.
+    name: String,
+}
+
+impl AllowedHost {
+    fn new(host: &str) -> Self {
+        let with_port = has_port(host);
+        let name = if with_port { host } else { hostname_of(host) };
+        Self {
+            with_port,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Whether a request's authority (and its hostname) is this host, in
+    /// any case.
+    fn admits(&self, authority: &str, hostname: &str) -> bool {
+        let presented = if self.with_port { authority } else { hostname };
+        presented.eq_ignore_ascii_case(&self.name)
+    }
 }
 
 impl HostGuard {
@@ -101,7 +129,7 @@ impl HostGuard {
         );
         Self {
             any_host: hosts.iter().any(|host| host == "*"),
-            hosts,
+            hosts: hosts.iter().map(|host| AllowedHost::new(host)).collect(),
             any_origin: origins.iter().any(|origin| origin == "*"),
             origins,
         }
@@ -127,15 +155,10 @@ impl HostGuard {
     }
 
     fn host_allowed(&self, authority: &str) -> bool {
-        let authority = authority.to_ascii_lowercase();
-        let hostname = hostname_of(&authority);
-        self.hosts.iter().any(|allowed| {
-            if has_port(allowed) {
-                *allowed == authority
-            } else {
-                hostname_of(allowed) == hostname
-            }
-        })
+        let hostname = hostname_of(authority);
+        self.hosts
+            .iter()
+            .any(|allowed| allowed.admits(authority, hostname))
     }
 
     fn origin_allowed(&self, origin: &str) -> bool {
@@ -158,7 +181,7 @@ fn split_url(url: &str) -> Option<(&str, &str)> {
 }
 
 fn is_bare_ipv6(host: &str) -> bool {
-    host.matches(':').count() > 1 && !host.starts_with('[')
+    !host.starts_with('[') && host.bytes().filter(|&byte| byte == b':').nth(1).is_some()
 }
 
 fn has_port(authority: &str) -> bool {

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use futures_util::future::Either;
 use openclaw_proxy_core::escape::Outside;
 use openclaw_proxy_core::progress::{CallEvent, LogLevel, ProgressReceiver, ProgressSink};
@@ -205,7 +205,7 @@ pub fn trace_parent_of(from_meta: Option<&str>, headers: &HeaderMap) -> String {
     from_meta
         .or_else(|| {
             headers
-                .get("traceparent")
+                .get(const { HeaderName::from_static("traceparent") })
                 .and_then(|value| value.to_str().ok())
         })
         .unwrap_or_default()

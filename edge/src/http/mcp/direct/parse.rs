@@ -3,13 +3,10 @@
 //! types without building a tree. Anything else is left to rmcp.
 
 use axum::body::Bytes;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderName, header};
 use openclaw_proxy_core::progress::{Askable, LogLevel};
 use rmcp::model::{ClientCapabilities, Implementation, ProgressToken, ProtocolVersion, RequestId};
-use rmcp::transport::common::http_header::{
-    BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME,
-    HEADER_MCP_PROTOCOL_VERSION,
-};
+use rmcp::transport::common::http_header::{BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
@@ -30,9 +27,15 @@ pub enum Revision {
     PerRequest,
 }
 
+/// rmcp's `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`, as header
+/// names: looking one up by its text would parse the text on every request.
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
 /// The sole value of header `name` as text; `None` when it is absent,
 /// repeated or not text (rmcp refuses the last two).
-fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {
@@ -46,8 +49,8 @@ fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 /// header naming a revision served here (or none, which means 2025-03-26
 /// to rmcp).
 pub fn headers_allow(headers: &HeaderMap) -> Option<Revision> {
-    let revision = if headers.contains_key(HEADER_MCP_PROTOCOL_VERSION) {
-        let version = single(headers, HEADER_MCP_PROTOCOL_VERSION)?;
+    let revision = if headers.contains_key(&PROTOCOL_VERSION) {
+        let version = single(headers, &PROTOCOL_VERSION)?;
         if version == ProtocolVersion::V_2026_07_28.as_str() {
             Revision::PerRequest
         } else if ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -75,17 +78,11 @@ pub fn headers_allow(headers: &HeaderMap) -> Option<Revision> {
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
-        .map(|item| {
-            item.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        });
+        .map(|item| item.split(';').next().unwrap_or_default().trim());
     let (mut json, mut sse) = (false, false);
     for item in accept {
-        json |= item == "application/json";
-        sse |= item == "text/event-stream";
+        json |= item.eq_ignore_ascii_case("application/json");
+        sse |= item.eq_ignore_ascii_case("text/event-stream");
     }
     (content_type_ok && json && sse).then_some(revision)
 }
@@ -252,9 +249,9 @@ pub(super) fn standard_headers_match(
     method: &str,
     name: Option<&str>,
 ) -> bool {
-    single(headers, HEADER_MCP_METHOD) == Some(method)
+    single(headers, &MCP_METHOD) == Some(method)
         && name.is_none_or(|name| {
-            single(headers, HEADER_MCP_NAME) == Some(name)
+            single(headers, &MCP_NAME) == Some(name)
                 && !(name.starts_with(BASE64_HEADER_PREFIX) && name.ends_with(BASE64_HEADER_SUFFIX))
         })
 }
@@ -329,4 +326,46 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Option<Di
         input_responses: params.input_responses,
         request_state: params.request_state,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+    use rmcp::transport::common::http_header::{
+        HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
+    };
+
+    #[test]
+    fn the_header_names_are_rmcps() {
+        for (ours, rmcps) in [
+            (&PROTOCOL_VERSION, HEADER_MCP_PROTOCOL_VERSION),
+            (&MCP_METHOD, HEADER_MCP_METHOD),
+            (&MCP_NAME, HEADER_MCP_NAME),
+        ] {
+            assert!(ours.as_str().eq_ignore_ascii_case(rmcps), "{ours} {rmcps}");
+        }
+    }
+
+    #[test]
+    fn accept_items_are_compared_in_any_case() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("Application/JSON, TEXT/event-stream;q=0.5"),
+        );
+        assert_eq!(headers_allow(&headers), Some(Revision::WithInitialize));
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert_eq!(headers_allow(&headers), None);
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(PROTOCOL_VERSION, HeaderValue::from_static("2026-07-28"));
+        assert_eq!(headers_allow(&headers), Some(Revision::PerRequest));
+    }
 }
