@@ -138,6 +138,7 @@ impl BalancerRound {
             progress_reports: 0,
             vendor_meta: false,
             oauth: None,
+            elicit: false,
         };
         let before = self.counted(nodes).await?;
         let cpu_before = cpu_of(pids)?;

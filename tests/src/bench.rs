@@ -40,8 +40,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tonic::transport::Channel;
 
 use openclaw_proxy_app::{
-    App, CallContext, Content, McpError, Prompt, PromptArgument, PromptMessage, ReadRequest,
-    Resource, ResourceContents, Tool, ToolError,
+    App, CallContext, Content, Elicitation, McpError, Prompt, PromptArgument, PromptMessage,
+    ReadRequest, Resource, ResourceContents, Tool, ToolError,
 };
 
 use crate::grpc_app::{bridge_request, with_token};
@@ -142,6 +142,15 @@ pub const BENCH_PROMPT: &str = "bench_prompt";
 
 /// What the bench app's resource holds.
 pub const BENCH_DOC_TEXT: &str = "The bench document: a short text read again and again.";
+
+/// The id the bench app gives its one question per call (with `--elicit`).
+const ELICIT_ID: &str = "q";
+
+/// The params of the bench app's question: a form with one text field,
+/// which the client fills in with the text of its own call; the app
+/// answers the call with what the client answered, so a wrong or lost
+/// answer shows as a wrong echo.
+const ELICIT_PARAMS: &str = r#"{"mode":"form","message":"Echo what?","requestedSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}"#;
 
 /// Where the server is and how to authenticate.
 #[derive(Clone, Debug)]
@@ -252,6 +261,11 @@ pub struct LoadConfig {
     /// OAuth access tokens instead of the OpenClaw token (the sessions
     /// bound to their subject).
     pub oauth: Option<OAuthLoad>,
+    /// Each call's app asks the client one question (`elicitation/create`,
+    /// a form) and answers with the client's answer; the client answers
+    /// at once, the way its revision does (a POSTed response on a second
+    /// connection up to 2025-11-25, a retried call at 2026-07-28).
+    pub elicit: bool,
 }
 
 impl LoadConfig {
@@ -264,6 +278,30 @@ impl LoadConfig {
             0
         }
     }
+
+    /// What the load's apps do beside echoing.
+    pub fn app_side(&self) -> AppSide<'_> {
+        AppSide {
+            reports: self.reports_per_call(),
+            catalog: self.method.needs_catalog(),
+            owner: self.oauth.as_ref().map(|oauth| oauth.subject.as_str()),
+            elicit: self.elicit,
+        }
+    }
+}
+
+/// What the bench apps do beside answering each call with its arguments.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppSide<'a> {
+    /// Progress reports before each answer (to calls that ask for them).
+    pub reports: u32,
+    /// Each session also declares the bench resource ([`BENCH_URI`]) and
+    /// prompt ([`BENCH_PROMPT`]), which its app serves.
+    pub catalog: bool,
+    /// Each session is bound to this OAuth subject.
+    pub owner: Option<&'a str>,
+    /// Each call asks the client one question first ([`LoadConfig::elicit`]).
+    pub elicit: bool,
 }
 
 /// The numbers of one run, printed as one JSON line.
@@ -334,27 +372,28 @@ pub async fn start_apps(
     bridge: BridgeKind,
     sessions: usize,
 ) -> anyhow::Result<Vec<String>> {
-    start_apps_with(target, bridge, GrpcApp::Lean, sessions, 0, false, None).await
+    start_apps_with(target, bridge, GrpcApp::Lean, sessions, AppSide::default()).await
 }
 
-/// [`start_apps`] with the choice of gRPC app, and apps that report
-/// progress `reports` times per call before answering. With `catalog`,
-/// each session also declares the bench resource ([`BENCH_URI`]) and
-/// prompt ([`BENCH_PROMPT`]), which its app serves. With `owner`, each
-/// session is bound to that OAuth subject.
+/// [`start_apps`] with the choice of gRPC app, and apps that do more than
+/// echo (`side`).
 pub async fn start_apps_with(
     target: &Target,
     bridge: BridgeKind,
     grpc_app: GrpcApp,
     sessions: usize,
-    reports: u32,
-    catalog: bool,
-    owner: Option<&str>,
+    side: AppSide<'_>,
 ) -> anyhow::Result<Vec<String>> {
+    let AppSide {
+        reports,
+        catalog,
+        owner,
+        elicit,
+    } = side;
     if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Crate {
         let mut ids = Vec::with_capacity(sessions);
         for _ in 0..sessions {
-            ids.push(start_crate_app(target, reports, catalog, owner).await?);
+            ids.push(start_crate_app(target, side).await?);
         }
         return Ok(ids);
     }
@@ -374,12 +413,12 @@ pub async fn start_apps_with(
         let id = match &channel {
             Some(channel) => {
                 let id = register_grpc(channel.clone(), &target.app_token, catalog, owner).await?;
-                start_grpc_app(channel.clone(), &target.app_token, &id, reports).await?;
+                start_grpc_app(channel.clone(), &target.app_token, &id, reports, elicit).await?;
                 id
             }
             None => {
                 let id = register_rest(&http, target, catalog, owner).await?;
-                start_ws_app(target, &id, reports).await?;
+                start_ws_app(target, &id, reports, elicit).await?;
                 id
             }
         };
@@ -488,6 +527,23 @@ struct InvokeFrame<'a> {
     method: Option<&'a str>,
     #[serde(default, borrow)]
     params: Option<&'a RawValue>,
+    /// A `client_response`'s result.
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
+}
+
+/// The part of the client's answer to the bench question the app echoes.
+#[derive(Deserialize)]
+struct ElicitAnswer<'a> {
+    #[serde(borrow)]
+    content: &'a RawValue,
+}
+
+/// The content of the client's answer to the bench question (`result`, as
+/// JSON text), which the bench app answers its call with.
+fn elicited_content(result: Option<&str>) -> Option<&str> {
+    let answer = serde_json::from_str::<ElicitAnswer<'_>>(result?).ok()?;
+    Some(answer.content.get())
 }
 
 /// The `text` argument of a `prompts/get` request, as JSON text.
@@ -530,8 +586,14 @@ fn bench_mcp_result(method: &str, params: Option<&str>) -> Result<String, (i32, 
 }
 
 /// A WebSocket app that answers every call with its arguments, after
-/// `reports` progress reports.
-async fn start_ws_app(target: &Target, session_id: &str, reports: u32) -> anyhow::Result<()> {
+/// `reports` progress reports; with `elicit`, it first asks the client the
+/// bench question and answers with the client's answer instead.
+async fn start_ws_app(
+    target: &Target,
+    session_id: &str,
+    reports: u32,
+    elicit: bool,
+) -> anyhow::Result<()> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let url = format!(
         "ws://{}/v1/chat/sessions/{session_id}/bridge",
@@ -551,6 +613,22 @@ async fn start_ws_app(target: &Target, session_id: &str, reports: u32) -> anyhow
                 continue;
             };
             let reply = match (frame.kind, frame.request_id) {
+                ("invoke_tool", Some(request_id)) if elicit => format!(
+                    r#"{{"type":"client_request","request_id":{},"id":"{ELICIT_ID}","method":"elicitation/create","params":{ELICIT_PARAMS}}}"#,
+                    Value::from(request_id)
+                ),
+                ("client_response", Some(request_id)) => {
+                    match elicited_content(frame.result.map(RawValue::get)) {
+                        Some(content) => format!(
+                            r#"{{"type":"invoke_result","request_id":{},"ok":true,"content":{content}}}"#,
+                            Value::from(request_id)
+                        ),
+                        None => format!(
+                            r#"{{"type":"invoke_result","request_id":{},"ok":false,"error":"the client did not answer the question"}}"#,
+                            Value::from(request_id)
+                        ),
+                    }
+                }
                 ("invoke_tool", Some(request_id)) if reports > 0 => {
                     for step in 1..=reports {
                         let report = format!(
@@ -603,18 +681,34 @@ async fn start_ws_app(target: &Target, session_id: &str, reports: u32) -> anyhow
 /// arguments (after `reports` progress reports), and with `catalog` also
 /// serves the bench resource and prompt; it registers its own session and
 /// serves until the runtime ends.
-async fn start_crate_app(
-    target: &Target,
-    reports: u32,
-    catalog: bool,
-    owner: Option<&str>,
-) -> anyhow::Result<String> {
-    let echo = move |arguments: Value, call: CallContext| async move {
-        for step in 1..=reports {
-            call.progress(f64::from(step), Some(f64::from(reports)), "")
-                .await;
+async fn start_crate_app(target: &Target, side: AppSide<'_>) -> anyhow::Result<String> {
+    let AppSide {
+        reports,
+        catalog,
+        owner,
+        elicit,
+    } = side;
+    let question: Value = serde_json::from_str(ELICIT_PARAMS)?;
+    let echo = move |arguments: Value, call: CallContext| {
+        let question = question.clone();
+        async move {
+            for step in 1..=reports {
+                call.progress(f64::from(step), Some(f64::from(reports)), "")
+                    .await;
+            }
+            if !elicit {
+                return Ok::<_, ToolError>(arguments);
+            }
+            let form = Elicitation::form(
+                question["message"].as_str().unwrap_or_default(),
+                question["requestedSchema"].clone(),
+            );
+            let answer = call
+                .elicit(form)
+                .await
+                .map_err(|error| ToolError::new(error.to_string()))?;
+            Ok(Value::Object(answer.content.unwrap_or_default()))
         }
-        Ok::<_, ToolError>(arguments)
     };
     let mut builder = App::builder(target.base_url.clone())
         .app_token(target.app_token.clone())
@@ -670,6 +764,7 @@ async fn start_grpc_app(
     token: &str,
     session_id: &str,
     reports: u32,
+    elicit: bool,
 ) -> anyhow::Result<()> {
     let (outbound, receiver) = mpsc::channel(1024);
     outbound
@@ -696,6 +791,31 @@ async fn start_grpc_app(
     tokio::spawn(async move {
         while let Ok(Some(message)) = inbound.message().await {
             let reply = match message.kind {
+                Some(proxy_message::Kind::Invoke(invoke)) if elicit => {
+                    app_message::Kind::ClientRequest(proto::ClientRequest {
+                        request_id: invoke.request_id,
+                        id: ELICIT_ID.into(),
+                        method: "elicitation/create".into(),
+                        params_json: ELICIT_PARAMS.into(),
+                    })
+                }
+                Some(proxy_message::Kind::ClientResponse(response)) => {
+                    let answered = match &response.outcome {
+                        Some(proto::client_response::Outcome::ResultJson(result)) => {
+                            elicited_content(Some(result)).map(str::to_owned)
+                        }
+                        _ => None,
+                    };
+                    app_message::Kind::Result(proto::ToolResult {
+                        request_id: response.request_id,
+                        ok: answered.is_some(),
+                        error: match answered {
+                            Some(_) => String::new(),
+                            None => "the client did not answer the question".into(),
+                        },
+                        content_json: answered.unwrap_or_default(),
+                    })
+                }
                 Some(proxy_message::Kind::Invoke(invoke)) => {
                     for step in 1..=reports {
                         let report = app_message::Kind::Progress(proto::ToolProgress {
@@ -762,10 +882,27 @@ pub(crate) struct McpConnection {
     vendor_meta: bool,
     /// Progress notifications expected before each answer.
     reports: u32,
+    /// Each call is asked the bench question ([`LoadConfig::elicit`]).
+    elicit: bool,
+    /// The second connection, on which a 2025-11-25 client POSTs its
+    /// answers while the call's stream holds the first.
+    answers: Option<http1::SendRequest<Full<Bytes>>>,
 }
 
 /// The `_meta` every 2026-07-28 request carries.
 const META_2026: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"loadgen","version":"1"}"#;
+
+/// [`META_2026`] of a client that can be asked questions.
+const META_2026_ELICITING: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"loadgen","version":"1"}"#;
+
+/// An HTTP/1.1 connection to `authority`.
+async fn connect_http1(authority: &str) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(authority).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
 
 impl McpConnection {
     /// Client number `client`'s connection to `session_id`.
@@ -782,12 +919,16 @@ impl McpConnection {
             }
             None => target.openclaw_token.clone(),
         };
-        let stream = tokio::net::TcpStream::connect(target.mcp_authority()).await?;
-        stream.set_nodelay(true)?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(connection);
+        let sender = connect_http1(target.mcp_authority()).await?;
+        let answers = if config.elicit && config.protocol == Protocol::V2025_11_25 {
+            Some(connect_http1(target.mcp_authority()).await?)
+        } else {
+            None
+        };
         Ok(Self {
             sender,
+            elicit: config.elicit,
+            answers,
             authority: target.mcp_authority().to_owned(),
             path: format!("/v1/mcp/{session_id}"),
             token: format!("Bearer {token}"),
@@ -816,6 +957,30 @@ impl McpConnection {
         method: Option<&str>,
         name: Option<&str>,
     ) -> anyhow::Result<(u16, Bytes)> {
+        let response = self.send(body, method, name).await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+
+    /// [`Self::post`], the answer's body left to read as it comes.
+    async fn send(
+        &mut self,
+        body: String,
+        method: Option<&str>,
+        name: Option<&str>,
+    ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
+        let request = self.request(body, method, name)?;
+        self.sender.ready().await?;
+        Ok(self.sender.send_request(request).await?)
+    }
+
+    fn request(
+        &self,
+        body: String,
+        method: Option<&str>,
+        name: Option<&str>,
+    ) -> anyhow::Result<hyper::Request<Full<Bytes>>> {
         let mut request = hyper::Request::post(&self.path)
             .header("host", &self.authority)
             .header("authorization", &self.token)
@@ -828,12 +993,7 @@ impl McpConnection {
                 request = request.header("mcp-name", name);
             }
         }
-        let request = request.body(Full::new(Bytes::from(body)))?;
-        self.sender.ready().await?;
-        let response = self.sender.send_request(request).await?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        Ok(request.body(Full::new(Bytes::from(body)))?)
     }
 
     /// One request of the load's method; true when the answer is exactly
@@ -859,7 +1019,11 @@ impl McpConnection {
             ));
         }
         if self.protocol == Protocol::V2026_07_28 {
-            keys.push(META_2026.to_owned());
+            keys.push(if self.elicit {
+                META_2026_ELICITING.to_owned()
+            } else {
+                META_2026.to_owned()
+            });
         }
         if keys.is_empty() {
             String::new()
@@ -871,6 +1035,13 @@ impl McpConnection {
     /// One `tools/call`; true when the echo came back exactly (after the
     /// app's progress notifications, when the call asks for progress).
     pub(crate) async fn echo_call(&mut self, id: u64, text: &str) -> bool {
+        if self.elicit {
+            return match self.protocol {
+                Protocol::V2025_11_25 => self.asked_call_on_a_stream(id, text).await,
+                Protocol::V2026_07_28 => self.asked_call_in_rounds(id, text).await,
+            }
+            .unwrap_or(false);
+        }
         let meta = self.meta(id);
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{meta}}}}}"#,
@@ -903,6 +1074,98 @@ impl McpConnection {
                     && progress["params"]["progressToken"] == id
             })
             && is_reply(reply)
+    }
+
+    /// The `tools/call` of `text`, asked the bench question, up to
+    /// 2025-11-25: the question comes on the call's SSE stream, the answer
+    /// (the text) is POSTed on the second connection, and the stream ends
+    /// with the result.
+    async fn asked_call_on_a_stream(&mut self, id: u64, text: &str) -> anyhow::Result<bool> {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{}}}}}"#,
+            Value::from(text),
+            self.meta(id)
+        );
+        let response = self.send(body, Some("tools/call"), Some("echo")).await?;
+        if response.status() != 200 {
+            return Ok(false);
+        }
+        let mut stream = SseMessages::of(response.into_body());
+        let Some(asked) = stream.next().await else {
+            return Ok(false);
+        };
+        if asked["method"] != "elicitation/create" {
+            return Ok(false);
+        }
+        let answer = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"action":"accept","content":{{"text":{}}}}}}}"#,
+            asked["id"],
+            Value::from(text)
+        );
+        let request = self.request(answer, None, None)?;
+        let Some(answers) = self.answers.as_mut() else {
+            bail!("no connection for answers");
+        };
+        answers.ready().await?;
+        let posted = answers.send_request(request).await?;
+        let status = posted.status();
+        posted.into_body().collect().await?;
+        if status != 202 {
+            return Ok(false);
+        }
+        let Some(reply) = stream.next().await else {
+            return Ok(false);
+        };
+        Ok(reply["id"] == id && reply["result"]["structuredContent"]["text"] == text)
+    }
+
+    /// The `tools/call` of `text`, asked the bench question, at
+    /// 2026-07-28: an `input_required` result, then the same call again
+    /// with the answer (the text) and the `requestState`.
+    async fn asked_call_in_rounds(&mut self, id: u64, text: &str) -> anyhow::Result<bool> {
+        let meta = self.meta(id);
+        let call = |more: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{more}{meta}}}}}"#,
+                Value::from(text)
+            )
+        };
+        let (200, first) = self
+            .post(call(""), Some("tools/call"), Some("echo"))
+            .await?
+        else {
+            return Ok(false);
+        };
+        let first: Value = serde_json::from_slice(&first)?;
+        let round = &first["result"];
+        // The one request, under the key the app gave it.
+        let asked = round["inputRequests"]
+            .as_object()
+            .and_then(|requests| requests.iter().next());
+        let (Some(state), "input_required", Some((key, request))) = (
+            round["requestState"].as_str(),
+            round["resultType"].as_str().unwrap_or_default(),
+            asked,
+        ) else {
+            return Ok(false);
+        };
+        if request["method"] != "elicitation/create" {
+            return Ok(false);
+        }
+        let more = format!(
+            r#","requestState":{},"inputResponses":{{{}:{{"action":"accept","content":{{"text":{}}}}}}}"#,
+            Value::from(state),
+            Value::from(key.as_str()),
+            Value::from(text)
+        );
+        let (200, reply) = self
+            .post(call(&more), Some("tools/call"), Some("echo"))
+            .await?
+        else {
+            return Ok(false);
+        };
+        let reply: Value = serde_json::from_slice(&reply)?;
+        Ok(reply["id"] == id && reply["result"]["structuredContent"]["text"] == text)
     }
 
     /// One `resources/read`, `prompts/get` or `resources/list`; true when
@@ -949,6 +1212,46 @@ impl McpConnection {
     }
 }
 
+/// The JSON-RPC messages of an SSE answer, read as they come.
+struct SseMessages {
+    body: hyper::body::Incoming,
+    buffer: Vec<u8>,
+}
+
+impl SseMessages {
+    fn of(body: hyper::body::Incoming) -> Self {
+        Self {
+            body,
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The next event's message; none when the stream ends first (or
+    /// breaks).
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
+                let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let message = std::str::from_utf8(&event).ok().and_then(|event| {
+                    event
+                        .lines()
+                        .find_map(|line| line.strip_prefix("data:"))
+                        .and_then(|data| serde_json::from_str(data.trim_start()).ok())
+                });
+                match message {
+                    Some(message) => return Some(message),
+                    // A comment, or an event without data (the priming one).
+                    None => continue,
+                }
+            }
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(data) = frame.into_data() {
+                self.buffer.extend_from_slice(&data);
+            }
+        }
+    }
+}
+
 /// Runs MCP clients against sessions whose apps are already started.
 pub async fn drive_calls(
     config: &LoadConfig,
@@ -960,6 +1263,9 @@ pub async fn drive_calls(
     if config.method != Method::ToolsCall && config.reports_per_call() > 0 {
         bail!("the app reports progress on tools/call only");
     }
+    if config.elicit && (config.method != Method::ToolsCall || config.reports_per_call() > 0) {
+        bail!("the app asks its question on tools/call without progress reports only");
+    }
     let mut connections = Vec::with_capacity(config.concurrency);
     for worker in 0..config.concurrency {
         let session = &session_ids[worker % session_ids.len()];
@@ -967,8 +1273,13 @@ pub async fn drive_calls(
         // Warm up: the bridge may still be attaching; OpenClaw also
         // initializes first at revisions that have the handshake.
         if config.protocol == Protocol::V2025_11_25 {
+            let capabilities = if config.elicit {
+                json!({"elicitation": {"form": {}}})
+            } else {
+                json!({})
+            };
             let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "loadgen", "version": "1"}}});
+                "protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "loadgen", "version": "1"}}});
             connection.post(init.to_string(), None, None).await?;
         }
         let mut ready = false;
@@ -1028,9 +1339,7 @@ pub async fn run_load(config: &LoadConfig) -> anyhow::Result<LoadReport> {
         config.bridge,
         config.grpc_app,
         config.sessions.max(1),
-        config.reports_per_call(),
-        config.method.needs_catalog(),
-        config.oauth.as_ref().map(|oauth| oauth.subject.as_str()),
+        config.app_side(),
     )
     .await?;
     drive_calls(config, &sessions).await
@@ -1053,6 +1362,7 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         "progress": config.progress,
         "progress_reports": config.reports_per_call(),
         "vendor_meta": config.vendor_meta,
+        "elicit": config.elicit,
         "credential": if config.oauth.is_some() { "oauth" } else { "openclaw_token" },
         "concurrency": config.concurrency,
         "sessions": config.sessions,
@@ -1125,6 +1435,7 @@ pub async fn measure_memory(
         progress_reports: 0,
         vendor_meta: false,
         oauth: None,
+        elicit: false,
     };
     let report = drive_calls(&probe, &ids[ids.len().saturating_sub(1)..]).await?;
     settle().await;

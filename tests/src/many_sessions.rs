@@ -243,6 +243,7 @@ impl ManySessions {
             progress_reports: 0,
             vendor_meta: false,
             oauth: None,
+            elicit: false,
         };
         let ids: Arc<[String]> = ids.into();
         let mut clients = Vec::with_capacity(self.concurrency);

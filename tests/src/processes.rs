@@ -295,7 +295,17 @@ pub struct ClusterRound {
     pub app_token: String,
     /// The OpenClaw token both nodes take.
     pub openclaw_token: String,
+    /// Beside each plain run, runs whose app asks the client one question
+    /// per call ([`LoadConfig::elicit`]) at each revision.
+    pub elicit: bool,
 }
+
+/// The kinds of call a cluster round runs: (name, protocol, elicit).
+const PLAIN: (&str, Protocol, bool) = ("plain", Protocol::V2025_11_25, false);
+const ELICITING: [(&str, Protocol, bool); 2] = [
+    ("elicit 2025-11-25", Protocol::V2025_11_25, true),
+    ("elicit 2026-07-28", Protocol::V2026_07_28, true),
+];
 
 impl ClusterRound {
     /// Starts the cluster, hands each run's JSON line to `line` as it ends,
@@ -337,11 +347,26 @@ impl ClusterRound {
             wait_ready(&node.url).await?;
         }
         let pids = [a.pid, b.pid, nats_pid, std::process::id()];
-        // (same, cross) figures per concurrency, one entry per round.
-        let mut figures: Vec<[Vec<(f64, u64)>; 2]> =
-            vec![Default::default(); self.concurrency.len()];
+        let mut kinds = vec![PLAIN];
+        if self.elicit {
+            kinds.extend(ELICITING);
+        }
+        // Each concurrency and kind of call, and its (same, cross) figures,
+        // one entry per round.
+        type Figures = [Vec<(f64, u64)>; 2];
+        let mut figures: Vec<(usize, (&str, Protocol, bool), Figures)> = self
+            .concurrency
+            .iter()
+            .flat_map(|&concurrency| {
+                kinds
+                    .iter()
+                    .map(move |&kind| (concurrency, kind, Figures::default()))
+            })
+            .collect();
         for round in 1..=self.rounds {
-            for (index, &concurrency) in self.concurrency.iter().enumerate() {
+            for (concurrency, (kind, protocol, elicit), kept) in &mut figures {
+                let (concurrency, kind, protocol, elicit) =
+                    (*concurrency, *kind, *protocol, *elicit);
                 for (placement, cross) in [("same", false), ("cross", true)] {
                     let config = LoadConfig {
                         target: Target {
@@ -357,11 +382,12 @@ impl ClusterRound {
                         duration: self.duration,
                         max_calls: None,
                         method: Method::ToolsCall,
-                        protocol: Protocol::default(),
+                        protocol,
                         progress: false,
                         progress_reports: 0,
                         vendor_meta: false,
                         oauth: None,
+                        elicit,
                     };
                     let before = cpu_of(&pids)?;
                     let report = bench::run_load(&config).await?;
@@ -373,6 +399,7 @@ impl ClusterRound {
                     let nodes = if cross { used(0) + used(1) } else { used(0) };
                     let mut line = bench::report_json(&config, &report);
                     line["placement"] = json!(placement);
+                    line["kind"] = json!(kind);
                     line["round"] = json!(round);
                     line["node_threads"] = json!(self.node_threads);
                     line["nats_threads"] = json!(self.nats_threads);
@@ -384,7 +411,7 @@ impl ClusterRound {
                         "all": tenths(nodes + used(2) + used(3)),
                     });
                     emit(&line);
-                    figures[index][usize::from(cross)]
+                    kept[usize::from(cross)]
                         .push((report.calls_per_second(), report.percentiles_us[0]));
                 }
             }
@@ -393,11 +420,15 @@ impl ClusterRound {
             values.iter().map(pick).sum::<f64>() / values.len().max(1) as f64
         };
         let mut summary = serde_json::Map::new();
-        for (&concurrency, [same, cross]) in self.concurrency.iter().zip(&figures) {
+        for (concurrency, (kind, ..), [same, cross]) in &figures {
             let (same_rate, cross_rate) = (mean(same, |f| f.0), mean(cross, |f| f.0));
             let (same_p50, cross_p50) = (mean(same, |f| f.1 as f64), mean(cross, |f| f.1 as f64));
+            let key = match *kind {
+                "plain" => format!("c{concurrency}"),
+                kind => format!("c{concurrency} {kind}"),
+            };
             summary.insert(
-                format!("c{concurrency}"),
+                key,
                 json!({
                     "same_calls_per_s": same_rate.round(),
                     "cross_calls_per_s": cross_rate.round(),

@@ -7,6 +7,7 @@
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --protocol 2026-07-28 --progress
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --method resources/read
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64 --oauth
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --elicit --protocol 2026-07-28
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --bridges 500 --calls 2000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run schema --sessions 200
@@ -125,6 +126,12 @@ enum Command {
         /// the load generator runs on loopback (needs --spawn).
         #[arg(long)]
         oauth: bool,
+        /// The app asks the client one question per call (a form
+        /// elicitation) and answers with the client's answer, which the
+        /// client gives at once: on a second connection up to 2025-11-25,
+        /// in a retried call at 2026-07-28.
+        #[arg(long)]
+        elicit: bool,
     },
     /// Resident memory while bridges that stopped reading are sent large
     /// calls, and after they are gone.
@@ -238,6 +245,11 @@ enum Command {
         /// GOMAXPROCS of nats-server (0: Go's default, one per CPU).
         #[arg(long, default_value_t = 0)]
         nats_threads: u16,
+        /// Beside each plain run, runs where the app asks the client one
+        /// question per call (`calls --elicit`), at 2025-11-25 and at
+        /// 2026-07-28.
+        #[arg(long)]
+        elicit: bool,
         #[command(flatten)]
         tokens: Tokens,
     },
@@ -395,6 +407,7 @@ async fn main() -> anyhow::Result<()> {
             progress_reports,
             meta,
             oauth,
+            elicit,
         } => {
             // The issuer serves until the run ends.
             let issuer = match oauth {
@@ -430,6 +443,7 @@ async fn main() -> anyhow::Result<()> {
                 oauth: issuer
                     .as_ref()
                     .map(|issuer| OAuthLoad::new(issuer, "loadgen-user")),
+                elicit,
             };
             let cpu_before = server.pid.map(bench::cpu_seconds).transpose()?;
             let report = bench::run_load(&config).await?;
@@ -459,9 +473,11 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             node_threads,
             nats_threads,
+            elicit,
             tokens,
         } => {
             let cluster = ClusterRound {
+                elicit,
                 binary: spawn,
                 nats_server,
                 rounds,

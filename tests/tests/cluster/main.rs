@@ -816,27 +816,43 @@ async fn the_cluster_benchmark_runs_same_node_and_cross_node_calls() {
         nats_threads: 1,
         app_token: APP_TOKEN.into(),
         openclaw_token: OPENCLAW_TOKEN.into(),
+        elicit: true,
     };
     let mut lines = Vec::new();
     let summary = round
         .run(&mut |line| lines.push(line.clone()))
         .await
         .expect("cluster round");
-    let placements: Vec<(&str, u64)> = lines
+    let placements: Vec<(u64, &str, &str)> = lines
         .iter()
         .map(|line| {
             assert_eq!(line["errors"], 0, "{line}");
             assert!(line["calls"].as_u64() > Some(0), "{line}");
             (
-                line["placement"].as_str().unwrap_or_default(),
                 line["concurrency"].as_u64().unwrap_or_default(),
+                line["kind"].as_str().unwrap_or_default(),
+                line["placement"].as_str().unwrap_or_default(),
             )
         })
         .collect();
-    assert_eq!(
-        placements,
-        [("same", 1), ("cross", 1), ("same", 4), ("cross", 4)]
-    );
+    let mut expected = Vec::new();
+    for concurrency in [1, 4] {
+        for kind in ["plain", "elicit 2025-11-25", "elicit 2026-07-28"] {
+            expected.push((concurrency, kind, "same"));
+            expected.push((concurrency, kind, "cross"));
+        }
+    }
+    assert_eq!(placements, expected);
+    // Each eliciting run's calls were asked their question, by the
+    // revision named, wherever the client was.
+    for line in lines.iter().filter(|line| line["kind"] != "plain") {
+        assert_eq!(line["elicit"], true, "{line}");
+        let kind = line["kind"].as_str().unwrap_or_default();
+        assert!(
+            kind.ends_with(line["protocol"].as_str().unwrap_or("?")),
+            "{line}"
+        );
+    }
     // Cross-node calls went through the second node and NATS: both worked
     // (CPU time counts in 10 ms ticks, so over both cross-node runs).
     let cross_cpu = |process: &str| -> f64 {
@@ -848,7 +864,7 @@ async fn the_cluster_benchmark_runs_same_node_and_cross_node_calls() {
     };
     assert!(cross_cpu("calling_node") > 0.0, "{lines:?}");
     assert!(cross_cpu("nats_server") > 0.0, "{lines:?}");
-    for concurrency in ["c1", "c4"] {
+    for concurrency in ["c1", "c4", "c1 elicit 2025-11-25", "c4 elicit 2026-07-28"] {
         let figures = &summary["by_concurrency"][concurrency];
         assert!(
             figures["cross_over_same_calls_per_s"].as_f64() > Some(0.0),

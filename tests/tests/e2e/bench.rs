@@ -39,6 +39,7 @@ async fn load_generator_smoke_run_on_both_bridges() {
             progress_reports: 0,
             vendor_meta: false,
             oauth: None,
+            elicit: false,
         };
         let report = bench::run_load(&config).await.expect("load run");
         assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");
@@ -82,6 +83,7 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
                 progress_reports,
                 vendor_meta,
                 oauth: None,
+                elicit: false,
             };
             let report = bench::run_load(&config).await.expect("load run");
             let case = format!(
@@ -94,6 +96,56 @@ async fn load_generator_smoke_run_at_2026_07_28_and_with_progress() {
             assert_eq!(line["progress"], progress, "{case}");
             assert_eq!(line["progress_reports"], progress_reports, "{case}");
             assert_eq!(line["vendor_meta"], vendor_meta, "{case}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn load_generator_smoke_run_where_every_call_asks_the_client() {
+    // Every call's app asks the client one question and answers with the
+    // client's answer (the call's own text), so an answer that went astray
+    // is a wrong echo; the server counts one answered question per call.
+    for (bridge, grpc_app) in [
+        (BridgeKind::Ws, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Lean),
+        (BridgeKind::Grpc, GrpcApp::Crate),
+    ] {
+        for protocol in [Protocol::V2025_11_25, Protocol::V2026_07_28] {
+            let server = TestServer::start().await;
+            let config = LoadConfig {
+                target: target(&server),
+                bridge,
+                grpc_app,
+                concurrency: 4,
+                sessions: 2,
+                duration: Duration::from_secs(120),
+                max_calls: Some(100),
+                method: Method::ToolsCall,
+                protocol,
+                progress: false,
+                progress_reports: 0,
+                vendor_meta: false,
+                oauth: None,
+                elicit: true,
+            };
+            let report = bench::run_load(&config).await.expect("load run");
+            let case = format!("{bridge:?} {grpc_app:?} {protocol:?}");
+            assert_eq!(report.errors, 0, "{case}");
+            assert_eq!(report.calls, 100, "{case}");
+            assert_eq!(bench::report_json(&config, &report)["elicit"], true);
+            let scrape = prometheus::Scrape::parse(&server.rest().metrics().await.text())
+                .expect("Prometheus text");
+            let answered = scrape.value(
+                "openclaw_proxy_client_requests_total",
+                &[("method", "elicitation/create"), ("outcome", "answered")],
+            );
+            // The run's calls and each client's warm-up call.
+            assert!(answered >= 104.0, "{case}: {answered} answered");
+            assert_eq!(
+                scrape.value("openclaw_proxy_client_requests_pending", &[]),
+                0.0,
+                "{case}"
+            );
         }
     }
 }
@@ -131,6 +183,7 @@ async fn load_generator_smoke_run_of_resources_and_prompts() {
                     progress_reports: 0,
                     vendor_meta,
                     oauth: None,
+                    elicit: false,
                 };
                 let report = bench::run_load(&config).await.expect("load run");
                 let case = format!("{bridge:?} {grpc_app:?} {method:?} {protocol:?}");
@@ -184,6 +237,7 @@ async fn wrong_answers_count_as_errors() {
         progress_reports: 0,
         vendor_meta: false,
         oauth: None,
+        elicit: false,
     };
     let report = bench::drive_calls(&config, &[session.id])
         .await
@@ -280,6 +334,7 @@ async fn load_generator_smoke_run_with_oauth_access_tokens() {
             progress_reports: 0,
             vendor_meta: false,
             oauth: Some(bench::OAuthLoad::new(&issuer, "loadgen-user")),
+            elicit: false,
         };
         let report = bench::run_load(&config).await.expect("load run");
         assert_eq!(report.errors, 0, "{bridge:?} {grpc_app:?}");

@@ -13,9 +13,16 @@
 //! answer the app's requests with those keys at once; keys nobody asks for
 //! are ignored. A request still unanswered after a retry is asked again.
 //!
-//! The app's requests are gathered for a moment ([`GATHER`]) before the
-//! result goes out, so that requests the app sends together reach the client
-//! in one result.
+//! The app's requests are gathered for a moment before the result goes out,
+//! so that requests the app sends together reach the client in one result:
+//! until the app has sent nothing more for [`QUIET`], and never longer than
+//! [`GATHER`] after the first. Requests sent together (`join!` of several
+//! asks, frames written back to back) arrive microseconds apart, so a short
+//! quiet time catches them; one that comes later is not lost, only asked in
+//! the next round. Every round of a call that asks pays the quiet time once,
+//! which is nothing beside a person's answer but is most of the round when a
+//! client answers by itself (`roots/list`, a scripted client):
+//! `docs/performance.md` has the figures.
 //!
 //! Which node holds a parked call: the one that answered it, whichever node
 //! holds the app's bridge (the answers it is given go to the bridge's node
@@ -50,8 +57,11 @@ use tokio::time::Instant;
 use super::{AbortOnDrop, Outcome, Revision, answer_message, ended, json_response, status_of};
 use crate::http::sse;
 
-/// How long the app's requests are gathered after the first, so that those
-/// it sends together go out together.
+/// The app's requests are gathered until it has sent nothing for this long.
+const QUIET: Duration = Duration::from_millis(5);
+
+/// The longest the app's requests are gathered after the first, however
+/// busy the call (a stream of progress reports, say).
 const GATHER: Duration = Duration::from_millis(20);
 
 /// Calls parked on this node at most; more are answered as the app's
@@ -433,14 +443,23 @@ impl Round<'_> {
         }
     }
 
-    /// More of the app's requests that come within [`GATHER`] of the last.
+    /// More of the app's requests, each within [`QUIET`] of the one before
+    /// and all within [`GATHER`] of now.
     async fn gather(
         &mut self,
         reports: &mut ProgressReceiver,
         waiting: &mut Vec<ClientAsk>,
         notes: &mut Vec<u8>,
     ) {
-        while let Ok(Some(event)) = tokio::time::timeout(GATHER, reports.recv_event()).await {
+        let until = Instant::now() + GATHER;
+        loop {
+            if Instant::now() >= until {
+                return;
+            }
+            let quiet = (Instant::now() + QUIET).min(until);
+            let Ok(Some(event)) = tokio::time::timeout_at(quiet, reports.recv_event()).await else {
+                return;
+            };
             match event {
                 CallEvent::Ask(ask) => {
                     if !self.answered(&ask).await {
