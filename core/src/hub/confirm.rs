@@ -9,9 +9,11 @@
 //! if the app had asked. Only `accept` lets the call through; `decline`,
 //! `cancel`, an error from the client, or no answer in time end the call
 //! with an error result that says so, and the app hears nothing. A client
-//! that cannot be asked (it declared no elicitation, or its path carries no
-//! requests) is refused too, unless the operator lets such calls through
-//! (`allow_unconfirmed_calls`). Every decision is an audit line.
+//! that cannot be asked (it declared no elicitation, its path carries no
+//! requests, or it answers the question "method not found", which is how a
+//! client up to 2025-11-25 says it cannot elicit) is refused too, unless
+//! the operator lets such calls through (`allow_unconfirmed_calls`). Every
+//! decision is an audit line.
 //!
 //! The gate runs where the call meets the app's bridge: on the node holding
 //! it, whichever node the client reached (a call from another node is asked
@@ -42,6 +44,10 @@ use tokio::sync::oneshot;
 
 use super::Hub;
 use crate::audit;
+
+/// JSON-RPC's "method not found": the client has no handler for the
+/// question.
+const METHOD_NOT_FOUND: i32 = -32601;
 use crate::bridge::ClientAnswer;
 use crate::call::CallContext;
 use crate::directory::SessionRecord;
@@ -243,6 +249,20 @@ impl Hub {
         let timeout = self.inner.config.client_request_timeout;
         let (decision, outcome) = match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(ClientAnswer::Result(result))) => (decision_of(&result), AskOutcome::Answered),
+            // "Method not found": a client that cannot elicit (up to
+            // 2025-11-25 nothing says so before it is asked), as one that
+            // declared no capability.
+            Ok(Ok(ClientAnswer::Error {
+                code: METHOD_NOT_FOUND,
+                ..
+            })) => {
+                let decision = if self.inner.config.allow_unconfirmed_calls {
+                    Decision::Unconfirmed
+                } else {
+                    Decision::CannotAsk
+                };
+                (decision, AskOutcome::ClientError)
+            }
             Ok(Ok(ClientAnswer::Error { .. })) => (Decision::NotAnswered, AskOutcome::ClientError),
             // The sender went with the session's gates: nothing answers now.
             Ok(Err(_)) => (Decision::NotAnswered, AskOutcome::Abandoned),

@@ -2,11 +2,14 @@
 // their MCP tools from, run against one configured server: prints the agent
 // tools it made and what its resource and prompt tools answer, as one JSON
 // line. Arguments: the server's URL, its bearer token, a workspace dir, a
-// resource URI to read and a prompt to get.
+// resource URI to read and a prompt to get; then, optionally, a tool to
+// call (its name on the server) and its arguments as JSON, whose result is
+// reported whole (`called`).
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [url, token, workspaceDir, uri, prompt] = process.argv.slice(2);
+const [url, token, workspaceDir, uri, prompt, toolToCall, toolArguments] =
+  process.argv.slice(2);
 const entry = path.join(
   import.meta.dirname,
   "node_modules/openclaw/dist/agents/agent-bundle-mcp-materialize.js",
@@ -38,6 +41,12 @@ const out = {
   prompts: await run("prompts_list", {}),
   prompt: await run("prompts_get", { name: prompt }),
 };
+if (toolToCall) {
+  const found = tool(toolToCall);
+  out.called = found
+    ? await found.execute(`call-${toolToCall}`, JSON.parse(toolArguments ?? "{}"), undefined)
+    : null;
+}
 console.log(JSON.stringify(out));
 await runtime.dispose();
 process.exit(0);

@@ -252,6 +252,50 @@ async fn a_client_that_cannot_be_asked_is_refused_unless_the_operator_lets_it_th
     );
 }
 
+/// A client up to 2025-11-25 without an elicitation handler (the pinned
+/// OpenClaw's, say) answers the gate's question "method not found": it
+/// cannot be asked, and the operator's setting decides, as for a client that
+/// declared no capability. Any other error from the client is a refusal.
+#[tokio::test]
+async fn a_client_that_answers_method_not_found_cannot_be_asked_and_the_setting_decides() {
+    let cannot_elicit = |asked: &Value| {
+        json!({"jsonrpc": "2.0", "id": asked["id"],
+               "error": {"code": -32601, "message": "Method not found"}})
+    };
+    let server = TestServer::start().await;
+    let (session, mut app) = gated_session(&server).await;
+    let (mut stream, asked) = asked_to_confirm(&session, 1).await;
+    let reply = post(&session, &cannot_elicit(&asked)).send().await;
+    assert_eq!(reply.status(), 202, "{}", reply.text());
+    let result = no_hang(stream.next()).await.expect("the result");
+    let text = error_text(&result["result"]);
+    assert!(
+        text.contains("cannot be asked") && text.contains("OPENCLAW_PROXY_ALLOW_UNCONFIRMED_CALLS"),
+        "{text}"
+    );
+    // Another error is the client's refusal, not an inability.
+    let (mut stream, asked) = asked_to_confirm(&session, 2).await;
+    let failed = json!({"jsonrpc": "2.0", "id": asked["id"],
+                        "error": {"code": -32603, "message": "the user closed the dialog"}});
+    post(&session, &failed).send().await;
+    let text = error_text(&no_hang(stream.next()).await.expect("the result")["result"]);
+    assert!(!text.contains("cannot be asked"), "{text}");
+    plain_call_comes_next(&session, &mut app).await;
+    assert_eq!(counted(&server, "client_error"), 2.0);
+
+    let lenient = TestServer::builder()
+        .core(|core| core.allow_unconfirmed_calls = true)
+        .start()
+        .await;
+    let (session, mut app) = gated_session(&lenient).await;
+    let (mut stream, asked) = asked_to_confirm(&session, 3).await;
+    post(&session, &cannot_elicit(&asked)).send().await;
+    let invoke = answer_invocation(&mut app, "delete_files").await;
+    assert_eq!(invoke["arguments"], json!({"n": 40}), "{invoke}");
+    let result = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+}
+
 #[tokio::test]
 async fn a_confirm_that_is_neither_a_flag_nor_a_message_is_refused_naming_the_field() {
     let server = TestServer::start().await;
