@@ -108,22 +108,30 @@ impl Hub {
         // bridge is: a call for a bridge elsewhere is asked about there. A
         // single node asks even without a bridge (there is no elsewhere),
         // so a client that cannot be asked hears that first.
-        let bridge_here = self.inner.local_bridge(&record.id).is_some()
-            || self.inner.remote.connected().is_none();
-        let (arguments_json, context) = match record.confirmation(tool_name) {
-            Some(message) if bridge_here => {
-                let gate = self.gate(&record, tool_name, message, arguments_json, context);
-                match gate.await {
-                    Ok(passed) => passed,
-                    Err(stopped) => return Ok(stopped),
-                }
+        // A call without a gate (nearly every one) looks its bridge up once.
+        let (arguments_json, context, found) = match record.confirmation(tool_name) {
+            None => (arguments_json, context, self.inner.local_bridge(&record.id)),
+            Some(message) => {
+                let bridge_here = self.inner.local_bridge(&record.id).is_some()
+                    || self.inner.remote.connected().is_none();
+                let (arguments_json, context) = if bridge_here {
+                    let gate = self.gate(&record, tool_name, message, arguments_json, context);
+                    match gate.await {
+                        Ok(passed) => passed,
+                        Err(stopped) => return Ok(stopped),
+                    }
+                } else {
+                    (arguments_json, context)
+                };
+                // Again: the bridge may have come or gone while the user
+                // was asked.
+                (arguments_json, context, self.inner.local_bridge(&record.id))
             }
-            _ => (arguments_json, context),
         };
-        if let Some((_, bridge)) = self.inner.local_bridge(&record.id) {
-            counted.transport = bridge.origin().transport;
+        if let Some(found) = found {
+            counted.transport = found.1.origin().transport;
             return self
-                .invoke_local(&record, tool_name, arguments_json, context)
+                .invoke_local(&record, Some(found), tool_name, arguments_json, context)
                 .await;
         }
         // Asked about again where the bridge went, should it have moved
@@ -191,7 +199,7 @@ impl Hub {
             }
             _ => (arguments_json, context),
         };
-        self.invoke_local(&record, tool_name, arguments_json, context)
+        self.invoke_local(&record, None, tool_name, arguments_json, context)
             .await
     }
 
@@ -222,6 +230,7 @@ impl Hub {
     async fn invoke_local(
         &self,
         record: &SessionRecord,
+        found: Option<(Arc<Local>, Arc<Bridge>)>,
         tool_name: &str,
         arguments_json: String,
         context: CallContext,
@@ -237,6 +246,7 @@ impl Hub {
         } = context;
         let (prepared, message) = self.prepare(
             record,
+            found,
             tool_name,
             timeout,
             &trace_parent,
@@ -261,18 +271,19 @@ impl Hub {
     }
 
     /// Everything a round trip needs before its first wait: the bridge
-    /// attached here, the request id, the span, and the message for the app
-    /// (`build` makes it from the request id and the `traceparent` the round
-    /// trip hands on).
+    /// attached here (`found`, when the caller has just looked it up), the
+    /// request id, the span, and the message for the app (`build` makes it
+    /// from the request id and the `traceparent` the round trip hands on).
     pub(super) fn prepare<'a>(
         &self,
         record: &'a SessionRecord,
+        found: Option<(Arc<Local>, Arc<Bridge>)>,
         what: &'a str,
         timeout: Duration,
         trace_parent: &str,
         build: impl FnOnce(&str, String) -> proxy_message::Kind,
     ) -> Result<(Prepared<'a>, Box<proto::ProxyMessage>), InvokeError> {
-        let Some((local, bridge)) = self.inner.local_bridge(&record.id) else {
+        let Some((local, bridge)) = found.or_else(|| self.inner.local_bridge(&record.id)) else {
             return Err(InvokeError::NotConnected);
         };
         if bridge.end_reason().is_some() {

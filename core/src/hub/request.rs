@@ -133,6 +133,7 @@ impl Hub {
         } = context;
         let (prepared, message) = self.prepare(
             record,
+            None,
             method,
             self.inner.config.tool_timeout,
             &trace_parent,
