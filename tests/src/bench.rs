@@ -678,9 +678,10 @@ async fn start_ws_app(
 }
 
 /// A gRPC app written with the app crate that answers every call with its
-/// arguments (after `reports` progress reports), and with `catalog` also
-/// serves the bench resource and prompt; it registers its own session and
-/// serves until the runtime ends.
+/// arguments (after `reports` progress reports; with `elicit`, with the
+/// client's answer to the bench question, asked with `ctx.elicit`), and with
+/// `catalog` also serves the bench resource and prompt; it registers its
+/// own session and serves until the runtime ends.
 async fn start_crate_app(target: &Target, side: AppSide<'_>) -> anyhow::Result<String> {
     let AppSide {
         reports,
