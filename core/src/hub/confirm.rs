@@ -44,10 +44,6 @@ use tokio::sync::oneshot;
 
 use super::Hub;
 use crate::audit;
-
-/// JSON-RPC's "method not found": the client has no handler for the
-/// question.
-const METHOD_NOT_FOUND: i32 = -32601;
 use crate::bridge::ClientAnswer;
 use crate::call::CallContext;
 use crate::directory::SessionRecord;
@@ -55,6 +51,10 @@ use crate::escape::Outside;
 use crate::metrics::AskOutcome;
 use crate::outcome::ToolOutcome;
 use crate::progress::{AskMethod, Askable, ClientAsk, ProgressSink};
+
+/// JSON-RPC's "method not found": the client has no handler for the
+/// question.
+const METHOD_NOT_FOUND: i32 = -32601;
 
 /// The id of the gate's request within its request id.
 pub const CONFIRM_ID: &str = "confirm";
