@@ -135,7 +135,7 @@ pub enum StateError {
     Tampered,
     /// Its wait is over.
     #[error(
-        "requestState has expired: the call no longer waits for these answers; call the tool again"
+        "requestState has expired: the call no longer waits for these answers; send the request again without it"
     )]
     Expired,
 }

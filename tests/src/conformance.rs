@@ -289,6 +289,27 @@ fn fixture_prompts() -> Vec<Prompt> {
             },
         )
         .title("Prompt With Image"),
+        Prompt::with_arguments(
+            "test_input_required_result_prompt",
+            "Asks the user what context to use, then writes the prompt",
+            [],
+            |_: Value, call: CallContext| async move {
+                let question = json!({"message": "What context should the prompt use?",
+                    "requestedSchema": {"type": "object",
+                        "properties": {"context": {"type": "string"}}, "required": ["context"]}});
+                let answer = call
+                    .ask_keyed("user_context", "elicitation/create", question)
+                    .await
+                    .map_err(|error| McpError::internal(error.to_string()))?;
+                let answer: Value = serde_json::from_str(&answer)
+                    .map_err(|error| McpError::internal(error.to_string()))?;
+                let context = answer["content"]["context"].as_str().unwrap_or_default();
+                Ok::<_, McpError>(vec![PromptMessage::user(format!(
+                    "Write it for this context: {context}"
+                ))])
+            },
+        )
+        .title("Prompt That Asks"),
     ]
 }
 

@@ -39,10 +39,10 @@ fn question() -> Value {
         "properties": {"calendar": {"type": "string"}}}})
 }
 
-/// A WebSocket app: a call of `echo_text` with `text: "ask"` asks the
-/// client (`elicitation/create`, id `q`) and answers with what the client
-/// said; any other call is answered at once. Every frame the app receives
-/// goes to the test.
+/// A WebSocket app: a call of `echo_text` with `text: "ask"`, and a
+/// `prompts/get` of [`ASKING_PROMPT`], ask the client (`elicitation/create`,
+/// id `q`) and answer with what the client said; any other call is
+/// answered at once. Every frame the app receives goes to the test.
 struct AskingApp {
     frames: mpsc::UnboundedReceiver<Value>,
     task: JoinHandle<()>,
@@ -55,10 +55,26 @@ impl AskingApp {
             .expect("bridge");
         let (seen, frames) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
+            // The prompt requests waiting for the client's answer.
+            let mut prompts = std::collections::HashSet::new();
             while let Ok(frame) = app.next_json().await {
                 let _ = seen.send(frame.clone());
                 let request_id = frame["request_id"].clone();
                 match frame["type"].as_str() {
+                    Some("mcp_request") => {
+                        prompts.insert(request_id.to_string());
+                        app.send_json(json!({"type": "client_request", "request_id": request_id,
+                            "id": "q", "method": "elicitation/create", "params": question()}))
+                            .await;
+                    }
+                    Some("client_response") if prompts.remove(&request_id.to_string()) => {
+                        let calendar = &frame["result"]["content"]["calendar"];
+                        let text = format!("Plan the week in {}", calendar.as_str().unwrap_or("?"));
+                        app.send_json(json!({"type": "mcp_result", "request_id": request_id,
+                            "result": {"messages": [{"role": "user",
+                                "content": {"type": "text", "text": text}}]}}))
+                            .await;
+                    }
                     Some("invoke_tool") if frame["arguments"]["text"] == "ask" => {
                         app.send_json(json!({"type": "client_request", "request_id": request_id,
                             "id": "q", "method": "elicitation/create", "params": question()}))
@@ -101,6 +117,16 @@ impl Drop for AskingApp {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The prompt whose `prompts/get` asks the client.
+const ASKING_PROMPT: &str = "plan_week";
+
+/// A registration body with the echo tool and [`ASKING_PROMPT`].
+fn asking_body() -> Value {
+    let mut body = legacy_session_body();
+    body["prompts"] = json!([{"name": ASKING_PROMPT}]);
+    body
 }
 
 /// A session created on A with its asking app attached to A, reachable
@@ -175,6 +201,30 @@ async fn call_2026(
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool)
+        .send()
+        .await;
+    assert_eq!(reply.status(), 200, "{}", reply.text());
+    reply.json()
+}
+
+/// A `prompts/get` of [`ASKING_PROMPT`] on `node` as a 2026-07-28 client
+/// that can elicit, with `more` params (answers, state): its answer.
+async fn prompt_2026(node: &Node, session_id: &str, more: Value) -> Value {
+    let mut params = json!({"name": ASKING_PROMPT, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }});
+    if let (Some(params), Some(more)) = (params.as_object_mut(), more.as_object()) {
+        params.extend(more.clone());
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "prompts/get", "params": params});
+    let reply = node
+        .rest()
+        .token(OPENCLAW_TOKEN)
+        .mcp(&format!("/v1/mcp/{session_id}"), &body)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "prompts/get")
+        .header("mcp-name", ASKING_PROMPT)
         .send()
         .await;
     assert_eq!(reply.status(), 200, "{}", reply.text());
@@ -264,9 +314,27 @@ async fn a_2025_client_on_another_node_is_asked_and_its_answer_reaches_the_app_f
 async fn a_2026_client_on_another_node_gets_input_required_and_its_retry_resumes_from_any_node() {
     let (_nats, nodes) = three_nodes().await;
     let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
-    let (id, mut app) = asking_session(&nodes, &legacy_session_body()).await;
+    let (id, mut app) = asking_session(&nodes, &asking_body()).await;
     let elicits = json!({"elicitation": {}});
     let ask = json!({"text": "ask"});
+
+    // A prompt whose app asks goes in rounds too: input_required from B,
+    // the retry on C sent on to B, the app on A asked once.
+    let first = prompt_2026(b, &id, json!({})).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert_eq!(first["result"]["inputRequests"]["q"]["params"], question());
+    let state = first["result"]["requestState"]
+        .as_str()
+        .expect("requestState");
+    let retry = json!({"requestState": state,
+        "inputResponses": {"q": {"action": "accept", "content": {"calendar": "work"}}}});
+    let got = prompt_2026(c, &id, retry).await;
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"], "Plan the week in work",
+        "{got}"
+    );
+    app.next("client_response").await;
+    nothing_pending(a, "the prompt's retry").await;
 
     // The round: input_required from B, the retry on C (sent on to B, where
     // the call waits), then on B.

@@ -253,17 +253,9 @@ pub(super) async fn handle_message(
         *method = McpMethod::of(request.method());
         let span = request_span(request.method(), &session_id, request.target());
         trace::set_remote_parent(&span, &request.trace_parent(&parts.headers));
-        return direct::answer_request(
-            &state.hub,
-            &state.in_flight,
-            &session_id,
-            &parts.headers,
-            peer,
-            caller,
-            request,
-        )
-        .instrument(span)
-        .await;
+        return direct::answer_request(state, &session_id, &parts.headers, peer, caller, request)
+            .instrument(span)
+            .await;
     }
     if let Some(reply) = answers::parse(&bytes) {
         *method = McpMethod::Response;

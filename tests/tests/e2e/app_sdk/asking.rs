@@ -5,18 +5,32 @@
 //! `input_required` result, the call retried with the answer): the result
 //! carries what the user filled in when they accept, and says so when they
 //! decline.
+//!
+//! And a prompt and a resource whose app asks the user while it answers
+//! (`ctx.elicit` in a prompt's and a read's handler): the same host gets
+//! them at both revisions (an SSE answer up to 2025-11-25, `input_required`
+//! rounds at 2026-07-28), and raw 2026-07-28 retries that name another
+//! request, or come from a client that declared no elicitation, are told
+//! why.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use openclaw_proxy_app::{
+    App, CallContext as AppCall, Elicitation, McpError, Prompt, PromptMessage, ReadRequest,
+    ReadResourceResult, Resource, ResourceContents, Serving,
+};
+use openclaw_proxy_tests::prometheus::Scrape;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    Implementation, ProtocolVersion,
+    GetPromptRequestParams, Implementation, ProtocolVersion, ReadResourceRequestParams,
+    ResourceContents as ReadContents,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use openclaw_proxy_tests::*;
 
@@ -115,4 +129,205 @@ pub(super) async fn confirm_echo_through(server: &TestServer, session_id: &str) 
             }
         }
     }
+}
+
+/// The prompt and the resource of [`asking_app`], and what each asks.
+const BRIEFING: &str = "briefing";
+const BRIEFING_QUESTION: &str = "What should the briefing cover?";
+const NOTES: &str = "notes://today";
+const NOTES_QUESTION: &str = "Whose notes?";
+
+/// What the user answered, or the action they took instead.
+fn answered(
+    answer: Result<openclaw_proxy_app::ElicitResult, openclaw_proxy_app::AskError>,
+) -> Result<String, McpError> {
+    let answer = answer.map_err(|error| McpError::internal(error.to_string()))?;
+    Ok(answer
+        .content
+        .and_then(|content| {
+            content
+                .get("note")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| format!("{:?}", answer.action)))
+}
+
+fn note_form(question: &str) -> Elicitation {
+    Elicitation::form(
+        question,
+        json!({"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]}),
+    )
+}
+
+/// A gRPC app (the app crate) whose prompt and resource each ask the user
+/// one question and put the answer in what they return.
+async fn asking_app(server: &TestServer) -> Serving {
+    let briefing = Prompt::with_arguments(
+        BRIEFING,
+        "A briefing on what the user says.",
+        [],
+        |_: Value, call: AppCall| async move {
+            let note = answered(call.elicit(note_form(BRIEFING_QUESTION)).await)?;
+            Ok::<_, McpError>(vec![PromptMessage::user(format!("Brief me on: {note}"))])
+        },
+    );
+    let other =
+        Prompt::with_arguments("other", "Asks nothing.", [], |_: Value, _: AppCall| async {
+            Ok::<_, McpError>(vec![PromptMessage::user("other")])
+        });
+    let notes = Resource::new(
+        NOTES,
+        "notes",
+        |read: ReadRequest, call: AppCall| async move {
+            let note = answered(call.elicit(note_form(NOTES_QUESTION)).await)?;
+            let contents = ResourceContents::text(read.uri(), format!("Notes of {note}"));
+            Ok::<_, McpError>(ReadResourceResult::new([contents]))
+        },
+    );
+    App::builder(server.http_url())
+        .app_token(APP_TOKEN)
+        .prompt(briefing)
+        .prompt(other)
+        .resource(notes)
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving")
+}
+
+fn pending(server: &TestServer) -> f64 {
+    Scrape::parse(&server.hub.render_metrics())
+        .expect("metrics")
+        .value("openclaw_proxy_client_requests_pending", &[])
+}
+
+#[tokio::test]
+async fn a_prompt_and_a_read_whose_app_asks_the_user_are_answered_at_both_revisions() {
+    let server = TestServer::start().await;
+    let serving = asking_app(&server).await;
+    let session_id = serving.session().session_id;
+    for version in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28] {
+        let user = User {
+            action: ElicitationAction::Accept,
+            shown: Arc::default(),
+        };
+        let client = connect(&server, &session_id, user.clone(), &version).await;
+        let prompt = no_hang(client.get_prompt(GetPromptRequestParams::new(BRIEFING)))
+            .await
+            .unwrap_or_else(|error| panic!("prompts/get at {version}: {error}"));
+        let texts: Vec<_> = prompt
+            .messages
+            .iter()
+            .filter_map(|message| message.content.as_text().map(|text| text.text.as_str()))
+            .collect();
+        assert_eq!(texts, [format!("Brief me on: {NOTE}")], "at {version}");
+        let read = no_hang(client.read_resource(ReadResourceRequestParams::new(NOTES)))
+            .await
+            .unwrap_or_else(|error| panic!("resources/read at {version}: {error}"));
+        let texts: Vec<_> = read
+            .contents
+            .iter()
+            .filter_map(|contents| match contents {
+                ReadContents::TextResourceContents { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, [format!("Notes of {NOTE}")], "at {version}");
+        let _ = client.cancel().await;
+        let shown = user.shown.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(shown, [BRIEFING_QUESTION, NOTES_QUESTION], "at {version}");
+    }
+    eventually("nothing pending", Duration::from_secs(10), || async {
+        pending(&server) == 0.0
+    })
+    .await;
+}
+
+/// POSTs a 2026-07-28 `prompts/get` of `prompt` whose client declares
+/// `capabilities`, with `more` params (answers, state).
+async fn get_2026(mcp_url: &str, prompt: &str, capabilities: Value, more: Value) -> Value {
+    let mut params = json!({"name": prompt, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }});
+    if let (Some(params), Some(more)) = (params.as_object_mut(), more.as_object()) {
+        params.extend(more.clone());
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get", "params": params});
+    let reply = mcp_post(mcp_url, &body)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "prompts/get")
+        .header("mcp-name", prompt)
+        .send()
+        .await;
+    assert_eq!(reply.status(), 200, "{}", reply.text());
+    reply.json()
+}
+
+#[tokio::test]
+async fn a_prompts_rounds_take_only_its_own_retry_and_a_client_that_cannot_be_asked_is_named() {
+    let server = TestServer::start().await;
+    let serving = asking_app(&server).await;
+    let mcp_url = format!(
+        "{}/v1/mcp/{}",
+        server.http_url(),
+        serving.session().session_id
+    );
+    let eliciting = json!({"elicitation": {"form": {}}});
+
+    let first = get_2026(&mcp_url, BRIEFING, eliciting.clone(), json!({})).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{first}");
+    let (key, request) = requests.iter().next().expect("one request");
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert_eq!(request["params"]["message"], BRIEFING_QUESTION, "{first}");
+    let state = result["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_owned();
+    let answers = json!({key.clone(): {"action": "accept", "content": {"note": "the harbour"}}});
+
+    // Another prompt's retry cannot take this call; it stays parked.
+    let retry = json!({"inputResponses": answers, "requestState": state});
+    let wrong = get_2026(&mcp_url, "other", eliciting.clone(), retry.clone()).await;
+    let message = wrong["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(wrong["error"]["code"], -32602, "{wrong}");
+    assert!(
+        message.contains("another request") && message.contains(BRIEFING),
+        "{wrong}"
+    );
+
+    let done = get_2026(&mcp_url, BRIEFING, eliciting.clone(), retry.clone()).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "Brief me on: the harbour",
+        "{done}"
+    );
+    // Resumed once: the same state again finds no call.
+    let again = get_2026(&mcp_url, BRIEFING, eliciting, retry).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("no call waits")),
+        "{again}"
+    );
+
+    // A client that declared no elicitation: the app is told why at once,
+    // and its error names the capability.
+    let refused = get_2026(&mcp_url, BRIEFING, json!({"sampling": {}}), json!({})).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("did not declare the elicitation capability"),
+        "{refused}"
+    );
+    eventually("nothing pending", Duration::from_secs(10), || async {
+        pending(&server) == 0.0
+    })
+    .await;
 }

@@ -292,7 +292,7 @@ pub async fn answer(
             hub,
             rounds,
             session_id,
-            tool: prepared.name.clone(),
+            named: rounds::Named::tool(prepared.name.clone()),
             id,
             token: progress,
             answers: rounds::answers_of(input_responses.as_deref()),
@@ -304,19 +304,33 @@ pub async fn answer(
             spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
         return round.start(running, reports).await;
     }
-    let answering = Answering { id, revision };
     if progress.is_none() && log_level.is_none() && askable == Askable::Nothing {
         let call = prepared.call(session_id);
         let outcome = call_tool(hub, in_flight, call, None, std::future::pending()).await;
-        return answering.json(outcome);
+        return json_response(
+            status_of(revision, &outcome),
+            answer_message(&id, revision, outcome),
+        );
     }
+    let answering = Answering {
+        id,
+        revision,
+        named: rounds::Named::tool(prepared.name.clone()),
+    };
     let (hub, in_flight) = (hub.clone(), in_flight.clone());
     let listening = Listening {
         token: progress,
         log_level,
         askable,
     };
-    answer_with_progress(hub, in_flight, session_id, prepared, listening, answering).await
+    let session = session_id.clone();
+    let running = move |sink| async move {
+        let call = prepared.call(&session);
+        let progress = Some(Progress::Reports(sink));
+        let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
+        rounds::Finished::Tool(outcome)
+    };
+    answer_with_progress(session_id, running, listening, answering).await
 }
 
 /// The call's task and its events, for a call that may be parked.
@@ -327,33 +341,54 @@ fn spawn_call(
     prepared: Prepared,
     log_level: Option<LogLevel>,
     askable: Askable,
-) -> (AbortOnDrop<Outcome>, ProgressReceiver) {
+) -> (AbortOnDrop<rounds::Finished>, ProgressReceiver) {
     let (sink, reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
     let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
     let running = tokio::spawn(
         async move {
             let call = prepared.call(&session);
             let progress = Some(Progress::Reports(sink));
-            call_tool(&hub, &in_flight, call, progress, std::future::pending()).await
+            let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
+            rounds::Finished::Tool(outcome)
         }
         .in_current_span(),
     );
     (AbortOnDrop(running), reports)
 }
 
-/// What the answer to a call needs: the request's id and revision.
+/// What the answer to a call needs: the request's id and revision, and
+/// what it asked for.
 struct Answering {
     id: RequestId,
     revision: Revision,
+    named: rounds::Named,
 }
 
 impl Answering {
+    /// The JSON-RPC message answering what the call ended with, and its
+    /// HTTP status.
+    fn message(&self, finished: rounds::Finished) -> (StatusCode, Vec<u8>) {
+        match finished {
+            rounds::Finished::Tool(outcome) => (
+                status_of(self.revision, &outcome),
+                answer_message(&self.id, self.revision, outcome),
+            ),
+            rounds::Finished::Request(outcome) => {
+                let answered = request::Answered {
+                    id: &self.id,
+                    method: self.named.method,
+                    target: &self.named.name,
+                    revision: self.revision,
+                };
+                (StatusCode::OK, answered.body(outcome))
+            }
+        }
+    }
+
     /// The answer as one JSON response.
-    fn json(&self, outcome: Outcome) -> Response {
-        json_response(
-            status_of(self.revision, &outcome),
-            answer_message(&self.id, self.revision, outcome),
-        )
+    fn json(&self, finished: rounds::Finished) -> Response {
+        let (status, message) = self.message(finished);
+        json_response(status, message)
     }
 }
 
@@ -369,15 +404,18 @@ struct Listening {
 
 /// Answers a call whose client may hear of it before the answer (progress,
 /// logs, the app's requests): as rmcp answers, JSON when the result comes
-/// first, SSE once a notification or request does.
-async fn answer_with_progress(
-    hub: Hub,
-    in_flight: Arc<InFlight>,
+/// first, SSE once a notification or request does. `running` starts the
+/// call, its events going to the sink it is given.
+async fn answer_with_progress<F, Fut>(
     session_id: &Arc<str>,
-    prepared: Prepared,
+    running: F,
     listening: Listening,
     answering: Answering,
-) -> Response {
+) -> Response
+where
+    F: FnOnce(openclaw_proxy_core::progress::ProgressSink) -> Fut,
+    Fut: Future<Output = rounds::Finished> + Send + 'static,
+{
     // The core keeps the app's reports for this call; they are read here
     // and written on the answer, so a call whose app never reports costs
     // no notification at all.
@@ -387,27 +425,21 @@ async fn answer_with_progress(
         askable,
     } = listening;
     let (sink, mut reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
-    let tool = prepared.name.clone();
-    let session = session_id.clone();
-    let mut running = Box::pin(async move {
-        let call = prepared.call(&session);
-        let progress = Some(Progress::Reports(sink));
-        call_tool(&hub, &in_flight, call, progress, std::future::pending()).await
-    });
+    let mut running = Box::pin(running(sink));
     let first = tokio::select! {
         biased;
-        outcome = &mut running => {
+        finished = &mut running => {
             let mut body = Vec::new();
             while let Some(event) = reports.try_recv_event() {
                 if let Some(message) = notification_message(token.as_ref(), event) {
                     sse::push_json_event(&mut body, &message);
                 }
             }
-            log_thinned(session_id, &tool, reports.thinned());
+            log_thinned(session_id, &answering.named.name, reports.thinned());
             if body.is_empty() {
-                return answering.json(outcome);
+                return answering.json(finished);
             }
-            let answer = answer_message(&answering.id, answering.revision, outcome);
+            let (_, answer) = answering.message(finished);
             sse::push_json_event(&mut body, &answer);
             return sse_response(Body::from(body));
         }
@@ -420,11 +452,9 @@ async fn answer_with_progress(
         reports,
         running,
         token,
-        tool,
         session_id: session_id.clone(),
-        id: answering.id,
-        revision: answering.revision,
-        outcome: None,
+        answering,
+        finished: None,
     };
     let first = sse::json_event(&first);
     let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(first)));
@@ -443,14 +473,12 @@ async fn answer_with_progress(
 /// A streaming call after its first notification.
 struct Streaming {
     reports: ProgressReceiver,
-    running: AbortOnDrop<Outcome>,
+    running: AbortOnDrop<rounds::Finished>,
     token: Option<ProgressToken>,
-    tool: String,
     session_id: Arc<str>,
-    id: RequestId,
-    revision: Revision,
-    /// The call's outcome, once its task has ended.
-    outcome: Option<Outcome>,
+    answering: Answering,
+    /// What the call ended with, once its task has ended.
+    finished: Option<rounds::Finished>,
 }
 
 enum Next {
@@ -469,7 +497,7 @@ impl Streaming {
     /// report that came before it, whoever still holds the report queue).
     async fn next(&mut self) -> Next {
         let keep_alive = || Next::Event(sse::KEEP_ALIVE_COMMENT);
-        if self.outcome.is_none() {
+        if self.finished.is_none() {
             tokio::select! {
                 biased;
                 event = self.reports.recv_event() => {
@@ -481,7 +509,7 @@ impl Streaming {
                     }
                     // No report can come any more: the answer is next.
                 }
-                joined = &mut self.running.0 => self.outcome = Some(ended(joined)),
+                joined = &mut self.running.0 => self.finished = Some(rounds::finished(joined)),
                 () = tokio::time::sleep(sse::KEEP_ALIVE) => return keep_alive(),
             }
         }
@@ -490,19 +518,17 @@ impl Streaming {
                 return Next::Event(event);
             }
         }
-        let outcome = match self.outcome.take() {
-            Some(outcome) => outcome,
+        let finished = match self.finished.take() {
+            Some(finished) => finished,
             None => tokio::select! {
-                joined = &mut self.running.0 => ended(joined),
+                joined = &mut self.running.0 => rounds::finished(joined),
                 () = tokio::time::sleep(sse::KEEP_ALIVE) => return keep_alive(),
             },
         };
-        log_thinned(&self.session_id, &self.tool, self.reports.thinned());
-        Next::Last(sse::json_event(&answer_message(
-            &self.id,
-            self.revision,
-            outcome,
-        )))
+        let named = &self.answering.named.name;
+        log_thinned(&self.session_id, named, self.reports.thinned());
+        let (_, answer) = self.answering.message(finished);
+        Next::Last(sse::json_event(&answer))
     }
 }
 
@@ -517,14 +543,4 @@ async fn first_notification(
             return Some(message);
         }
     }
-}
-
-/// The outcome of a call's task.
-fn ended(joined: Result<Outcome, tokio::task::JoinError>) -> Outcome {
-    joined.unwrap_or_else(|error| {
-        Err(McpError::internal_error(
-            format!("the call ended: {error}"),
-            None,
-        ))
-    })
 }

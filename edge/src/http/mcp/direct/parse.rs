@@ -199,11 +199,8 @@ fn present<'de, D: Deserializer<'de>>(value: D) -> Result<Option<&'de RawValue>,
 }
 
 impl MetaKeys<'_> {
-    /// Whether a 2026-07-28 request is valid as rmcp judges it
-    /// (`RequestMetaObject::missing_required_keys`): `_meta` names that
-    /// revision and declares the client's capabilities, both readable.
     /// The requests a 2026-07-28 client's declared capabilities allow.
-    fn askable(&self) -> Askable {
+    pub(super) fn askable(&self) -> Askable {
         let capabilities = self
             .client_capabilities
             .and_then(|raw| serde_json::from_str::<ClientCapabilities>(raw.get()).ok());
@@ -217,6 +214,9 @@ impl MetaKeys<'_> {
         }
     }
 
+    /// Whether a 2026-07-28 request is valid as rmcp judges it
+    /// (`RequestMetaObject::missing_required_keys`): `_meta` names that
+    /// revision and declares the client's capabilities, both readable.
     pub(super) fn valid_at_2026(&self) -> bool {
         let revision = self
             .protocol_version

@@ -9,23 +9,33 @@
 //! rmcp would fill in, and a missing resource is `-32602`). One whose client
 //! wants log records (they need a stream) and anything unusual go to rmcp,
 //! whose typed answer keeps every content type but not every number's text.
+//!
+//! At 2026-07-28 a `prompts/get` or `resources/read` whose app asks the
+//! client something while it answers goes in rounds, as a tool call does
+//! ([`super::rounds`]): an `input_required` result, then the client's retry
+//! with its answers. Up to 2025-11-25 the answer becomes an event stream
+//! once the app reports progress or asks the client something, as a tool
+//! call's does.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use openclaw_proxy_core::outcome::McpReply;
+use openclaw_proxy_core::progress::{Askable, ProgressReceiver};
 use openclaw_proxy_core::{AppRequest, CallContext, Caller, Hub, InvokeError, Origin, Transport};
-use rmcp::model::{Implementation, RequestId};
+use rmcp::model::{Implementation, ProgressToken, RequestId};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use tracing::Instrument;
 
 use super::super::call::{InFlight, caller_of, trace_parent_of};
 use super::parse::{MetaKeys, Revision, standard_headers_match};
-use super::{MAX_NESTING, json_response, parse};
+use super::rounds::{self, Finished, Named};
+use super::{AbortOnDrop, Answering, Listening, MAX_NESTING, answer_with_progress, parse};
 
 /// The JSON-RPC code of a resource that does not exist, up to 2025-11-25.
 const RESOURCE_NOT_FOUND: i32 = -32002;
@@ -45,6 +55,14 @@ pub struct DirectRequest {
     /// The client's identity from `_meta` (2026-07-28).
     client_info: Option<Implementation>,
     revision: Revision,
+    /// `_meta.progressToken`.
+    progress: Option<ProgressToken>,
+    /// The requests the client can be sent, from its capabilities
+    /// (2026-07-28).
+    askable: Askable,
+    /// The answers and state of a retried request (2026-07-28).
+    input_responses: Option<Box<RawValue>>,
+    request_state: Option<String>,
 }
 
 impl DirectRequest {
@@ -84,6 +102,12 @@ struct Params<'a> {
     reference: Option<Reference>,
     #[serde(rename = "_meta", default, borrow)]
     meta: Option<&'a RawValue>,
+    /// The client's answers to an `input_required` result (2026-07-28).
+    #[serde(rename = "inputResponses", default)]
+    input_responses: Option<Box<RawValue>>,
+    /// That result's `requestState`, echoed (2026-07-28).
+    #[serde(rename = "requestState", default)]
+    request_state: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -138,11 +162,18 @@ pub fn parse_request(
     if !acceptable {
         return None;
     }
+    let askable = meta.askable();
     let MetaKeys {
         client_info,
         traceparent,
+        progress_token,
         ..
     } = meta;
+    // Rounds are a 2026-07-28 thing; before, these keys are the app's.
+    let (input_responses, request_state) = match revision {
+        Revision::PerRequest => (params.input_responses, params.request_state),
+        Revision::WithInitialize => (None, None),
+    };
     Some(DirectRequest {
         id: wire.id,
         method,
@@ -150,6 +181,10 @@ pub fn parse_request(
         trace_parent: traceparent,
         client_info,
         revision,
+        progress: progress_token,
+        askable,
+        input_responses,
+        request_state,
         params: wire.params,
     })
 }
@@ -181,8 +216,7 @@ struct ErrorBody<'a> {
 /// for log records with `logging/setLevel` is left to rmcp's path, which
 /// carries them: the caller checks.)
 pub async fn answer_request(
-    hub: &Hub,
-    in_flight: &Arc<InFlight>,
+    state: &super::super::McpState,
     session_id: &Arc<str>,
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
@@ -197,11 +231,15 @@ pub async fn answer_request(
         trace_parent,
         client_info,
         revision,
+        progress,
+        askable,
+        input_responses,
+        request_state,
     } = request;
     let version = headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|value| value.to_str().ok());
-    let context = CallContext {
+    let mut context = CallContext {
         meta_json: String::new(),
         client: caller_of(client_info.as_ref(), version),
         caller,
@@ -209,38 +247,135 @@ pub async fn answer_request(
         trace_parent: trace_parent_of(trace_parent.as_deref(), headers),
         origin: Origin::new(Transport::Mcp, peer),
     };
-    let jsonrpc_id = serde_json::to_string(&id).unwrap_or_default();
-    let registered = in_flight.register(session_id, &jsonrpc_id);
-    let asked = AppRequest {
+    let asked = Asked {
+        jsonrpc_id: serde_json::to_string(&id).unwrap_or_default(),
         method,
-        target: &target,
+        target,
         params_json: params.get().to_owned(),
     };
-    let outcome = tokio::select! {
-        outcome = hub.request(session_id, asked, context) => outcome,
-        () = registered.cancelled() => Err(InvokeError::Remote("the request was cancelled by the client".into())),
+    let in_rounds = method != "completion/complete"
+        && revision == Revision::PerRequest
+        && (askable != Askable::NOTHING_DECLARED || request_state.is_some());
+    if in_rounds {
+        let round = rounds::Round {
+            hub: &state.hub,
+            rounds: &state.rounds,
+            session_id,
+            named: Named {
+                method,
+                name: asked.target.clone(),
+            },
+            id,
+            token: progress,
+            answers: rounds::answers_of(input_responses.as_deref()),
+        };
+        if let Some(request_state) = request_state {
+            return round.resume(&request_state).await;
+        }
+        let (running, reports) = spawn_request(state, session_id, asked, context, askable);
+        return round.start(running, reports).await;
+    }
+    let askable = match revision {
+        // The answer can become a stream carrying the app's requests.
+        Revision::WithInitialize => Askable::Any,
+        // Only the methods above go in rounds.
+        Revision::PerRequest if method == "completion/complete" => Askable::Nothing,
+        // A client that declared nothing it can be asked: the app's request
+        // is refused naming what the client lacks.
+        Revision::PerRequest => askable,
     };
-    let answered = Answered {
-        id: &id,
-        method,
-        target: &target,
+    let answering = Answering {
+        id,
         revision,
+        named: Named {
+            method,
+            name: asked.target.clone(),
+        },
     };
-    json_response(StatusCode::OK, answered.body(outcome))
+    let listening = Listening {
+        token: progress,
+        log_level: None,
+        askable,
+    };
+    let (hub, in_flight, session) = (
+        state.hub.clone(),
+        state.in_flight.clone(),
+        session_id.clone(),
+    );
+    let running = move |sink| async move {
+        context.progress = Some(sink);
+        Finished::Request(asked.send(&hub, &in_flight, &session, context).await)
+    };
+    answer_with_progress(session_id, running, listening, answering).await
+}
+
+/// The owned parts of a request for the app, so that one in rounds can move
+/// to a task of its own.
+struct Asked {
+    jsonrpc_id: String,
+    method: &'static str,
+    target: String,
+    params_json: String,
+}
+
+impl Asked {
+    /// Sends the request to the app; its answer, or the client's
+    /// cancellation.
+    async fn send(
+        &self,
+        hub: &Hub,
+        in_flight: &InFlight,
+        session_id: &str,
+        context: CallContext,
+    ) -> Result<McpReply, InvokeError> {
+        let registered = in_flight.register(session_id, &self.jsonrpc_id);
+        let request = AppRequest {
+            method: self.method,
+            target: &self.target,
+            params_json: self.params_json.clone(),
+        };
+        tokio::select! {
+            outcome = hub.request(session_id, request, context) => outcome,
+            () = registered.cancelled() => Err(InvokeError::Remote("the request was cancelled by the client".into())),
+        }
+    }
+}
+
+/// A request in rounds on a task of its own, and its events (the app's
+/// requests to the client, its progress).
+fn spawn_request(
+    state: &super::super::McpState,
+    session_id: &Arc<str>,
+    asked: Asked,
+    mut context: CallContext,
+    askable: Askable,
+) -> (AbortOnDrop<Finished>, ProgressReceiver) {
+    let (sink, reports) = openclaw_proxy_core::progress::call_channel(None, askable);
+    context.progress = Some(sink);
+    let (hub, in_flight, session) = (
+        state.hub.clone(),
+        state.in_flight.clone(),
+        session_id.clone(),
+    );
+    let running = tokio::spawn(
+        async move { Finished::Request(asked.send(&hub, &in_flight, &session, context).await) }
+            .in_current_span(),
+    );
+    (AbortOnDrop(running), reports)
 }
 
 /// What the answer to a request says besides its outcome.
-struct Answered<'a> {
-    id: &'a RequestId,
-    method: &'static str,
-    target: &'a str,
-    revision: Revision,
+pub(super) struct Answered<'a> {
+    pub(super) id: &'a RequestId,
+    pub(super) method: &'static str,
+    pub(super) target: &'a str,
+    pub(super) revision: Revision,
 }
 
 impl Answered<'_> {
     /// The JSON-RPC answer to the request's outcome, as rmcp would give it
     /// at the request's revision, with the app's result as it wrote it.
-    fn body(&self, outcome: Result<McpReply, InvokeError>) -> Vec<u8> {
+    pub(super) fn body(&self, outcome: Result<McpReply, InvokeError>) -> Vec<u8> {
         let Self {
             id,
             method,

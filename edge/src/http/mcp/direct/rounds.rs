@@ -3,7 +3,10 @@
 //! result carrying the app's requests (`inputRequests`, keyed by the app's
 //! own ids) and a sealed `requestState`; the client calls again with its
 //! answers (`inputResponses`) and that state, and the same app call goes on.
-//! The app sees one call, whatever the client's revision.
+//! The app sees one call, whatever the client's revision. The same rounds
+//! serve the other requests the revision lets a server answer this way, a
+//! `prompts/get` or a `resources/read` whose app asks the client something
+//! while it makes its answer.
 //!
 //! Between rounds the call waits here, parked: its task keeps running (the
 //! app is waiting for answers) and the call's events are kept. A parked
@@ -54,7 +57,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use super::{AbortOnDrop, Outcome, Revision, answer_message, ended, json_response, status_of};
+use openclaw_proxy_core::InvokeError;
+use openclaw_proxy_core::outcome::McpReply;
+
+use super::{AbortOnDrop, Outcome, Revision, answer_message, json_response, status_of};
 use crate::http::sse;
 
 /// The app's requests are gathered until it has sent nothing for this long.
@@ -68,11 +74,56 @@ const GATHER: Duration = Duration::from_millis(20);
 /// requests being refused.
 const MAX_PARKED: usize = 10_000;
 
+/// What a call in rounds asked for: its method and what it names (the
+/// tool called, the prompt got, the URI read). A retry must name the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Named {
+    pub(super) method: &'static str,
+    pub(super) name: String,
+}
+
+impl Named {
+    /// A `tools/call` of `tool`.
+    pub(super) fn tool(tool: String) -> Self {
+        Self {
+            method: TOOLS_CALL,
+            name: tool,
+        }
+    }
+
+    /// The method of a forwarded retry, among those that go in rounds.
+    fn method_of(method: &str) -> Option<&'static str> {
+        [TOOLS_CALL, "prompts/get", "resources/read"]
+            .into_iter()
+            .find(|known| *known == method)
+    }
+}
+
+const TOOLS_CALL: &str = "tools/call";
+
+/// What a call in rounds ended with.
+pub(super) enum Finished {
+    /// A tool's outcome.
+    Tool(Outcome),
+    /// The app's answer to another request.
+    Request(Result<McpReply, InvokeError>),
+}
+
+/// The outcome of a call's task.
+pub(super) fn finished(joined: Result<Finished, tokio::task::JoinError>) -> Finished {
+    joined.unwrap_or_else(|error| {
+        Finished::Tool(Err(rmcp::ErrorData::internal_error(
+            format!("the call ended: {error}"),
+            None,
+        )))
+    })
+}
+
 /// A call waiting for its client's answers.
 pub(super) struct Parked {
     session_id: Arc<str>,
-    tool: String,
-    running: AbortOnDrop<Outcome>,
+    named: Named,
+    running: AbortOnDrop<Finished>,
     reports: ProgressReceiver,
     /// The app's requests the client has not answered.
     asks: Vec<ClientAsk>,
@@ -92,7 +143,7 @@ pub struct Rounds {
 impl std::fmt::Debug for Parked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Parked")
-            .field("tool", &self.tool)
+            .field("named", &self.named)
             .finish_non_exhaustive()
     }
 }
@@ -134,12 +185,13 @@ impl Rounds {
     }
 
     /// Takes the call a retry names, checking that it is this session's and
-    /// this tool's; or names the node (not `here`) it is parked on.
+    /// asks for the same (method, tool, prompt or URI); or names the node
+    /// (not `here`) it is parked on.
     fn resume(
         &self,
         state: &str,
         session_id: &str,
-        tool: &str,
+        named: &Named,
         here: Option<&str>,
     ) -> Result<Found, String> {
         let state = self
@@ -154,9 +206,10 @@ impl Rounds {
         }
         let mut calls = self.lock();
         match calls.get(&state.call) {
-            Some(parked) if parked.tool != tool => Err(format!(
-                "requestState belongs to a call of another tool; retry {:?} with it",
-                parked.tool
+            Some(parked) if parked.named != *named => Err(format!(
+                "requestState belongs to another request ({} of {}); retry that with it",
+                parked.named.method,
+                openclaw_proxy_core::escape::quoted(&parked.named.name)
             )),
             Some(_) => calls
                 .remove(&state.call)
@@ -168,7 +221,7 @@ impl Rounds {
 }
 
 /// Why a retry whose call is not waiting cannot resume it.
-const NO_CALL: &str = "no call waits for this requestState: it was resumed already, it ended, or the server it waited on is gone; call the tool again";
+const NO_CALL: &str = "no call waits for this requestState: it was resumed already, it ended, or the server it waited on is gone; send the request again without it";
 
 /// Where the call a retry names is parked.
 enum Found {
@@ -183,12 +236,20 @@ enum Found {
 #[derive(Serialize, Deserialize)]
 struct Retry {
     session_id: String,
+    /// What the call names: its tool, prompt or URI.
     tool: String,
+    /// Its method; absent from nodes that parked tool calls only.
+    #[serde(default = "tools_call")]
+    method: String,
     id: RequestId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     token: Option<ProgressToken>,
     answers: HashMap<String, Box<RawValue>>,
     request_state: String,
+}
+
+fn tools_call() -> String {
+    TOOLS_CALL.to_owned()
 }
 
 /// The most of a resumed retry's answer relayed back, in bytes: the app's
@@ -206,11 +267,21 @@ impl Resumer for ResumeHere {
             let response = match serde_json::from_slice::<Retry>(&retry) {
                 Ok(retry) => {
                     let session_id: Arc<str> = retry.session_id.into();
+                    let Some(method) = Named::method_of(&retry.method) else {
+                        let message = format!(
+                            "a retry of {} cannot resume a call: only tools/call, prompts/get and resources/read go in rounds",
+                            openclaw_proxy_core::escape::quoted(&retry.method)
+                        );
+                        return resumed_of(refused(&retry.id, &message)).await;
+                    };
                     let round = Round {
                         hub: &hub,
                         rounds: &rounds,
                         session_id: &session_id,
-                        tool: retry.tool,
+                        named: Named {
+                            method,
+                            name: retry.tool,
+                        },
                         id: retry.id,
                         token: retry.token,
                         answers: retry.answers,
@@ -269,7 +340,7 @@ pub(super) struct Round<'a> {
     pub(super) hub: &'a Hub,
     pub(super) rounds: &'a Rounds,
     pub(super) session_id: &'a Arc<str>,
-    pub(super) tool: String,
+    pub(super) named: Named,
     pub(super) id: RequestId,
     pub(super) token: Option<ProgressToken>,
     /// The client's answers not used yet, by key.
@@ -315,7 +386,10 @@ impl Round<'_> {
     /// client's answers, here or on the node it is parked on.
     pub(super) async fn resume(self, state: &str) -> Response {
         let here = self.hub.node_id();
-        match self.rounds.resume(state, self.session_id, &self.tool, here) {
+        match self
+            .rounds
+            .resume(state, self.session_id, &self.named, here)
+        {
             Ok(Found::Here(parked)) => self.resume_parked(parked).await,
             Ok(Found::Elsewhere(node)) => self.resume_on(&node, state).await,
             Err(message) => refused(&self.id, &message),
@@ -326,11 +400,14 @@ impl Round<'_> {
     /// at all.
     async fn resume_here(self, state: &str) -> Response {
         let here = self.hub.node_id();
-        match self.rounds.resume(state, self.session_id, &self.tool, here) {
+        match self
+            .rounds
+            .resume(state, self.session_id, &self.named, here)
+        {
             Ok(Found::Here(parked)) => self.resume_parked(parked).await,
             Ok(Found::Elsewhere(_)) => refused(
                 &self.id,
-                "requestState names another server than the one it was sent to; call the tool again",
+                "requestState names another server than the one it was sent to; send the request again without it",
             ),
             Err(message) => refused(&self.id, &message),
         }
@@ -341,14 +418,18 @@ impl Round<'_> {
         let id = self.id.clone();
         let retry = Retry {
             session_id: self.session_id.to_string(),
-            tool: self.tool,
+            tool: self.named.name,
+            method: self.named.method.to_owned(),
             id: self.id,
             token: self.token,
             answers: self.answers,
             request_state: state.to_owned(),
         };
         let Ok(retry) = serde_json::to_vec(&retry) else {
-            return refused(&id, "the retry could not be forwarded; call the tool again");
+            return refused(
+                &id,
+                "the retry could not be forwarded; send the request again without its requestState",
+            );
         };
         match self.hub.resume_elsewhere(node, Bytes::from(retry)).await {
             Ok(resumed) => response_of(resumed),
@@ -378,7 +459,7 @@ impl Round<'_> {
     /// `reports` its events.
     pub(super) async fn start(
         self,
-        running: AbortOnDrop<Outcome>,
+        running: AbortOnDrop<Finished>,
         reports: ProgressReceiver,
     ) -> Response {
         self.run(running, reports, Vec::new(), Vec::new()).await
@@ -408,7 +489,7 @@ impl Round<'_> {
     /// answered; notifications are gathered and go out with the answer.
     async fn run(
         mut self,
-        mut running: AbortOnDrop<Outcome>,
+        mut running: AbortOnDrop<Finished>,
         mut reports: ProgressReceiver,
         mut waiting: Vec<ClientAsk>,
         mut notes: Vec<u8>,
@@ -425,7 +506,7 @@ impl Round<'_> {
                     while let Some(event) = reports.try_recv_event() {
                         self.note(event, &mut notes);
                     }
-                    return self.finish(ended(joined), notes);
+                    return self.finish(finished(joined), notes);
                 }
                 event = reports.recv_event() => match event {
                     Some(CallEvent::Ask(ask)) => {
@@ -435,7 +516,7 @@ impl Round<'_> {
                     }
                     Some(event) => self.note(event, &mut notes),
                     None => {
-                        let outcome = ended((&mut running.0).await);
+                        let outcome = finished((&mut running.0).await);
                         return self.finish(outcome, notes);
                     }
                 },
@@ -486,16 +567,29 @@ impl Round<'_> {
         super::sse_response(Body::from(notes))
     }
 
-    fn finish(&self, outcome: Outcome, notes: Vec<u8>) -> Response {
-        let status = status_of(Revision::PerRequest, &outcome);
-        let message = answer_message(&self.id, Revision::PerRequest, outcome);
+    fn finish(&self, finished: Finished, notes: Vec<u8>) -> Response {
+        let (status, message) = match finished {
+            Finished::Tool(outcome) => (
+                status_of(Revision::PerRequest, &outcome),
+                answer_message(&self.id, Revision::PerRequest, outcome),
+            ),
+            Finished::Request(outcome) => {
+                let answered = super::request::Answered {
+                    id: &self.id,
+                    method: self.named.method,
+                    target: &self.named.name,
+                    revision: Revision::PerRequest,
+                };
+                (StatusCode::OK, answered.body(outcome))
+            }
+        };
         self.respond(message, status, notes)
     }
 
     /// Parks the call and answers with its requests.
     fn ask(
         &self,
-        running: AbortOnDrop<Outcome>,
+        running: AbortOnDrop<Finished>,
         reports: ProgressReceiver,
         waiting: Vec<ClientAsk>,
         notes: Vec<u8>,
@@ -503,7 +597,7 @@ impl Round<'_> {
         let requests = input_requests(&waiting);
         let parked = Parked {
             session_id: self.session_id.clone(),
-            tool: self.tool.clone(),
+            named: self.named.clone(),
             running,
             reports,
             asks: waiting,
