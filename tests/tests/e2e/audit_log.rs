@@ -51,9 +51,11 @@ fn segment(value: &str) -> String {
 
 /// POSTs a JSON-RPC request to `url` with `headers`; the reply, and whether
 /// the direct path served it.
-async fn post(url: &str, body: &Value, headers: &[(&str, &str)]) -> (Reply, bool) {
+async fn post(url: &str, body: impl std::fmt::Display, headers: &[(&str, &str)]) -> (Reply, bool) {
     let request = headers.iter().fold(
-        mcp_post(url, body).bearer_auth(OPENCLAW_TOKEN),
+        Rest::default()
+            .mcp_raw(url, body.to_string())
+            .bearer_auth(OPENCLAW_TOKEN),
         |request, (name, value)| request.header(name, value),
     );
     let reply = no_hang(request.send()).await;
@@ -63,20 +65,18 @@ async fn post(url: &str, body: &Value, headers: &[(&str, &str)]) -> (Reply, bool
 
 /// A request of `method` with `params`, and the same as the direct path
 /// leaves it to rmcp: a tool call with a params field it does not know, a
-/// request with a log level in its `_meta`.
-fn both_paths(method: &str, params: &Value) -> [(Value, bool); 2] {
-    let mut for_rmcp = params.clone();
-    if method == "tools/call" {
+/// request with a `_meta` key twice.
+fn both_paths(method: &str, params: &Value) -> [(String, bool); 2] {
+    let request =
+        |params: &Value| json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let for_rmcp = if method == "tools/call" {
+        let mut for_rmcp = params.clone();
         for_rmcp["x-extension"] = json!({});
+        request(&for_rmcp).to_string()
     } else {
-        for_rmcp["_meta"] = json!({"io.modelcontextprotocol/logLevel": "debug"});
-    }
-    [(params.clone(), true), (for_rmcp, false)].map(|(params, direct)| {
-        (
-            json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}),
-            direct,
-        )
-    })
+        with_a_meta_key_twice(&request(params))
+    };
+    [(request(params).to_string(), true), (for_rmcp, false)]
 }
 
 /// Calls, reads and gets each forgery on the streamable endpoint, on both

@@ -320,15 +320,12 @@ async fn at_2026_07_28_requests_take_the_direct_path_and_answer_as_rmcp_does() {
         .await
         .expect("bridge");
     let _served = serve_notes(app);
-    // A log level in `_meta` leaves a request to rmcp (its records need a
-    // stream); the app writes none, so both answers must be the same.
+    // A `_meta` key given twice leaves a request to rmcp: both answers must
+    // be the same.
     let ask = |method: &'static str, params: Value, via_rmcp: bool| {
-        let mut meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                              "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                              "io.modelcontextprotocol/clientCapabilities": {}});
-        if via_rmcp {
-            meta["io.modelcontextprotocol/logLevel"] = json!("emergency");
-        }
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                          "io.modelcontextprotocol/clientCapabilities": {}});
         let mut params = params;
         params["_meta"] = meta;
         let name = params["uri"]
@@ -336,7 +333,12 @@ async fn at_2026_07_28_requests_take_the_direct_path_and_answer_as_rmcp_does() {
             .or(params["name"].as_str())
             .map(str::to_owned);
         let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
-        let mut request = mcp_post(&session.mcp_url, &body)
+        let body = match via_rmcp {
+            true => with_a_meta_key_twice(&body),
+            false => body.to_string(),
+        };
+        let mut request = Rest::default()
+            .mcp_raw(&session.mcp_url, body)
             .bearer_auth(OPENCLAW_TOKEN)
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", method);
@@ -458,19 +460,33 @@ async fn an_update_replaces_the_lists_it_carries_and_keeps_the_others() {
     client.cancel().await.expect("close");
 }
 
+/// At 2026-07-28 a request's `_meta` level decides which of its app's log
+/// records reach the client, on the answer's event stream: for a tool call,
+/// a read and a prompt alike (the last two on the direct path).
 #[tokio::test]
 async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_counted() {
     let server = TestServer::start().await;
-    let session = server.rest().register(&legacy_session_body()).await;
+    let session = server.rest().register(&declaring_body()).await;
     let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
     let app_task = tokio::spawn(async move {
         while let Ok(frame) = app.next_json().await {
-            if frame["type"] != "invoke_tool" {
-                continue;
-            }
             let id = frame["request_id"].clone();
+            let answer = match (frame["type"].as_str(), frame["method"].as_str()) {
+                (Some("invoke_tool"), _) => {
+                    json!({"type": "invoke_result", "request_id": id, "ok": true, "content": "done"})
+                }
+                (Some("mcp_request"), Some("resources/read")) => {
+                    json!({"type": "mcp_result", "request_id": id, "result": {"contents": [
+                        {"uri": frame["params"]["uri"], "text": "Hello, agent!"}]}})
+                }
+                (Some("mcp_request"), Some("prompts/get")) => {
+                    json!({"type": "mcp_result", "request_id": id, "result": {"messages": [
+                        {"role": "user", "content": {"type": "text", "text": "Summarise"}}]}})
+                }
+                _ => continue,
+            };
             for (level, data) in [
                 ("debug", json!("too detailed")),
                 ("warning", json!({"disk": "low"})),
@@ -481,42 +497,72 @@ async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_coun
             }
             app.send_json(json!({"type": "log", "request_id": id, "level": "loud", "data": 1}))
                 .await;
-            app.send_json(
-                json!({"type": "invoke_result", "request_id": id, "ok": true,
-                                 "content": "done"}),
-            )
-            .await;
+            app.send_json(answer).await;
         }
     });
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
                       "io.modelcontextprotocol/clientCapabilities": {},
                       "io.modelcontextprotocol/logLevel": "info"});
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": "echo_text", "arguments": {"text": "x"}, "_meta": meta}});
-    let reply = mcp_post(&session.mcp_url, &body)
-        .bearer_auth(OPENCLAW_TOKEN)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "echo_text")
-        .header("accept", "application/json, text/event-stream")
-        .send()
-        .await;
-    let messages = sse_messages(&reply.text());
-    let logs: Vec<&Value> = messages
-        .iter()
-        .filter(|message| message["method"] == "notifications/message")
-        .collect();
-    assert_eq!(
-        logs.len(),
-        1,
-        "only the warning is at info or above: {messages:?}"
-    );
-    assert_eq!(logs[0]["params"]["level"], "warning");
-    assert_eq!(logs[0]["params"]["logger"], "echo");
-    assert_eq!(logs[0]["params"]["data"], json!({"disk": "low"}));
-    let answer = messages.last().expect("the answer");
-    assert_eq!(answer["id"], 1, "the answer comes last: {messages:?}");
+    let requests = [
+        (
+            "tools/call",
+            "echo_text",
+            json!({"name": "echo_text", "arguments": {"text": "x"}}),
+        ),
+        (
+            "resources/read",
+            "notes://welcome",
+            json!({"uri": "notes://welcome"}),
+        ),
+        (
+            "prompts/get",
+            "summarise",
+            json!({"name": "summarise", "arguments": {"ticket": "T-1"}}),
+        ),
+    ];
+    for (id, (method, name, mut params)) in (1..).zip(requests) {
+        params["_meta"] = meta.clone();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let reply = mcp_post(&session.mcp_url, &body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .header("mcp-name", name)
+            .header("accept", "application/json, text/event-stream")
+            .send()
+            .await;
+        if method != "tools/call" {
+            assert_eq!(
+                reply.header("openclaw-proxy-served-by"),
+                Some("direct"),
+                "{method}"
+            );
+        }
+        let messages = sse_messages(&reply.text());
+        let logs: Vec<&Value> = messages
+            .iter()
+            .filter(|message| message["method"] == "notifications/message")
+            .collect();
+        assert_eq!(
+            logs.len(),
+            1,
+            "{method}: only the warning is at info or above: {messages:?}"
+        );
+        assert_eq!(logs[0]["params"]["level"], "warning", "{method}");
+        assert_eq!(logs[0]["params"]["logger"], "echo", "{method}");
+        assert_eq!(
+            logs[0]["params"]["data"],
+            json!({"disk": "low"}),
+            "{method}"
+        );
+        let answer = messages.last().expect("the answer");
+        assert_eq!(
+            answer["id"], id,
+            "{method}: the answer comes last: {messages:?}"
+        );
+        assert!(answer["result"].is_object(), "{method}: {answer}");
+    }
 
     let metrics = server.rest().metrics().await.text();
     let count = |outcome: &str| {
@@ -529,8 +575,8 @@ async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_coun
             .and_then(|line| line.rsplit(' ').next())
             .and_then(|value| value.parse::<f64>().ok())
     };
-    assert_eq!(count("forwarded"), Some(1.0), "{metrics}");
-    assert_eq!(count("unwanted"), Some(1.0), "{metrics}");
+    assert_eq!(count("forwarded"), Some(3.0), "{metrics}");
+    assert_eq!(count("unwanted"), Some(3.0), "{metrics}");
     app_task.abort();
 }
 

@@ -244,10 +244,8 @@ pub(super) async fn handle_message(
             .await;
     }
     // A request the app answers, in its plain shape: its result comes back
-    // as the app wrote it. A session that asked for log records is left to
-    // rmcp's path, which streams them.
+    // as the app wrote it.
     if let Some(revision) = direct::headers_allow(&parts.headers)
-        && state.hub.log_level(&session_id).is_none()
         && let Some(request) = direct::parse_request(&bytes, revision, &parts.headers)
     {
         *method = McpMethod::of(request.method());

@@ -6,16 +6,17 @@
 //! The plain shapes are taken at every revision: up to 2025-11-25, and at
 //! 2026-07-28 when `_meta` and the `Mcp-Method`/`Mcp-Name` headers are
 //! valid as rmcp judges them (a read's answer then gets the caching hints
-//! rmcp would fill in, and a missing resource is `-32602`). One whose client
-//! wants log records (they need a stream) and anything unusual go to rmcp,
-//! whose typed answer keeps every content type but not every number's text.
+//! rmcp would fill in, and a missing resource is `-32602`). Anything unusual
+//! goes to rmcp, whose typed answer keeps every content type but not every
+//! number's text.
 //!
 //! At 2026-07-28 a `prompts/get` or `resources/read` whose app asks the
 //! client something while it answers goes in rounds, as a tool call does
 //! ([`super::rounds`]): an `input_required` result, then the client's retry
 //! with its answers. Up to 2025-11-25 the answer becomes an event stream
-//! once the app reports progress or asks the client something, as a tool
-//! call's does.
+//! once the app reports progress, writes a log record the client wants
+//! (the session's `logging/setLevel`, or at 2026-07-28 the request's own
+//! level) or asks the client something, as a tool call's does.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use openclaw_proxy_core::outcome::McpReply;
-use openclaw_proxy_core::progress::{Askable, ProgressReceiver};
+use openclaw_proxy_core::progress::{Askable, LogLevel, ProgressReceiver};
 use openclaw_proxy_core::{AppRequest, CallContext, Caller, Hub, InvokeError, Origin, Transport};
 use rmcp::model::{Implementation, ProgressToken, RequestId};
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
@@ -57,6 +58,8 @@ pub struct DirectRequest {
     revision: Revision,
     /// `_meta.progressToken`.
     progress: Option<ProgressToken>,
+    /// The least severe log record the client wants (2026-07-28 `_meta`).
+    log_level: Option<LogLevel>,
     /// The requests the client can be sent, from its capabilities
     /// (2026-07-28).
     askable: Askable,
@@ -120,9 +123,9 @@ struct Reference {
 
 /// The request in `body`, if the direct path can answer it: a request
 /// (not a notification) of one of the three methods, params an object
-/// naming what it asks for, no log level in its `_meta`; up to 2025-11-25
-/// no revision in `_meta` either (rmcp negotiates those), at 2026-07-28 a
-/// `_meta` and headers rmcp would accept.
+/// naming what it asks for; up to 2025-11-25 no revision in `_meta` (rmcp
+/// negotiates those), at 2026-07-28 a `_meta` and headers rmcp would
+/// accept; a log level in `_meta`, if any, one MCP names.
 pub fn parse_request(
     body: &Bytes,
     revision: Revision,
@@ -151,17 +154,21 @@ pub fn parse_request(
         }
         _ => return None,
     };
-    let acceptable = meta.log_level.is_none()
-        && match revision {
-            Revision::WithInitialize => meta.protocol_version.is_none(),
-            Revision::PerRequest => {
-                meta.valid_at_2026()
-                    && standard_headers_match(headers, method, named.then_some(target.as_str()))
-            }
-        };
+    let acceptable = match revision {
+        Revision::WithInitialize => meta.protocol_version.is_none(),
+        Revision::PerRequest => {
+            meta.valid_at_2026()
+                && standard_headers_match(headers, method, named.then_some(target.as_str()))
+        }
+    };
     if !acceptable {
         return None;
     }
+    // A level MCP does not name is rmcp's to refuse.
+    let log_level = match &meta.log_level {
+        None => None,
+        Some(level) => Some(LogLevel::parse(level)?),
+    };
     let askable = meta.askable();
     let MetaKeys {
         client_info,
@@ -182,6 +189,7 @@ pub fn parse_request(
         client_info,
         revision,
         progress: progress_token,
+        log_level,
         askable,
         input_responses,
         request_state,
@@ -212,9 +220,7 @@ struct ErrorBody<'a> {
     data: Option<&'a RawValue>,
 }
 
-/// Answers a request the direct path took. (A session whose client asked
-/// for log records with `logging/setLevel` is left to rmcp's path, which
-/// carries them: the caller checks.)
+/// Answers a request the direct path took.
 pub async fn answer_request(
     state: &super::super::McpState,
     session_id: &Arc<str>,
@@ -232,10 +238,13 @@ pub async fn answer_request(
         client_info,
         revision,
         progress,
+        log_level,
         askable,
         input_responses,
         request_state,
     } = request;
+    // The level the request names (2026-07-28), else the session's.
+    let log_level = log_level.or_else(|| state.hub.log_level(session_id));
     let version = headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|value| value.to_str().ok());
@@ -272,7 +281,12 @@ pub async fn answer_request(
         if let Some(request_state) = request_state {
             return round.resume(&request_state).await;
         }
-        let (running, reports) = spawn_request(state, session_id, asked, context, askable);
+        let listening = Listening {
+            token: None,
+            log_level,
+            askable,
+        };
+        let (running, reports) = spawn_request(state, session_id, asked, context, listening);
         return round.start(running, reports).await;
     }
     let askable = match revision {
@@ -294,7 +308,7 @@ pub async fn answer_request(
     };
     let listening = Listening {
         token: progress,
-        log_level: None,
+        log_level,
         askable,
     };
     let (hub, in_flight, session) = (
@@ -348,9 +362,12 @@ fn spawn_request(
     session_id: &Arc<str>,
     asked: Asked,
     mut context: CallContext,
-    askable: Askable,
+    listening: Listening,
 ) -> (AbortOnDrop<Finished>, ProgressReceiver) {
-    let (sink, reports) = openclaw_proxy_core::progress::call_channel(None, askable);
+    let Listening {
+        log_level, askable, ..
+    } = listening;
+    let (sink, reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
     context.progress = Some(sink);
     let (hub, in_flight, session) = (
         state.hub.clone(),
@@ -543,7 +560,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{}}"#,
             r#"{"jsonrpc":"2.0","method":"resources/read","params":{"uri":"a:1"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/logLevel":"info"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/logLevel":"loud"}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":[1]}"#,
         ] {
@@ -552,6 +569,12 @@ mod tests {
                 "{refused}"
             );
         }
+        // A log level MCP names is served here, on a stream when records come.
+        let logged = body(
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/logLevel":"info"}}}"#,
+        );
+        let taken = parse_request(&logged, Revision::WithInitialize, &none).expect("taken");
+        assert_eq!(taken.log_level, LogLevel::parse("info"));
         let complete = body(
             r#"{"jsonrpc":"2.0","id":"c","method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"x"}}}"#,
         );
