@@ -390,6 +390,11 @@ impl SessionService for GrpcService {
 
 type ProxyStream = Pin<Box<dyn Stream<Item = Result<proto::ProxyMessage, Status>> + Send>>;
 
+/// Why a gRPC bridge's inbound stream broke, once it has. Every gRPC bridge
+/// holds one for as long as it lives, so the `Status` (some 180 bytes) is
+/// boxed until there is one.
+type Broken = std::sync::Mutex<Option<Box<Status>>>;
+
 /// The app's messages on a gRPC bridge, as the core reads them. Written out
 /// rather than composed from stream adapters: the core keeps it for as long
 /// as the bridge lives, and adapters would keep room for a pending item and
@@ -397,7 +402,7 @@ type ProxyStream = Pin<Box<dyn Stream<Item = Result<proto::ProxyMessage, Status>
 struct AppMessages {
     messages: Streaming<proto::AppMessage>,
     /// Why the stream broke, for the status the bridge's end is told with.
-    broken: Arc<std::sync::Mutex<Option<Status>>>,
+    broken: Arc<Broken>,
     limit: usize,
     ended: bool,
 }
@@ -428,7 +433,7 @@ impl Stream for AppMessages {
                 *self
                     .broken
                     .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(status));
                 Poll::Ready(
                     too_large.then_some(Inbound::Ended(BridgeEnd::TooLarge { limit: self.limit })),
                 )
@@ -483,7 +488,7 @@ impl BridgeService for GrpcService {
         // message) ends the bridge like a close; the app is told why when
         // the proxy can say (an invalid message), instead of a bare
         // "disconnected".
-        let broken: Arc<std::sync::Mutex<Option<Status>>> = Arc::default();
+        let broken: Arc<Broken> = Arc::default();
         let inbound = AppMessages {
             messages: inbound,
             broken: broken.clone(),
@@ -502,7 +507,7 @@ impl BridgeService for GrpcService {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .take();
                 match (end, cause) {
-                    (BridgeEnd::Disconnected, Some(status)) => refine_request_status(status),
+                    (BridgeEnd::Disconnected, Some(status)) => refine_request_status(*status),
                     (end, _) => status_of_end(end),
                 }
             })
@@ -514,6 +519,14 @@ impl BridgeService for GrpcService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grpc_bridges_broken_cell_stays_small() {
+        // Allocated once per gRPC bridge, in an `Arc`, and kept as long as
+        // it lives; a `Status` inline would make it some 200 bytes.
+        let size = std::mem::size_of::<Broken>();
+        assert!(size <= 16, "the cell is {size} bytes");
+    }
 
     #[test]
     fn a_grpc_bridges_inbound_stream_stays_small() {
