@@ -60,10 +60,13 @@ pub enum ServeError {
 /// The whole service as one router: the HTTP edge and the gRPC services,
 /// with one fallback that answers each protocol in its own terms.
 pub async fn app(hub: Hub, edge: EdgeConfig) -> Result<Router, ServeError> {
-    let grpc = GrpcService::new(hub.clone()).routes().await?;
+    let grpc = GrpcService::new(hub.clone());
+    let bridges = grpc.bridges();
+    let grpc = grpc.routes().await?;
     let guard = Arc::new(http::guard::HostGuard::new(&edge));
     Ok(http::router(hub, edge)
         .merge(grpc.prepare().into_axum_router())
+        .route_service(openclaw_proxy_core::grpc::BRIDGE_SERVICE_ROUTE, bridges)
         .fallback(http::unknown_route)
         // Outermost: Host and Origin are checked before any route runs.
         .layer(axum::middleware::from_fn_with_state(

@@ -14,33 +14,32 @@
 //! decides with the session id from the decoded message.
 
 use std::convert::Infallible;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::future::{Either, Ready, ready};
-use futures_util::{Stream, StreamExt};
 use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 
 use crate::audit::{ClientAddr, Origin};
 use crate::auth::{AuthError, Credential};
-use crate::bridge::Inbound;
 use crate::error::ErrorKind;
-use crate::escape::Outside;
 use crate::hub::{Deletion, Hub, HubError};
 use crate::metrics::{Surface, Transport};
 use crate::outcome::BridgeEnd;
 use crate::proto::{
-    self, app_message,
-    bridge_service_server::{BridgeService, BridgeServiceServer},
+    self,
+    bridge_service_server::SERVICE_NAME as BRIDGE_SERVICE,
     session_service_server::{SessionService, SessionServiceServer},
 };
 
+pub use bridge::{BRIDGE_SERVICE_ROUTE, BridgeAttach};
 pub use tonic_reflection::server::Error as ReflectionError;
+
+mod bridge;
+mod framing;
 
 /// The one RPC that takes the app token alone.
 const CREATE_SESSION_PATH: &str = "/openclaw.proxy.v1.SessionService/CreateSession";
@@ -57,15 +56,17 @@ impl GrpcService {
         Self { hub }
     }
 
-    /// All gRPC services of the proxy as one set of routes: sessions, bridge,
-    /// health (every service reported serving) and reflection (v1 and v1alpha).
+    /// The gRPC services tonic serves, as one set of routes: sessions, health
+    /// (every service, the bridge's too, reported serving) and reflection (v1
+    /// and v1alpha). The bridge service is [`GrpcService::bridges`], served
+    /// on its own [`BRIDGE_SERVICE_ROUTE`].
     pub async fn routes(self) -> Result<tonic::service::Routes, ReflectionError> {
         let (health_reporter, health) = tonic_health::server::health_reporter();
         health_reporter
             .set_serving::<SessionServiceServer<GrpcService>>()
             .await;
         health_reporter
-            .set_serving::<BridgeServiceServer<GrpcService>>()
+            .set_service_status(BRIDGE_SERVICE, tonic_health::ServingStatus::Serving)
             .await;
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(openclaw_proxy_proto::FILE_DESCRIPTOR_SET)
@@ -81,16 +82,17 @@ impl GrpcService {
         let sessions = SessionServiceServer::new(self.clone())
             .max_decoding_message_size(limit)
             .max_encoding_message_size(limit);
-        let bridges = BridgeServiceServer::new(self)
-            .max_decoding_message_size(limit)
-            .max_encoding_message_size(limit);
         Ok(
-            tonic::service::Routes::new(Authenticated::new(sessions, hub.clone()))
-                .add_service(Authenticated::new(bridges, hub))
+            tonic::service::Routes::new(Authenticated::new(sessions, hub))
                 .add_service(health)
                 .add_service(reflection_v1)
                 .add_service(reflection_v1alpha),
         )
+    }
+
+    /// `BridgeService`, served below tonic ([`bridge`]).
+    pub fn bridges(&self) -> BridgeAttach {
+        BridgeAttach::new(self.hub.clone())
     }
 
     /// Checks the app token for CreateSession.
@@ -131,6 +133,16 @@ fn credential(metadata: &MetadataMap) -> Credential<'_> {
     )
 }
 
+/// The app-side credential in a request's headers, before tonic has made
+/// them metadata.
+fn credential_in(headers: &http::HeaderMap) -> Credential<'_> {
+    Credential::app(
+        headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok()),
+    )
+}
+
 /// Wraps a generated service: refuses a request whose `authorization`
 /// metadata cannot be right before its message is decoded.
 #[derive(Clone)]
@@ -162,11 +174,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let header = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok());
-        let credential = Credential::app(header);
+        let credential = credential_in(request.headers());
         let checked = if request.uri().path() == CREATE_SESSION_PATH {
             self.hub.authorize_create(credential)
         } else {
@@ -287,11 +295,6 @@ pub fn refine_trailers_only<B>(mut response: http::Response<B>) -> http::Respons
     response
 }
 
-/// Whether `status` is tonic's refusal of a message over the decoding limit.
-fn is_too_large(status: &Status) -> bool {
-    status.code() == Code::OutOfRange && status.message().contains("too large")
-}
-
 /// The status an ended bridge stream closes with.
 pub fn status_of_end(end: BridgeEnd) -> Status {
     let message = format!("bridge ended: {}", end.reason_for_app());
@@ -385,153 +388,5 @@ impl SessionService for GrpcService {
             .await
             .map(Response::new)
             .map_err(status_of)
-    }
-}
-
-type ProxyStream = Pin<Box<dyn Stream<Item = Result<proto::ProxyMessage, Status>> + Send>>;
-
-/// Why a gRPC bridge's inbound stream broke, once it has. Every gRPC bridge
-/// holds one for as long as it lives, so the `Status` (some 180 bytes) is
-/// boxed until there is one.
-type Broken = std::sync::Mutex<Option<Box<Status>>>;
-
-/// The app's messages on a gRPC bridge, as the core reads them. Written out
-/// rather than composed from stream adapters: the core keeps it for as long
-/// as the bridge lives, and adapters would keep room for a pending item and
-/// a `Status` each, some 600 bytes per idle session.
-struct AppMessages {
-    messages: Streaming<proto::AppMessage>,
-    /// Why the stream broke, for the status the bridge's end is told with.
-    broken: Arc<Broken>,
-    limit: usize,
-    ended: bool,
-}
-
-impl Stream for AppMessages {
-    type Item = Inbound;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Inbound>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        match std::task::ready!(self.messages.poll_next_unpin(cx)) {
-            Some(Ok(message)) => Poll::Ready(Some(Inbound::from(message))),
-            None => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-            Some(Err(status)) => {
-                self.ended = true;
-                tracing::debug!(
-                    error = Outside::within(status.message(), crate::escape::TEXT_LIMIT).field(),
-                    "a gRPC bridge sent a broken message"
-                );
-                // A message over the limit ends the bridge with that cause,
-                // so the calls waiting on it say so rather than
-                // "disconnected".
-                let too_large = is_too_large(&status);
-                *self
-                    .broken
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(status));
-                Poll::Ready(
-                    too_large.then_some(Inbound::Ended(BridgeEnd::TooLarge { limit: self.limit })),
-                )
-            }
-        }
-    }
-}
-
-#[tonic::async_trait]
-impl BridgeService for GrpcService {
-    type AttachStream = ProxyStream;
-
-    async fn attach(
-        &self,
-        request: Request<Streaming<proto::AppMessage>>,
-    ) -> Result<Response<Self::AttachStream>, Status> {
-        let origin = origin(&request);
-        let (metadata, _, mut inbound) = request.into_parts();
-        // A stream that never says hello must not hold a task and a stream
-        // forever.
-        let limit = self.hub.config().hello_timeout;
-        let first = tokio::time::timeout(limit, inbound.message())
-            .await
-            .map_err(|_| {
-                Status::deadline_exceeded(format!(
-                    "no `hello` within {} seconds of opening the bridge (OPENCLAW_PROXY_HELLO_TIMEOUT_SECONDS)",
-                    limit.as_secs_f64()
-                ))
-            })?;
-        let hello = match first? {
-            Some(proto::AppMessage {
-                kind: Some(app_message::Kind::Hello(hello)),
-            }) => hello,
-            Some(_) => {
-                return Err(Status::invalid_argument(
-                    "the first message on the bridge must be `hello` naming the session",
-                ));
-            }
-            None => {
-                return Err(Status::invalid_argument(
-                    "the bridge stream ended before its `hello` message",
-                ));
-            }
-        };
-        if hello.session_id.is_empty() {
-            return Err(status_of(HubError::MissingSessionId));
-        }
-        self.authorize(&metadata, &hello.session_id)
-            .await
-            .map_err(status_of)?;
-        // A broken inbound stream (client reset, an undecodable or oversized
-        // message) ends the bridge like a close; the app is told why when
-        // the proxy can say (an invalid message), instead of a bare
-        // "disconnected".
-        let broken: Arc<Broken> = Arc::default();
-        let inbound = AppMessages {
-            messages: inbound,
-            broken: broken.clone(),
-            limit: self.hub.config().max_message_bytes,
-            ended: false,
-        };
-        let outbound = self
-            .hub
-            .attach(hello, inbound, origin)
-            .await
-            .map_err(status_of)?;
-        let outbound = outbound.map(move |item| {
-            item.map(|message| *message).map_err(|end| {
-                let cause = broken
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .take();
-                match (end, cause) {
-                    (BridgeEnd::Disconnected, Some(status)) => refine_request_status(*status),
-                    (end, _) => status_of_end(end),
-                }
-            })
-        });
-        Ok(Response::new(Box::pin(outbound)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_grpc_bridges_broken_cell_stays_small() {
-        // Allocated once per gRPC bridge, in an `Arc`, and kept as long as
-        // it lives; a `Status` inline would make it some 200 bytes.
-        let size = std::mem::size_of::<Broken>();
-        assert!(size <= 16, "the cell is {size} bytes");
-    }
-
-    #[test]
-    fn a_grpc_bridges_inbound_stream_stays_small() {
-        // Boxed once per gRPC bridge and kept as long as it lives.
-        let size = std::mem::size_of::<AppMessages>();
-        assert!(size <= 256, "the inbound stream is {size} bytes");
     }
 }
