@@ -137,6 +137,99 @@ impl AskMethod {
     }
 }
 
+/// The elicitation modes a client declared. MCP 2025-11-25 has a client
+/// declare `capabilities.elicitation: {}` (form mode only, as before modes
+/// existed) or name each mode it supports (`{"form": {}, "url": {}}`); a
+/// request in URL mode needs `url`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Elicitation {
+    /// Form mode (`elicitation.form`, or an empty `elicitation`).
+    pub form: bool,
+    /// URL mode (`elicitation.url`).
+    pub url: bool,
+}
+
+impl Elicitation {
+    /// No elicitation declared.
+    pub const NONE: Self = Self {
+        form: false,
+        url: false,
+    };
+    /// Form mode only: what `elicitation: {}` declares.
+    pub const FORM: Self = Self {
+        form: true,
+        url: false,
+    };
+    /// Both modes.
+    pub const BOTH: Self = Self {
+        form: true,
+        url: true,
+    };
+
+    /// What a declared `elicitation` capability with these sub-capabilities
+    /// allows: neither named is form mode only.
+    pub fn declared(form: bool, url: bool) -> Self {
+        Self {
+            form: form || !url,
+            url,
+        }
+    }
+
+    /// Whether any mode is declared.
+    pub fn any(self) -> bool {
+        self.form || self.url
+    }
+
+    /// Whether a request in `mode` may be sent.
+    pub fn allows(self, mode: ElicitationMode) -> bool {
+        match mode {
+            ElicitationMode::Form => self.form,
+            ElicitationMode::Url => self.url,
+        }
+    }
+}
+
+/// The mode of an `elicitation/create` request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElicitationMode {
+    /// A form the user fills in (`"mode": "form"`, or no mode).
+    Form,
+    /// A URL the user visits (`"mode": "url"`).
+    Url,
+}
+
+impl ElicitationMode {
+    /// The mode `params_json` (the request's params, a JSON object) names:
+    /// URL mode for `"mode": "url"`, form mode otherwise (MCP's default).
+    pub fn of(params_json: &str) -> Self {
+        #[derive(serde::Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow, default)]
+            mode: Option<std::borrow::Cow<'a, str>>,
+        }
+        match serde_json::from_str::<Params<'_>>(params_json) {
+            Ok(Params { mode: Some(mode) }) if mode == "url" => Self::Url,
+            _ => Self::Form,
+        }
+    }
+
+    /// The sub-capability MCP requires for it.
+    pub fn capability(self) -> &'static str {
+        match self {
+            Self::Form => "elicitation.form",
+            Self::Url => "elicitation.url",
+        }
+    }
+
+    /// Its name in a request's `mode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Form => "form",
+            Self::Url => "url",
+        }
+    }
+}
+
 /// Which requests a call's caller can be sent, as far as its transport and
 /// its declared capabilities tell.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -146,8 +239,8 @@ pub enum Askable {
     Nothing,
     /// Those its capabilities declare (known per request at 2026-07-28).
     Declared {
-        /// `elicitation`.
-        elicitation: bool,
+        /// `elicitation`, by mode.
+        elicitation: Elicitation,
         /// `sampling`.
         sampling: bool,
         /// `roots`.
@@ -162,13 +255,15 @@ pub enum Askable {
 impl Askable {
     /// A client that declared none of the capabilities.
     pub const NOTHING_DECLARED: Self = Self::Declared {
-        elicitation: false,
+        elicitation: Elicitation::NONE,
         sampling: false,
         roots: false,
     };
 
-    /// Why `method` cannot be asked, or `None` when it can.
-    pub fn refusal(self, method: AskMethod) -> Option<String> {
+    /// Why `method` with these params (a JSON object; for
+    /// `elicitation/create` they name its mode) cannot be asked, or `None`
+    /// when it can.
+    pub fn refusal(self, method: AskMethod, params_json: &str) -> Option<String> {
         let declared = match (self, method) {
             (Self::Any, _) => return None,
             (Self::Nothing, _) => {
@@ -177,7 +272,22 @@ impl Askable {
                     method.as_str()
                 ));
             }
-            (Self::Declared { elicitation, .. }, AskMethod::Elicitation) => elicitation,
+            (Self::Declared { elicitation, .. }, AskMethod::Elicitation) => {
+                if !elicitation.any() {
+                    false
+                } else {
+                    let mode = ElicitationMode::of(params_json);
+                    return (!elicitation.allows(mode)).then(|| {
+                        format!(
+                            "the MCP client of this call did not declare the {} capability, so it cannot be sent {} in {} mode (\"mode\": \"{}\"); ask in a mode it declared",
+                            mode.capability(),
+                            method.as_str(),
+                            mode.as_str(),
+                            mode.as_str()
+                        )
+                    });
+                }
+            }
             (Self::Declared { sampling, .. }, AskMethod::Sampling) => sampling,
             (Self::Declared { roots, .. }, AskMethod::Roots) => roots,
         };
@@ -498,19 +608,64 @@ mod tests {
 
     #[test]
     fn a_request_is_refused_naming_what_the_client_lacks() {
-        assert!(Askable::Any.refusal(AskMethod::Sampling).is_none());
+        assert!(Askable::Any.refusal(AskMethod::Sampling, "{}").is_none());
         let declared = Askable::Declared {
-            elicitation: true,
+            elicitation: Elicitation::FORM,
             sampling: false,
             roots: false,
         };
-        assert!(declared.refusal(AskMethod::Elicitation).is_none());
-        let refused = declared.refusal(AskMethod::Sampling).expect("refused");
+        assert!(declared.refusal(AskMethod::Elicitation, "{}").is_none());
+        let refused = declared
+            .refusal(AskMethod::Sampling, "{}")
+            .expect("refused");
         assert!(refused.contains("sampling capability"), "{refused}");
-        let nothing = Askable::Nothing.refusal(AskMethod::Roots).expect("refused");
+        let nothing = Askable::Nothing
+            .refusal(AskMethod::Roots, "{}")
+            .expect("refused");
         assert!(nothing.contains("roots/list"), "{nothing}");
         assert_eq!(AskMethod::parse("roots/list"), Some(AskMethod::Roots));
         assert_eq!(AskMethod::parse("tools/call"), None);
+    }
+
+    #[test]
+    fn url_mode_needs_the_url_sub_capability() {
+        let url = r#"{"mode":"url","message":"Sign in","url":"https://example.com/x","elicitationId":"e1"}"#;
+        let form = r#"{"mode":"form","message":"Which?","requestedSchema":{"type":"object"}}"#;
+        let unnamed = r#"{"message":"Which?","requestedSchema":{"type":"object"}}"#;
+        assert_eq!(ElicitationMode::of(url), ElicitationMode::Url);
+        assert_eq!(ElicitationMode::of(form), ElicitationMode::Form);
+        assert_eq!(ElicitationMode::of(unnamed), ElicitationMode::Form);
+        let with = |elicitation| Askable::Declared {
+            elicitation,
+            sampling: false,
+            roots: false,
+        };
+        // `elicitation: {}`: form mode only.
+        let form_only = with(Elicitation::declared(false, false));
+        assert_eq!(form_only, with(Elicitation::FORM));
+        assert!(form_only.refusal(AskMethod::Elicitation, unnamed).is_none());
+        let refused = form_only
+            .refusal(AskMethod::Elicitation, url)
+            .expect("refused");
+        assert!(refused.contains("elicitation.url capability"), "{refused}");
+        // Both named: both allowed; URL only: a form is refused.
+        let both = with(Elicitation::declared(true, true));
+        assert!(both.refusal(AskMethod::Elicitation, url).is_none());
+        assert!(both.refusal(AskMethod::Elicitation, form).is_none());
+        let url_only = with(Elicitation::declared(false, true));
+        assert!(url_only.refusal(AskMethod::Elicitation, url).is_none());
+        let refused = url_only
+            .refusal(AskMethod::Elicitation, form)
+            .expect("refused");
+        assert!(refused.contains("elicitation.form capability"), "{refused}");
+        // None declared: the capability itself is named.
+        let refused = with(Elicitation::NONE)
+            .refusal(AskMethod::Elicitation, url)
+            .expect("refused");
+        assert!(
+            refused.contains("did not declare the elicitation capability"),
+            "{refused}"
+        );
     }
 
     #[tokio::test]

@@ -173,7 +173,7 @@ impl Bridge {
         }
         let sink = waiting.progress.as_ref();
         let askable = sink.map(super::ProgressSink::askable).unwrap_or_default();
-        if let Some(refusal) = askable.refusal(method) {
+        if let Some(refusal) = askable.refusal(method, &request.params_json) {
             return Err(Some((CANNOT_ASK, refusal)));
         }
         let asks = waiting.asks.get_or_insert_with(|| {

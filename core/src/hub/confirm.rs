@@ -273,9 +273,12 @@ impl Hub {
     }
 }
 
-/// Whether the gate's question can reach a client that can be asked this.
+/// Whether the gate's question (a form) can reach a client that can be
+/// asked this.
 fn can_be_asked(askable: Askable) -> bool {
-    askable.refusal(AskMethod::Elicitation).is_none()
+    askable
+        .refusal(AskMethod::Elicitation, r#"{"mode":"form"}"#)
+        .is_none()
 }
 
 /// The params of the gate's `elicitation/create`: the operator's message,

@@ -166,6 +166,112 @@ async fn every_way_a_wait_ends_leaves_nothing_pending() {
     assert_eq!(counted(&server, "answered"), 0.0);
 }
 
+/// POSTs a 2026-07-28 `tools/call` of `echo_text` to `session`, its client
+/// declaring `capabilities`, with `more` params (answers, state).
+fn call_2026(session: &TestSession, capabilities: &Value, more: Value) -> RawRequest {
+    let mut params = json!({"name": "echo_text", "arguments": {"text": "ask"}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }});
+    if let (Some(params), Some(more)) = (params.as_object_mut(), more.as_object()) {
+        params.extend(more.clone());
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+    mcp_post(&session.mcp_url, &body)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "echo_text")
+}
+
+/// Starts a 2026-07-28 call whose app asks `params` of an
+/// `elicitation/create` under the key `confirm`; the call's request id and
+/// the answer: an `input_required` result, or the app's refusal, which it
+/// gets at once.
+async fn asking_call_2026(
+    session: &TestSession,
+    app: &mut WsApp,
+    capabilities: &Value,
+    params: Value,
+) -> (Value, tokio::task::JoinHandle<Reply>) {
+    let call = tokio::spawn(call_2026(session, capabilities, json!({})).send());
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    let request_id = invoke["request_id"].clone();
+    app.send_json(
+        json!({"type": "client_request", "request_id": request_id, "id": "confirm",
+                         "method": "elicitation/create", "params": params}),
+    )
+    .await;
+    (request_id, call)
+}
+
+/// The `requestState` of an `input_required` answer.
+fn state_of(reply: &Reply) -> String {
+    assert_eq!(reply.status(), 200, "{}", reply.text());
+    let message = reply.json();
+    assert_eq!(
+        message["result"]["resultType"], "input_required",
+        "{message}"
+    );
+    message["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("requestState: {message}"))
+        .to_owned()
+}
+
+fn url_elicitation() -> Value {
+    json!({"mode": "url", "message": "Sign in to your calendar",
+           "url": "https://calendar.example.com/sign-in", "elicitationId": "sign-in-1"})
+}
+
+#[tokio::test]
+async fn a_url_elicitation_needs_a_client_that_declared_url_mode() {
+    let server = TestServer::start().await;
+    let (session, mut app) = session_with_app(&server).await;
+
+    // Declared: the request reaches the client, its answer the app.
+    let both = json!({"elicitation": {"form": {}, "url": {}}});
+    let (request_id, call) = asking_call_2026(&session, &mut app, &both, url_elicitation()).await;
+    let first = no_hang(call).await.expect("the first round");
+    let state = state_of(&first);
+    let asked = &first.json()["result"]["inputRequests"]["confirm"];
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"], url_elicitation(), "{asked}");
+    let retry = json!({"inputResponses": {"confirm": {"action": "accept"}}, "requestState": state});
+    let retried = tokio::spawn(call_2026(&session, &both, retry).send());
+    let response = no_hang(app.next_json()).await.expect("client_response");
+    assert_eq!(response["result"]["action"], "accept", "{response}");
+    app.send_json(json!({"type": "invoke_result", "request_id": request_id,
+                         "ok": true, "content": "signed in"}))
+        .await;
+    let done = no_hang(retried).await.expect("the retry");
+    assert_eq!(done.json()["result"]["isError"], false, "{}", done.text());
+
+    // `elicitation: {}` is form mode only: the app is refused at once,
+    // naming the missing capability, and the call goes on.
+    let form_only = json!({"elicitation": {}});
+    let (request_id, call) =
+        asking_call_2026(&session, &mut app, &form_only, url_elicitation()).await;
+    let response = no_hang(app.next_json()).await.expect("client_response");
+    assert_eq!(response["type"], "client_response", "{response}");
+    assert_eq!(response["error"]["code"], -32601, "{response}");
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("did not declare the elicitation.url capability"),
+        "{response}"
+    );
+    app.send_json(json!({"type": "invoke_result", "request_id": request_id,
+                         "ok": true, "content": "asked nothing"}))
+        .await;
+    let done = no_hang(call).await.expect("the call");
+    let done = done.json();
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_ne!(done["result"]["resultType"], "input_required", "{done}");
+    assert_eq!(counted(&server, "refused"), 1.0);
+    assert_eq!(counted(&server, "answered"), 1.0);
+    nothing_pending(&server, "both calls").await;
+}
+
 /// An app that floods its client with requests, or sends one too large to
 /// pass on: each extra request is answered at once with why, the call and
 /// the bridge go on, and `/metrics` counts the refusals.

@@ -207,6 +207,9 @@ fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     if let Some(askable) = asks::askable_header(askable) {
         headers.insert(asks::ASKABLE, askable.as_str());
     }
+    if let Some(modes) = asks::elicitation_modes_header(askable) {
+        headers.insert(asks::ELICITATION_MODES, modes.as_str());
+    }
     Ok(headers)
 }
 

@@ -29,13 +29,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::bridge::{ClientAnswer, Unanswerable};
-use crate::progress::{AskMethod, Askable, ClientAsk};
+use crate::progress::{AskMethod, Askable, ClientAsk, Elicitation, ElicitationMode};
 
 /// Header carrying which of the app's requests the caller can be sent:
 /// `any`, or the capabilities it declared, comma-separated (`none` for
 /// none); absent when its path carries no requests back (and from nodes of
 /// versions before requests crossed nodes).
 pub const ASKABLE: &str = "Ocp-Askable";
+
+/// Header carrying the elicitation modes the caller declared (`form`,
+/// `url`, comma-separated), beside an [`ASKABLE`] that names
+/// `elicitation`. Absent from nodes of versions that did not tell modes
+/// apart: both modes are allowed then, as those versions allowed them (the
+/// client answers a mode it lacks with an error, which the app gets). A
+/// header of its own, so that nodes of those versions, which read an
+/// [`ASKABLE`] value they do not know as "nothing can be asked", ignore it.
+pub const ELICITATION_MODES: &str = "Ocp-Elicitation-Modes";
 
 /// Header on every tool call from a node whose holding node runs the
 /// confirmation gate (`holder`): the holding node asks for confirmation
@@ -81,7 +90,7 @@ pub fn askable_header(askable: Askable) -> Option<String> {
             roots,
         } => {
             let declared: Vec<&str> = [
-                (elicitation, AskMethod::Elicitation),
+                (elicitation.any(), AskMethod::Elicitation),
                 (sampling, AskMethod::Sampling),
                 (roots, AskMethod::Roots),
             ]
@@ -98,9 +107,27 @@ pub fn askable_header(askable: Askable) -> Option<String> {
     }
 }
 
-/// What an [`ASKABLE`] header says; its absence (or a value this version
-/// cannot read) is [`Askable::Nothing`], so nothing is asked of a client
-/// that may not be able to answer.
+/// The [`ELICITATION_MODES`] header's value for `askable`: `None` unless it
+/// declares elicitation.
+pub fn elicitation_modes_header(askable: Askable) -> Option<String> {
+    let Askable::Declared { elicitation, .. } = askable else {
+        return None;
+    };
+    let modes: Vec<&str> = [
+        (elicitation.form, ElicitationMode::Form),
+        (elicitation.url, ElicitationMode::Url),
+    ]
+    .into_iter()
+    .filter(|(declared, _)| *declared)
+    .map(|(_, mode)| mode.as_str())
+    .collect();
+    (!modes.is_empty()).then(|| modes.join(","))
+}
+
+/// What the [`ASKABLE`] and [`ELICITATION_MODES`] headers say; the absence
+/// of the first (or a value this version cannot read) is
+/// [`Askable::Nothing`], so nothing is asked of a client that may not be
+/// able to answer.
 pub fn read_askable(headers: Option<&HeaderMap>) -> Askable {
     let Some(value) = headers.and_then(|headers| headers.get(ASKABLE)) else {
         return Askable::Nothing;
@@ -109,27 +136,44 @@ pub fn read_askable(headers: Option<&HeaderMap>) -> Askable {
     if value == "any" {
         return Askable::Any;
     }
-    let mut declared = Askable::NOTHING_DECLARED;
-    if value == "none" {
-        return declared;
-    }
-    for capability in value.split(',').map(str::trim) {
-        let Askable::Declared {
-            elicitation,
-            sampling,
-            roots,
-        } = &mut declared
-        else {
-            return Askable::Nothing;
-        };
-        match capability {
-            "elicitation" => *elicitation = true,
-            "sampling" => *sampling = true,
-            "roots" => *roots = true,
-            _ => return Askable::Nothing,
+    let (mut elicitation, mut sampling, mut roots) = (false, false, false);
+    if value != "none" {
+        for capability in value.split(',').map(str::trim) {
+            match capability {
+                "elicitation" => elicitation = true,
+                "sampling" => sampling = true,
+                "roots" => roots = true,
+                _ => return Askable::Nothing,
+            }
         }
     }
-    declared
+    let elicitation = if elicitation {
+        headers
+            .and_then(|headers| headers.get(ELICITATION_MODES))
+            .and_then(|modes| read_modes(modes.as_str()))
+            .unwrap_or(Elicitation::BOTH)
+    } else {
+        Elicitation::NONE
+    };
+    Askable::Declared {
+        elicitation,
+        sampling,
+        roots,
+    }
+}
+
+/// The modes an [`ELICITATION_MODES`] value names; `None` when it names
+/// none, or one this version does not know.
+fn read_modes(value: &str) -> Option<Elicitation> {
+    let mut modes = Elicitation::NONE;
+    for mode in value.split(',').map(str::trim) {
+        match mode {
+            "form" => modes.form = true,
+            "url" => modes.url = true,
+            _ => return None,
+        }
+    }
+    modes.any().then_some(modes)
 }
 
 /// A request for the caller's client, relayed to the calling node.
@@ -298,17 +342,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn what_a_caller_can_be_asked_crosses_in_one_header() {
+    fn what_a_caller_can_be_asked_crosses_in_headers() {
         let cases = [
             Askable::Any,
             Askable::NOTHING_DECLARED,
             Askable::Declared {
-                elicitation: true,
+                elicitation: Elicitation::FORM,
                 sampling: false,
                 roots: true,
             },
             Askable::Declared {
-                elicitation: false,
+                elicitation: Elicitation::BOTH,
+                sampling: true,
+                roots: false,
+            },
+            Askable::Declared {
+                elicitation: Elicitation::declared(false, true),
+                sampling: false,
+                roots: false,
+            },
+            Askable::Declared {
+                elicitation: Elicitation::NONE,
                 sampling: true,
                 roots: false,
             },
@@ -316,6 +370,9 @@ mod tests {
         for askable in cases {
             let mut headers = HeaderMap::new();
             headers.insert(ASKABLE, askable_header(askable).expect("a header").as_str());
+            if let Some(modes) = elicitation_modes_header(askable) {
+                headers.insert(ELICITATION_MODES, modes.as_str());
+            }
             assert_eq!(read_askable(Some(&headers)), askable);
         }
         assert_eq!(askable_header(Askable::Nothing), None);
@@ -323,6 +380,41 @@ mod tests {
         let mut strange = HeaderMap::new();
         strange.insert(ASKABLE, "elicitation,telepathy");
         assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
+    }
+
+    #[test]
+    fn a_form_only_caller_is_still_told_to_older_nodes_as_eliciting() {
+        let form_only = Askable::Declared {
+            elicitation: Elicitation::FORM,
+            sampling: false,
+            roots: false,
+        };
+        // What a node of the version before reads: the old header, as it
+        // was, and no value it does not know.
+        assert_eq!(askable_header(form_only).as_deref(), Some("elicitation"));
+        assert_eq!(elicitation_modes_header(form_only).as_deref(), Some("form"));
+        // From a node of the version before (no modes): both allowed, as
+        // that version allowed them.
+        let mut older = HeaderMap::new();
+        older.insert(ASKABLE, "elicitation");
+        assert_eq!(
+            read_askable(Some(&older)),
+            Askable::Declared {
+                elicitation: Elicitation::BOTH,
+                sampling: false,
+                roots: false,
+            }
+        );
+        // Modes this version does not know: as if untold.
+        older.insert(ELICITATION_MODES, "form,hologram");
+        assert_eq!(
+            read_askable(Some(&older)),
+            Askable::Declared {
+                elicitation: Elicitation::BOTH,
+                sampling: false,
+                roots: false,
+            }
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderName, header};
-use openclaw_proxy_core::progress::{Askable, LogLevel};
+use openclaw_proxy_core::progress::{Askable, Elicitation, LogLevel};
 use rmcp::model::{ClientCapabilities, Implementation, ProgressToken, ProtocolVersion, RequestId};
 use rmcp::transport::common::http_header::{BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX};
 use serde::{Deserialize, Deserializer};
@@ -207,8 +207,15 @@ impl MetaKeys<'_> {
         let Some(capabilities) = capabilities else {
             return Askable::Nothing;
         };
+        // `elicitation: {}` is form mode only; URL mode is named.
+        let elicitation = capabilities
+            .elicitation
+            .as_ref()
+            .map_or(Elicitation::NONE, |modes| {
+                Elicitation::declared(modes.form.is_some(), modes.url.is_some())
+            });
         Askable::Declared {
-            elicitation: capabilities.elicitation.is_some(),
+            elicitation,
             sampling: capabilities.sampling.is_some(),
             roots: capabilities.roots.is_some(),
         }
@@ -345,6 +352,30 @@ mod tests {
         ] {
             assert!(ours.as_str().eq_ignore_ascii_case(rmcps), "{ours} {rmcps}");
         }
+    }
+
+    #[test]
+    fn elicitation_modes_are_read_from_the_declared_capability() {
+        let askable = |capabilities: &str| {
+            let meta =
+                format!(r#"{{"io.modelcontextprotocol/clientCapabilities":{capabilities}}}"#);
+            let keys: MetaKeys<'_> = serde_json::from_str(&meta).expect("meta");
+            match keys.askable() {
+                Askable::Declared { elicitation, .. } => elicitation,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(askable(r#"{"elicitation":{}}"#), Elicitation::FORM);
+        assert_eq!(askable(r#"{"elicitation":{"form":{}}}"#), Elicitation::FORM);
+        assert_eq!(
+            askable(r#"{"elicitation":{"form":{},"url":{}}}"#),
+            Elicitation::BOTH
+        );
+        assert_eq!(
+            askable(r#"{"elicitation":{"url":{}}}"#),
+            Elicitation::declared(false, true)
+        );
+        assert_eq!(askable(r#"{"sampling":{}}"#), Elicitation::NONE);
     }
 
     #[test]
