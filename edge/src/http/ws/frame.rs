@@ -586,3 +586,66 @@ fn progress_of(frame: &AppFrame<'_>, request_id: String) -> Result<proto::ToolPr
         message: message.map(Cow::into_owned).unwrap_or_default(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The core message a frame becomes.
+    fn parsed(text: &str) -> proto::AppMessage {
+        match parse_frame(text) {
+            Ok(Parsed::ToCore(Inbound::Message(message))) => message,
+            Ok(_) => panic!("not a message for the core: {text}"),
+            Err(error) => panic!("refused: {error}"),
+        }
+    }
+
+    #[test]
+    fn a_client_request_is_read_in_either_spelling() {
+        let expected = app_message::Kind::ClientRequest(proto::ClientRequest {
+            request_id: "s:7".into(),
+            id: "ask-1".into(),
+            method: "elicitation/create".into(),
+            params_json: r#"{"mode":"url","url":"https://example.com/a"}"#.into(),
+        });
+        for spelling in ["request_id", "requestId"] {
+            let text = format!(
+                r#"{{"type":"client_request","{spelling}":"s:7","id":"ask-1","method":"elicitation/create","params":{{"mode":"url","url":"https://example.com/a"}}}}"#
+            );
+            assert_eq!(parsed(&text).kind, Some(expected.clone()), "{spelling}");
+        }
+        // Both spellings naming different calls: refused, naming both.
+        let both = r#"{"type":"client_request","request_id":"s:7","requestId":"s:8","id":"a","method":"roots/list"}"#;
+        let Err(error) = parse_frame(both) else {
+            panic!("two request ids accepted");
+        };
+        assert!(
+            error.contains("request_id") && error.contains("requestId"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_client_response_carries_both_spellings() {
+        let response = proto::ClientResponse {
+            request_id: "s:7".into(),
+            id: "ask-1".into(),
+            outcome: Some(proto::client_response::Outcome::ResultJson(
+                r#"{"action":"accept","n":0.1000000000000000055511151231257827}"#.into(),
+            )),
+        };
+        let text = client_response_frame(&response).expect("rendered");
+        let frame: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(frame["type"], "client_response", "{text}");
+        assert_eq!(frame["request_id"], "s:7", "{text}");
+        assert_eq!(frame["requestId"], "s:7", "{text}");
+        assert_eq!(frame["id"], "ask-1", "{text}");
+        // The client's result as it sent it.
+        assert!(
+            text.contains(
+                r#""result":{"action":"accept","n":0.1000000000000000055511151231257827}"#
+            ),
+            "{text}"
+        );
+    }
+}
