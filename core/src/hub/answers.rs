@@ -54,10 +54,43 @@ pub fn parse_client_request_id<'a>(
         .then_some((request_id, id))
 }
 
+impl AnswerError {
+    /// Whether the answer matched no waiting request (the client's doing:
+    /// an id never given, given another session, answered already, or
+    /// answering a request or call that ended), rather than failing on its
+    /// way to the app.
+    pub fn matched_nothing(&self) -> bool {
+        match self {
+            Self::Session(error) => matches!(error, HubError::UnknownSession(_)),
+            Self::ForeignId(_)
+            | Self::Unanswerable(Unanswerable::NoCall | Unanswerable::NotOutstanding)
+            | Self::NotHere => true,
+            Self::Unanswerable(Unanswerable::BridgeEnded) | Self::Unavailable(_) => false,
+        }
+    }
+}
+
 impl Hub {
     /// Passes an MCP client's answer to the app's request it names (an id
-    /// made by [`client_request_id`]) on to the app.
+    /// made by [`client_request_id`]) on to the app. An answer that matches
+    /// no waiting request is counted (`outcome="unmatched"`) on the node
+    /// that received it.
     pub async fn answer_client(
+        &self,
+        session_id: &str,
+        minted_id: &str,
+        answer: ClientAnswer,
+    ) -> Result<(), AnswerError> {
+        let passed = self.pass_answer(session_id, minted_id, answer).await;
+        if let Err(error) = &passed
+            && error.matched_nothing()
+        {
+            self.inner.metrics.client_answer_unmatched();
+        }
+        passed
+    }
+
+    async fn pass_answer(
         &self,
         session_id: &str,
         minted_id: &str,
@@ -166,6 +199,15 @@ mod tests {
             .to_owned()
     }
 
+    /// The count of answers that matched no waiting request.
+    fn unmatched(hub: &Hub) -> String {
+        let text = hub.metrics().render(0, None);
+        text.lines()
+            .find(|line| line.contains(r#"outcome="unmatched""#))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_question_pauses_the_calls_clock_and_its_answer_reaches_the_app() {
         let hub = hub();
@@ -226,6 +268,10 @@ mod tests {
             "{foreign:?}"
         );
         assert_eq!(pending(&hub), "openclaw_proxy_client_requests_pending 0");
+        assert_eq!(
+            unmatched(&hub),
+            r#"openclaw_proxy_client_requests_total{method="other",outcome="unmatched"} 2"#
+        );
         // The clock runs again: the rest of the call's time, then it is up.
         tokio::time::advance(hub.config().tool_timeout).await;
         let error = call.await.expect("join").expect_err("timed out");

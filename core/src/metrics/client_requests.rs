@@ -29,16 +29,27 @@ pub enum AskOutcome {
     /// The call ended (answered, cancelled, timed out, its bridge or
     /// session gone) while the request was outstanding.
     Abandoned,
+    /// A client's answer that matched no waiting request: an id the proxy
+    /// never gave (or gave another session), an answer sent twice, or one
+    /// that came after its request or call ended. Its method is not known
+    /// (`other`).
+    Unmatched,
+    /// A 2026-07-28 retry whose `requestState` was refused: tampered,
+    /// expired, another session's or another request's, or naming a call
+    /// no longer waiting. Its method is not known (`other`).
+    BadState,
 }
 
 impl AskOutcome {
     /// Every outcome, in label order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 7] = [
         Self::Answered,
         Self::ClientError,
         Self::Refused,
         Self::Expired,
         Self::Abandoned,
+        Self::Unmatched,
+        Self::BadState,
     ];
 
     /// The label value.
@@ -49,6 +60,8 @@ impl AskOutcome {
             Self::Refused => "refused",
             Self::Expired => "expired",
             Self::Abandoned => "abandoned",
+            Self::Unmatched => "unmatched",
+            Self::BadState => "bad_state",
         }
     }
 }

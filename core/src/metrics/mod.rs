@@ -530,6 +530,19 @@ impl Metrics {
         self.client_requests.ended(method, outcome, was_pending);
     }
 
+    /// Counts a client's answer that matched no waiting request (unknown,
+    /// twice, late, another session's).
+    pub fn client_answer_unmatched(&self) {
+        self.client_requests
+            .ended(None, AskOutcome::Unmatched, false);
+    }
+
+    /// Counts a 2026-07-28 retry whose `requestState` was refused.
+    pub fn request_state_refused(&self) {
+        self.client_requests
+            .ended(None, AskOutcome::BadState, false);
+    }
+
     /// Counts a call or request sent over NATS to another node's bridge.
     pub fn call_forwarded(&self) {
         if let Some(counter) = &self.calls_forwarded {

@@ -1,10 +1,14 @@
 //! An app's requests to the MCP client during a call, on the streamable
-//! endpoint up to 2025-11-25, driven raw: the request arrives on the call's
+//! endpoint, driven raw. Up to 2025-11-25 the request arrives on the call's
 //! SSE answer, the client POSTs its response, and every way a wait can end
 //! (answered, the client gone, the app's bridge gone, the session deleted)
-//! leaves nothing pending and is counted in `/metrics`. Responses that
-//! answer nothing waiting (twice, unknown, another session's) are refused
-//! with a JSON-RPC error that says why, and the session goes on serving.
+//! leaves nothing pending and is counted in `/metrics`. Responses that answer nothing waiting
+//! (twice, unknown, late, another session's) and 2026-07-28 retries whose
+//! `requestState` resumes nothing (another session's, tampered) are refused
+//! with a JSON-RPC error that says why, counted, and the session goes on
+//! serving. A URL-mode elicitation reaches a 2026-07-28 client that
+//! declared `elicitation.url`, and is refused naming it for one that did
+//! not.
 
 use std::time::Duration;
 
@@ -56,12 +60,48 @@ fn scrape(server: &TestServer) -> Scrape {
 }
 
 fn counted(server: &TestServer, outcome: &str) -> f64 {
+    counted_as(server, "elicitation/create", outcome)
+}
+
+fn counted_as(server: &TestServer, method: &str, outcome: &str) -> f64 {
     scrape(server)
         .get(
             "openclaw_proxy_client_requests_total",
-            &[("method", "elicitation/create"), ("outcome", outcome)],
+            &[("method", method), ("outcome", outcome)],
         )
         .unwrap_or(0.0)
+}
+
+/// The text of a JSON-RPC error, or of an error result.
+fn why(message: &Value) -> String {
+    let text = if message["error"].is_object() {
+        &message["error"]["message"]
+    } else {
+        assert_eq!(message["result"]["isError"], true, "{message}");
+        &message["result"]["content"][0]["text"]
+    };
+    text.as_str().unwrap_or_default().to_owned()
+}
+
+/// A plain call of `echo_text`, answered by the app: the session serves on.
+async fn a_plain_call_succeeds(session: &TestSession, app: &mut WsApp) {
+    let call = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+        "params": {"name": "echo_text", "arguments": {"text": "still here"}}});
+    let reply = tokio::spawn(post(session, &call).send());
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    assert_eq!(invoke["type"], "invoke_tool", "{invoke}");
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": invoke["request_id"],
+                         "ok": true, "content": "still here"}),
+    )
+    .await;
+    let reply = no_hang(reply).await.expect("the plain call");
+    assert_eq!(reply.status(), 200, "{}", reply.text());
+    let text = reply.text();
+    assert!(
+        text.contains("still here") && !text.contains("\"isError\":true"),
+        "{text}"
+    );
 }
 
 async fn nothing_pending(server: &TestServer, after: &str) {
@@ -94,11 +134,11 @@ async fn an_answer_reaches_the_app_and_bad_answers_are_refused_naming_why() {
 
     // Twice: nothing waits for it any more.
     let reply = post(&session, &answer).send().await;
-    assert!(reply.status().is_client_error(), "{}", reply.text());
+    assert_eq!(reply.status(), 409, "{}", reply.text());
+    let message = why(&reply.json());
     assert!(
-        reply.json()["error"]["message"].is_string(),
-        "{}",
-        reply.text()
+        message.contains("no request with this id is waiting"),
+        "{message}"
     );
     // An id the proxy never gave, and one of another session.
     for id in [
@@ -108,14 +148,14 @@ async fn an_answer_reaches_the_app_and_bad_answers_are_refused_naming_why() {
         let reply = post(&session, &json!({"jsonrpc": "2.0", "id": id, "result": {}}))
             .send()
             .await;
-        assert!(reply.status().is_client_error(), "{id}: {}", reply.text());
-        assert_ne!(reply.status(), 404, "the session is not gone");
+        assert_eq!(reply.status(), 400, "{id}: {}", reply.text());
+        let message = why(&reply.json());
         assert!(
-            reply.json()["error"]["message"].is_string(),
-            "{}",
-            reply.text()
+            message.contains("is not the id of a request this session's app sent"),
+            "{id}: {message}"
         );
     }
+    assert_eq!(counted_as(&server, "other", "unmatched"), 3.0);
 
     // The call goes on and ends with the app's answer.
     app.send_json(
@@ -126,6 +166,32 @@ async fn an_answer_reaches_the_app_and_bad_answers_are_refused_naming_why() {
     assert_eq!(result["id"], 5, "{result}");
     assert_eq!(result["result"]["isError"], false, "{result}");
     assert_eq!(counted(&server, "answered"), 1.0);
+
+    // Late: the app ends its call without waiting for the client, whose
+    // answer then comes for a call that is over.
+    let (mut stream, request_id, asked) = asking_call(&session, &mut app).await;
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": "never mind"}),
+    )
+    .await;
+    let result = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    nothing_pending(&server, "the call ended").await;
+    let late =
+        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {}}});
+    let reply = post(&session, &late).send().await;
+    assert_eq!(reply.status(), 409, "{}", reply.text());
+    let message = why(&reply.json());
+    assert!(
+        message.contains("the call this answers is no longer running"),
+        "{message}"
+    );
+    assert_eq!(counted_as(&server, "other", "unmatched"), 4.0);
+    assert_eq!(counted(&server, "abandoned"), 1.0);
+    assert_eq!(counted(&server, "answered"), 1.0);
+
+    // None of it disturbed the session.
+    a_plain_call_succeeds(&session, &mut app).await;
 }
 
 #[tokio::test]
@@ -222,6 +288,51 @@ fn state_of(reply: &Reply) -> String {
 fn url_elicitation() -> Value {
     json!({"mode": "url", "message": "Sign in to your calendar",
            "url": "https://calendar.example.com/sign-in", "elicitationId": "sign-in-1"})
+}
+
+#[tokio::test]
+async fn another_sessions_request_state_is_refused_and_counted_and_both_sessions_serve_on() {
+    let server = TestServer::start().await;
+    let (x, mut x_app) = session_with_app(&server).await;
+    let (y, mut y_app) = session_with_app(&server).await;
+    let elicits = json!({"elicitation": {}});
+    let form =
+        json!({"message": "Really?", "requestedSchema": {"type": "object", "properties": {}}});
+    let (request_id, call) = asking_call_2026(&x, &mut x_app, &elicits, form).await;
+    let state = state_of(&no_hang(call).await.expect("the first round"));
+
+    // X's state replayed on Y: refused as a bad state, naming why.
+    let replay =
+        json!({"inputResponses": {"confirm": {"action": "accept"}}, "requestState": state});
+    let refused = call_2026(&y, &elicits, replay.clone()).send().await;
+    assert_eq!(refused.status(), 200, "{}", refused.text());
+    let refused = refused.json();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        why(&refused).contains("requestState belongs to another session"),
+        "{refused}"
+    );
+    // A tampered one too.
+    let tampered = json!({"inputResponses": {}, "requestState": format!("{state}x")});
+    let refused = call_2026(&y, &elicits, tampered).send().await.json();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(counted_as(&server, "other", "bad_state"), 2.0);
+
+    // X's call still waits for its own retry, which resumes it.
+    let retry = tokio::spawn(call_2026(&x, &elicits, replay).send());
+    let response = no_hang(x_app.next_json()).await.expect("client_response");
+    assert_eq!(response["type"], "client_response", "{response}");
+    assert_eq!(response["result"]["action"], "accept", "{response}");
+    x_app
+        .send_json(json!({"type": "invoke_result", "request_id": request_id,
+                          "ok": true, "content": "done"}))
+        .await;
+    let done = no_hang(retry).await.expect("the retry");
+    assert_eq!(done.json()["result"]["isError"], false, "{}", done.text());
+    nothing_pending(&server, "the retry").await;
+    assert_eq!(counted(&server, "answered"), 1.0);
+    // And Y serves on.
+    a_plain_call_succeeds(&y, &mut y_app).await;
 }
 
 #[tokio::test]

@@ -8,7 +8,9 @@
 //! Accepted with `202` (as MCP asks of a server that takes a response); a
 //! response that answers nothing waiting (unknown, late, twice, another
 //! session's) gets `409` or `400` with a JSON-RPC error that says why,
-//! never `404`, which clients read as "the session is gone".
+//! never `404`, which clients read as "the session is gone", and is
+//! counted as `openclaw_proxy_client_requests_total{outcome="unmatched"}`
+//! (`Hub::answer_client` counts it).
 
 use axum::body::Bytes;
 use axum::http::StatusCode;

@@ -35,6 +35,11 @@
 //! ([`Hub::resume_elsewhere`]) and resumed as if it had arrived there
 //! ([`ResumeHere`]); the node it reached relays the answer. A retry is
 //! forwarded at most once.
+//!
+//! A retry whose `requestState` resumes nothing (tampered, expired, another
+//! session's or another request's, its call no longer waiting) is answered
+//! with `-32602` and counted once, on the node that refused it, as
+//! `openclaw_proxy_client_requests_total{method="other",outcome="bad_state"}`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -392,8 +397,15 @@ impl Round<'_> {
         {
             Ok(Found::Here(parked)) => self.resume_parked(parked).await,
             Ok(Found::Elsewhere(node)) => self.resume_on(&node, state).await,
-            Err(message) => refused(&self.id, &message),
+            Err(message) => self.bad_state(&message),
         }
+    }
+
+    /// The refusal of a retry whose `requestState` resumes nothing,
+    /// counted (`outcome="bad_state"`) on the node that refused it.
+    fn bad_state(&self, message: &str) -> Response {
+        self.hub.metrics().request_state_refused();
+        refused(&self.id, message)
     }
 
     /// A retry another node received and sent here: resumed here or not
@@ -405,17 +417,17 @@ impl Round<'_> {
             .resume(state, self.session_id, &self.named, here)
         {
             Ok(Found::Here(parked)) => self.resume_parked(parked).await,
-            Ok(Found::Elsewhere(_)) => refused(
-                &self.id,
+            Ok(Found::Elsewhere(_)) => self.bad_state(
                 "requestState names another server than the one it was sent to; send the request again without it",
             ),
-            Err(message) => refused(&self.id, &message),
+            Err(message) => self.bad_state(&message),
         }
     }
 
     /// Sends the retry to `node`, where its call is parked; its answer.
     async fn resume_on(self, node: &str, state: &str) -> Response {
         let id = self.id.clone();
+        let metrics = self.hub.metrics().clone();
         let retry = Retry {
             session_id: self.session_id.to_string(),
             tool: self.named.name,
@@ -433,7 +445,10 @@ impl Round<'_> {
         };
         match self.hub.resume_elsewhere(node, Bytes::from(retry)).await {
             Ok(resumed) => response_of(resumed),
-            Err(Unrouted::NoHolder) => refused(&id, NO_CALL),
+            Err(Unrouted::NoHolder) => {
+                metrics.request_state_refused();
+                refused(&id, NO_CALL)
+            }
             Err(Unrouted::Unavailable(why)) => unavailable(&id, &why),
         }
     }
