@@ -5,7 +5,9 @@
 //! A request is kept with its call: when the call ends (answered,
 //! cancelled, timed out, its bridge gone), its outstanding requests end
 //! with it and are counted as abandoned, so nothing waits for a client on
-//! behalf of a call that is over. While one is outstanding the call's clock
+//! behalf of a call that is over. A call its caller gave up on (cancelled,
+//! gone, timed out) tells the app so for each request, with an error
+//! response, before the cancel. While one is outstanding the call's clock
 //! is paused ([`ClientWait`]): the tool timeout measures the app's work, not
 //! the time a person takes to answer.
 
@@ -47,6 +49,28 @@ impl Drop for Asks {
             self.metrics
                 .client_request_ended(Some(method), AskOutcome::Abandoned, true);
         }
+    }
+}
+
+impl Asks {
+    /// The error responses telling the app that its requests still waiting
+    /// end with their call (`request_id`), for `why`. They are counted as
+    /// abandoned when the requests are dropped.
+    pub(super) fn ended_with_call(&self, request_id: &str, why: &str) -> Vec<proto::ProxyMessage> {
+        self.outstanding
+            .iter()
+            .map(|(id, method)| {
+                let error = ClientAnswer::Error {
+                    code: NOT_ANSWERED,
+                    message: format!(
+                        "the call ended before the MCP client answered {}: {why}",
+                        method.as_str()
+                    ),
+                    data_json: String::new(),
+                };
+                response(request_id.to_owned(), (**id).to_owned(), error)
+            })
+            .collect()
     }
 }
 

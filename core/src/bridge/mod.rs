@@ -310,18 +310,30 @@ impl Bridge {
 
     /// Forgets a call its caller gave up on and tells the app to stop
     /// working on it; a result that still comes is dropped quietly.
+    /// Its requests to the client still waiting end with it: the app gets
+    /// an error response for each, saying why, before the cancel.
     pub(crate) fn cancel(&self, request_id: &str, reason: &str) {
-        {
+        let cancelled = {
             let mut calls = self.calls();
             if calls.ended.is_some() {
                 return;
             }
-            calls.waiting.remove(request_id);
+            let cancelled = calls.waiting.remove(request_id);
             if calls.cancelled.len() == CANCELLED_REMEMBERED {
                 calls.cancelled.pop_front();
             }
             calls.cancelled.push_back(request_id.to_owned());
+            cancelled
+        };
+        if let Some(asks) = cancelled
+            .as_ref()
+            .and_then(|waiting| waiting.asks.as_deref())
+        {
+            for message in asks.ended_with_call(request_id, reason) {
+                self.notify(message);
+            }
         }
+        drop(cancelled);
         self.notify(proxy(proxy_message::Kind::Cancel(proto::CancelTool {
             request_id: request_id.to_owned(),
             reason: reason.to_owned(),

@@ -351,6 +351,57 @@ mod tests {
         assert!(call.await.expect("join").is_ok());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_call_its_caller_gives_up_on_ends_its_questions_telling_the_app() {
+        let hub = hub();
+        let id = session(&hub).await;
+        let mut app = App::attach(&hub, &id).await;
+        let (call, mut events) = asking_call(&hub, &id);
+        let invoke = app.next_invoke().await;
+        app.ask(&invoke.request_id, "q/1", "roots/list").await;
+        let Some(CallEvent::Ask(ask)) = events.recv_event().await else {
+            panic!("the caller is asked");
+        };
+        assert_eq!(pending(&hub), "openclaw_proxy_client_requests_pending 1");
+        // The caller stops waiting (its client cancelled or went away).
+        call.abort();
+        let _ = call.await;
+        let response = app.next_client_response().await;
+        assert_eq!(
+            (response.request_id.as_str(), response.id.as_str()),
+            (invoke.request_id.as_str(), "q/1")
+        );
+        let Some(Outcome::Error(error)) = response.outcome else {
+            panic!("an error: {response:?}");
+        };
+        assert!(
+            error
+                .message
+                .contains("the call ended before the MCP client answered roots/list")
+                && error.message.contains("cancelled the call or went away"),
+            "{}",
+            error.message
+        );
+        let Ok(crate::proto::proxy_message::Kind::Cancel(cancel)) = app.next().await else {
+            panic!("the call is cancelled after its question");
+        };
+        assert_eq!(cancel.request_id, invoke.request_id);
+        assert_eq!(pending(&hub), "openclaw_proxy_client_requests_pending 0");
+        // Its answer now comes too late: refused and counted.
+        let minted = client_request_id(&ask.request_id, &ask.id);
+        let late = hub
+            .answer_client(&id, &minted, ClientAnswer::Result("{}".into()))
+            .await;
+        assert!(
+            matches!(late, Err(AnswerError::Unanswerable(Unanswerable::NoCall))),
+            "{late:?}"
+        );
+        assert_eq!(
+            unmatched(&hub),
+            r#"openclaw_proxy_client_requests_total{method="other",outcome="unmatched"} 1"#
+        );
+    }
+
     #[test]
     fn minted_ids_name_their_call_and_session() {
         let minted = client_request_id("s-1:42", "ask/1");

@@ -1,8 +1,9 @@
 //! An app's requests to the MCP client during a call, on the streamable
 //! endpoint, driven raw. Up to 2025-11-25 the request arrives on the call's
 //! SSE answer, the client POSTs its response, and every way a wait can end
-//! (answered, the client gone, the app's bridge gone, the session deleted)
-//! leaves nothing pending and is counted in `/metrics`. Responses that answer nothing waiting
+//! (answered, the client gone, the client cancelling, the app's bridge
+//! gone, the session deleted) leaves nothing pending, tells both sides why
+//! and is counted in `/metrics`. Responses that answer nothing waiting
 //! (twice, unknown, late, another session's) and 2026-07-28 retries whose
 //! `requestState` resumes nothing (another session's, tampered) are refused
 //! with a JSON-RPC error that says why, counted, and the session goes on
@@ -81,6 +82,18 @@ fn why(message: &Value) -> String {
         &message["result"]["content"][0]["text"]
     };
     text.as_str().unwrap_or_default().to_owned()
+}
+
+/// The app's next frame: an error `client_response` for its request
+/// `confirm`; its message.
+async fn app_told(app: &mut WsApp) -> String {
+    let response = no_hang(app.next_json()).await.expect("client_response");
+    assert_eq!(response["type"], "client_response", "{response}");
+    assert_eq!(response["id"], "confirm", "{response}");
+    response["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error: {response}"))
+        .to_owned()
 }
 
 /// A plain call of `echo_text`, answered by the app: the session serves on.
@@ -198,37 +211,65 @@ async fn an_answer_reaches_the_app_and_bad_answers_are_refused_naming_why() {
 async fn every_way_a_wait_ends_leaves_nothing_pending() {
     let server = TestServer::start().await;
 
-    // The client goes away: the call and its request end.
+    // The client goes away: the call and its request end; the app hears
+    // why for its request, then the cancel.
     let (session, mut app) = session_with_app(&server).await;
     let (stream, _, _) = asking_call(&session, &mut app).await;
     drop(stream);
+    let told = app_told(&mut app).await;
+    assert!(
+        told.contains("the call ended before the MCP client answered elicitation/create")
+            && told.contains("went away"),
+        "{told}"
+    );
     let cancel = no_hang(app.next_json()).await.expect("cancel_tool");
     assert_eq!(cancel["type"], "cancel_tool", "{cancel}");
     nothing_pending(&server, "the client went away").await;
 
-    // The app's bridge ends: the client hears the call failed.
+    // The client cancels the call while the app's request waits for it:
+    // the wait ends at once, the app hears why, then the cancel; the client
+    // is told its request was cancelled.
+    let (mut stream, request_id, _) = asking_call(&session, &mut app).await;
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 5, "reason": "the user gave up"}});
+    let reply = post(&session, &cancelled).send().await;
+    assert_eq!(reply.status(), 202, "{}", reply.text());
+    let told = app_told(&mut app).await;
+    assert!(
+        told.contains("the call ended before the MCP client answered elicitation/create")
+            && told.contains("cancelled"),
+        "{told}"
+    );
+    let cancel = no_hang(app.next_json()).await.expect("cancel_tool");
+    assert_eq!(cancel["type"], "cancel_tool", "{cancel}");
+    assert_eq!(cancel["request_id"], request_id, "{cancel}");
+    let end = no_hang(stream.next()).await.expect("the call's end");
+    assert!(why(&end).contains("cancelled by the client"), "{end}");
+    nothing_pending(&server, "the client cancelled").await;
+    a_plain_call_succeeds(&session, &mut app).await;
+
+    // The app's bridge ends: the client hears the call failed, and why.
     let (mut stream, _, _) = asking_call(&session, &mut app).await;
     drop(app);
     let result = no_hang(stream.next()).await.expect("the call's end");
-    assert!(
-        result["result"]["isError"] == true || result["error"].is_object(),
-        "{result}"
-    );
+    let message = why(&result);
+    assert!(message.contains("bridge disconnected"), "{message}");
     nothing_pending(&server, "the bridge ended").await;
 
-    // The session is deleted.
+    // The session is deleted: the client hears so, and the app's bridge
+    // closes saying so.
     let (session, mut app) = session_with_app(&server).await;
     let (mut stream, _, _) = asking_call(&session, &mut app).await;
     let deleted = server.rest().delete_session(&session.id).await;
     assert!(deleted.status().is_success(), "{}", deleted.text());
     let result = no_hang(stream.next()).await.expect("the call's end");
-    assert!(
-        result["result"]["isError"] == true || result["error"].is_object(),
-        "{result}"
-    );
+    let message = why(&result);
+    assert!(message.contains("session was deleted"), "{message}");
+    let (_, reason) = no_hang(app.closed()).await;
+    assert!(reason.contains("the session was deleted"), "{reason}");
     nothing_pending(&server, "the session was deleted").await;
 
-    assert_eq!(counted(&server, "abandoned"), 3.0);
+    assert_eq!(counted(&server, "abandoned"), 4.0);
     assert_eq!(counted(&server, "answered"), 0.0);
 }
 
