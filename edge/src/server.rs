@@ -32,7 +32,7 @@ use openclaw_proxy_core::{ClientAddr, Hub};
 use tokio::net::{TcpListener, TcpStream};
 use tower_service::Service;
 
-use crate::config::{ConnectionLimits, EdgeConfig};
+use crate::config::{ConnectionLimits, EdgeConfig, HeadLimits};
 use crate::first_bytes::{Rewind, read_until_known};
 use crate::http;
 use crate::http::request::ConnectionInfo;
@@ -92,10 +92,11 @@ pub async fn serve(
         .unwrap_or(crate::config::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS);
     let delay = edge.shutdown_delay;
     let limits = edge.connections.clone();
+    let head = edge.head;
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
     let connections = Connections {
-        builder: connection_builder(streams, &limits),
+        builder: connection_builder(streams, &limits, &head),
         graceful: GracefulShutdown::new(),
         tls,
         header_read_timeout: limits.header_read_timeout,
@@ -135,6 +136,7 @@ pub async fn serve(
                     tls: connections.tls.is_some(),
                 },
                 body_timeout: limits.body_read_timeout,
+                head,
                 _permit: Arc::new(permit),
             },
             Permit::Refuse(permit) => ConnectionService::Refuse {
@@ -322,18 +324,27 @@ const HTTP2_MAX_SEND_BUF: usize = crate::stall::SLICE;
 /// [`Watch`], and the streams it may open at once are bounded
 /// (`OPENCLAW_PROXY_HTTP2_MAX_CONCURRENT_STREAMS`; hyper refuses one more
 /// with `REFUSED_STREAM`).
+///
+/// hyper and h2 are given room for request heads above the server's own
+/// limits ([`http::head`]), so that a head over those limits reaches the
+/// check that answers it with a body; only one over about twice them is
+/// refused by hyper or h2 with an empty answer.
 fn connection_builder(
     max_concurrent_streams: u32,
     limits: &ConnectionLimits,
+    head: &HeadLimits,
 ) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(http::head::http1_buffer(head))
+        .max_headers(http::head::http1_max_headers(head));
     builder
         .http2()
         .timer(TokioTimer::new())
+        .max_header_list_size(http::head::http2_header_list(head))
         .max_concurrent_streams(max_concurrent_streams)
         .max_send_buf_size(HTTP2_MAX_SEND_BUF)
         .keep_alive_interval(limits.http2_keepalive)
@@ -390,6 +401,8 @@ enum ConnectionService {
         info: ConnectionInfo,
         /// The deadline of each request body ([`http::deadline`]).
         body_timeout: Duration,
+        /// How large a request head may be ([`http::head`]).
+        head: HeadLimits,
         _permit: Arc<Option<tokio::sync::OwnedSemaphorePermit>>,
     },
     Refuse {
@@ -420,6 +433,7 @@ impl ConnectionService {
                         mut router,
                         info,
                         body_timeout,
+                        head,
                         watch: stall,
                         ..
                     } => {
@@ -432,8 +446,17 @@ impl ConnectionService {
                                 remote_addr: Some(info.remote),
                             });
                         let (version, grpc) = (request.version(), http::is_grpc(request.headers()));
+                        let refused = http::head::check(&head, request.uri(), request.headers());
                         let (request, watch) = http::deadline::watch(request, body_timeout);
-                        let mut response = router.call(request).await?;
+                        // Before the Host guard and any route: a head over
+                        // the limits is answered as the limit it broke.
+                        let mut response = match refused {
+                            Ok(()) => router.call(request).await?,
+                            Err(refusal) => {
+                                tracing::debug!(%refusal, "request head refused");
+                                refusal.answer(grpc)
+                            }
+                        };
                         if grpc {
                             // tonic calls a badly framed request INTERNAL.
                             response = openclaw_proxy_core::grpc::refine_trailers_only(response);

@@ -36,6 +36,38 @@ pub struct EdgeConfig {
     pub oauth: Option<OAuthSettings>,
     /// What the legacy SSE transport's streams may hold.
     pub legacy: LegacyLimits,
+    /// How large a request head may be before the routes see it.
+    pub head: HeadLimits,
+}
+
+/// How large a request head may be: its target, and its header fields in
+/// bytes and in number. Over them a request is refused before any route
+/// (`414`, `431`, or `RESOURCE_EXHAUSTED` to gRPC) by [`crate::http::head`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// Bytes of the request target (its path and query, and its scheme and
+    /// host when the request names them, as HTTP/2 requests always do).
+    pub max_target_bytes: usize,
+    /// Bytes of the header fields' names and values together.
+    pub max_header_bytes: usize,
+    /// Header fields, a repeated name counting once per value.
+    pub max_headers: usize,
+}
+
+impl HeadLimits {
+    /// The longest request target HTTP/1 allows at all: hyper refuses a
+    /// longer one itself (`414` without a body), so no limit may be higher.
+    pub const TARGET_CEILING: usize = u16::MAX as usize - 1;
+}
+
+impl Default for HeadLimits {
+    fn default() -> Self {
+        Self {
+            max_target_bytes: 8 * 1024,
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+        }
+    }
 }
 
 /// What the legacy SSE transport's streams may hold.
@@ -137,6 +169,11 @@ impl ServerConfig {
             legacy: LegacyLimits {
                 queue_bytes: self.legacy_sse_queue_bytes,
                 streams_per_client: self.legacy_sse_streams_per_client,
+            },
+            head: HeadLimits {
+                max_target_bytes: self.max_request_target_bytes,
+                max_header_bytes: self.max_header_bytes,
+                max_headers: self.max_headers,
             },
         }
     }

@@ -14,7 +14,9 @@ use crate::oauth::{OAuthArgs, OAuthSettings};
 
 mod edge;
 
-pub use edge::{ConnectionLimits, DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS, EdgeConfig, LegacyLimits};
+pub use edge::{
+    ConnectionLimits, DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS, EdgeConfig, HeadLimits, LegacyLimits,
+};
 
 const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
 const SECONDS_PER_WEEK: u64 = 7 * SECONDS_PER_DAY;
@@ -202,6 +204,21 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT", default_value_t = LegacyLimits::default().streams_per_client,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub legacy_sse_streams_per_client: usize,
+
+    /// Longest request target (path and query; with scheme and host when the request names them), in bytes: longer is refused 414 before any route (1 KiB to 65534, what HTTP/1 allows at all).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", default_value_t = HeadLimits::default().max_target_bytes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=HeadLimits::TARGET_CEILING as u64))]
+    pub max_request_target_bytes: usize,
+
+    /// Bytes of a request's header fields (names and values together): more is refused 431 before any route (1 KiB to 1 MiB).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_HEADER_BYTES", default_value_t = HeadLimits::default().max_header_bytes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=1024 * 1024))]
+    pub max_header_bytes: usize,
+
+    /// Header fields in one request: more are refused 431 before any route (16 to 1000).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_HEADERS", default_value_t = HeadLimits::default().max_headers,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(16..=1000))]
+    pub max_headers: usize,
 
     /// Live sessions one node holds (0: no limit).
     #[arg(long, env = "OPENCLAW_PROXY_MAX_SESSIONS", default_value_t = 100_000)]
@@ -533,12 +550,16 @@ mod tests {
             ("--trusted-proxies", "10.0.0.0/99"),
             ("--max-sessions", "many"),
             ("--worker-threads", "5000"),
+            ("--max-request-target-bytes", "65535"),
+            ("--max-header-bytes", "100"),
+            ("--max-headers", "5000"),
         ] {
             let error = ServerConfig::try_parse_from(["openclaw-proxy", flag, value])
                 .expect_err("out of range");
             assert!(error.to_string().contains(flag), "{flag} {value}: {error}");
         }
         let defaults = ServerConfig::defaults();
+        assert_eq!(defaults.edge().head, HeadLimits::default());
         let limits = defaults.core().limits;
         assert_eq!(limits.max_sessions, 100_000);
         assert_eq!(limits.max_calls_per_session, 256);

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::{AuthError, ErrorKind, HubError, LimitError, UnknownSession, escape};
 use serde_json::json;
 
+use super::head::HeadTooLarge;
 use crate::oauth::TokenError;
 
 /// Longest error message sent, in characters.
@@ -63,6 +64,8 @@ pub enum ApiError {
     NotReady(String),
     #[error("{0}")]
     TooManyConnections(String),
+    #[error("{0}")]
+    HeadTooLarge(#[from] super::head::HeadTooLarge),
 }
 
 impl ApiError {
@@ -104,6 +107,10 @@ impl ApiError {
             ),
             Self::NotReady(_) => plain(StatusCode::SERVICE_UNAVAILABLE),
             Self::TooManyConnections(_) => plain(StatusCode::TOO_MANY_REQUESTS),
+            Self::HeadTooLarge(HeadTooLarge::Target { .. }) => plain(StatusCode::URI_TOO_LONG),
+            Self::HeadTooLarge(HeadTooLarge::Count { .. } | HeadTooLarge::Bytes { .. }) => {
+                plain(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
+            }
         }
     }
 
@@ -144,6 +151,9 @@ impl ApiError {
             Self::NotWebSocket(_) => "not_websocket",
             Self::NotReady(_) => "not_ready",
             Self::TooManyConnections(_) => "too_many_connections",
+            Self::HeadTooLarge(HeadTooLarge::Target { .. }) => "request_target_too_long",
+            Self::HeadTooLarge(HeadTooLarge::Count { .. }) => "too_many_headers",
+            Self::HeadTooLarge(HeadTooLarge::Bytes { .. }) => "headers_too_large",
         }
     }
 }

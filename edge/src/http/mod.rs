@@ -13,7 +13,8 @@
 //!   id path, token checks, body reading, the client's address), [`sse`]
 //!   (server-sent events, written and read), [`tool_body`] (tool definitions
 //!   as the REST and WebSocket surfaces spell them), [`guard`] (`Host` and
-//!   `Origin` against DNS rebinding), [`public_url`] (the base URL of the
+//!   `Origin` against DNS rebinding), [`head`] (how large a request head may
+//!   be, before the guard and any route), [`public_url`] (the base URL of the
 //!   URLs the proxy hands out), [`spelling`] (fields the original
 //!   spelled two ways) and [`error`] (the one HTTP rendering of a refusal).
 //!
@@ -22,6 +23,7 @@
 pub mod deadline;
 pub mod error;
 pub mod guard;
+pub mod head;
 pub mod mcp;
 pub mod probe;
 pub mod public_url;

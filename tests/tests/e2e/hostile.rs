@@ -115,7 +115,9 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
     let live = TestSession::legacy(&server).await;
     let sessions = "/v1/chat/sessions";
     let tools_of = |id: &str| format!("/v1/chat/sessions/{id}/tools");
-    let long_id = "a".repeat(60_000);
+    // Long, yet within the request-target limit (8 KiB).
+    let long_id = "a".repeat(8_000);
+    let over_limit_id = "a".repeat(60_000);
     let huge_name = "n".repeat(100_000);
     let many_types = vec!["x"; 20_000];
     let session = |tools: Value| {
@@ -183,6 +185,9 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
         rest("GET", format!("{sessions}/{long_id}"), "", 404, "unknown_session", "does not exist"),
         rest("PUT", tools_of(&long_id), r#"{"tools":[]}"#, 404, "unknown_session", "does not exist"),
         rest("DELETE", format!("{sessions}/{long_id}"), "", 200, "", ""),
+        // Over the request-target limit: refused before any route.
+        rest("GET", format!("{sessions}/{over_limit_id}"), "", 414, "request_target_too_long", "OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES"),
+        rest("PUT", tools_of(&over_limit_id), r#"{"tools":[]}"#, 414, "request_target_too_long", "8192"),
         // Routes and methods nothing serves.
         rest("PATCH", sessions, "{}", 405, "method_not_allowed", "PATCH"),
         rest("POST", format!("{sessions}/{}/nothing", live.id), "{}", 404, "not_found", "no such endpoint"),
@@ -239,7 +244,8 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
         let message = reply["error"]["message"].as_str().unwrap_or_default();
         assert_names(message, case.word, &what);
     }
-    // Beyond what an HTTP/1 request target may be (64 KiB): hyper refuses it.
+    // Beyond what an HTTP/1 request target may be at all (65534 bytes):
+    // hyper refuses it itself, without a body.
     let request = format!(
         "GET {sessions}/{} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {APP_TOKEN}\r\n\r\n",
         "a".repeat(100_000)

@@ -4,8 +4,13 @@
 //! result frame the reader refuses as a whole (a duplicate key) still fails
 //! the call it names at once, and the bridge stays up.
 //!
+//! A request head over the server's limits (its target, its header fields
+//! in bytes or in number) is refused before any route with the JSON error of
+//! every refusal (gRPC: `RESOURCE_EXHAUSTED`) naming the setting, on HTTP/1.1
+//! and HTTP/2, and the connection serves on.
+//!
 //! The WebSocket violations are written as raw frames on a raw TCP socket,
-//! since no WebSocket library sends them.
+//! since no WebSocket library sends them; so are the HTTP/1.1 heads.
 
 use openclaw_proxy_core::{BridgeEnd, InvokeError};
 use openclaw_proxy_tests::*;
@@ -236,4 +241,197 @@ async fn a_result_with_a_duplicate_key_fails_its_call_at_once_and_the_bridge_sta
     .await;
     let outcome = no_hang(call).await.expect("join").expect("answered");
     assert!(outcome.ok);
+}
+
+/// The test server's request head limits (the defaults).
+const TARGET_LIMIT: usize = 8 * 1024;
+const HEADER_BYTES_LIMIT: usize = 64 * 1024;
+const HEADERS_LIMIT: usize = 100;
+
+/// Reads one HTTP/1.1 answer from `stream`: its status line, its header
+/// block (lower case) and its body, as long as `Content-Length` says.
+async fn read_answer(stream: &mut tokio::net::TcpStream) -> (String, String, String) {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0_u8];
+        let read = no_hang(stream.read(&mut byte)).await.unwrap_or(0);
+        assert_eq!(read, 1, "closed before a whole answer: {head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let (status, headers) = head.split_once("\r\n").unwrap_or((&head, ""));
+    let length: usize = headers
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0_u8; length];
+    no_hang(stream.read_exact(&mut body))
+        .await
+        .expect("the body");
+    (
+        status.to_owned(),
+        headers.to_owned(),
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+/// Asserts a JSON refusal of a request head: its code, and a message that
+/// names the setting and its value.
+fn assert_head_refusal(
+    answer: &(String, String, String),
+    status: &str,
+    code: &str,
+    names: &[&str],
+) {
+    let (line, headers, body) = answer;
+    assert!(line.starts_with(status), "{line}: {body}");
+    assert!(
+        headers.contains("content-type: application/json"),
+        "{headers}"
+    );
+    let reply: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("{line}: not JSON: {body:?}"));
+    assert_eq!(reply["error"]["code"], code, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    for name in names {
+        assert!(message.contains(name), "{name} not in {message}");
+    }
+}
+
+#[tokio::test]
+async fn an_http1_head_over_the_limits_is_refused_in_json_naming_the_setting() {
+    let server = TestServer::start().await;
+    let mut stream = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+
+    // A target just over the limit, on a keep-alive connection.
+    let target = format!("/v1/chat/sessions/{}", "a".repeat(TARGET_LIMIT));
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {APP_TOKEN}\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let answer = read_answer(&mut stream).await;
+    assert_head_refusal(
+        &answer,
+        "http/1.1 414",
+        "request_target_too_long",
+        &["OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", "8192"],
+    );
+    // The connection serves on.
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("send");
+    let (line, _, body) = read_answer(&mut stream).await;
+    assert!(line.starts_with("http/1.1 200"), "{line}: {body}");
+
+    // Header fields over the limit in bytes, and in number, on an MCP post
+    // with its body.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let post = |extra: String| {
+        format!(
+            "POST /v1/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {OPENCLAW_TOKEN}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\n{extra}\r\n{body}",
+            body.len()
+        )
+    };
+    let large = format!("X-Padding: {}\r\n", "p".repeat(HEADER_BYTES_LIMIT));
+    let many: String = (0..=HEADERS_LIMIT)
+        .map(|n| format!("X-Field-{n}: v\r\n"))
+        .collect();
+    for (extra, code, names) in [
+        (
+            large,
+            "headers_too_large",
+            ["OPENCLAW_PROXY_MAX_HEADER_BYTES", "65536"],
+        ),
+        (
+            many,
+            "too_many_headers",
+            ["OPENCLAW_PROXY_MAX_HEADERS", "100"],
+        ),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        stream
+            .write_all(post(extra).as_bytes())
+            .await
+            .expect("send");
+        let answer = read_answer(&mut stream).await;
+        assert_head_refusal(&answer, "http/1.1 431", code, &names);
+    }
+
+    // The server serves on, a new connection and a session's life.
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::attached(&server, &session).await;
+    let call = server.spawn_invoke(&session.id, "echo_text", json!({"text": "hi"}));
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    app.send_json(json!({
+        "type": "invoke_result",
+        "request_id": invoke["request_id"],
+        "ok": true,
+        "content": {"text": "hi"},
+    }))
+    .await;
+    no_hang(call).await.expect("join").expect("the call");
+}
+
+#[tokio::test]
+async fn an_http2_head_over_the_limits_is_refused_as_json_or_grpc_naming_the_setting() {
+    use http_body_util::BodyExt;
+    let server = TestServer::start().await;
+    let mut sender = openclaw_proxy_tests::h2c(server.addr).await;
+    let empty = || http_body_util::Full::new(bytes::Bytes::new());
+
+    // JSON: more header fields than the limit.
+    let mut request = hyper::Request::get(format!("http://{}/health", server.addr));
+    for n in 0..=HEADERS_LIMIT {
+        request = request.header(format!("x-field-{n}"), "v");
+    }
+    let response = no_hang(sender.send_request(request.body(empty()).expect("request")))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 431);
+    let body = no_hang(response.into_body().collect())
+        .await
+        .expect("body")
+        .to_bytes();
+    let reply: serde_json::Value = serde_json::from_slice(&body).expect("a JSON error");
+    assert_eq!(reply["error"]["code"], "too_many_headers", "{reply}");
+
+    // gRPC: metadata over the limit in bytes.
+    let request = hyper::Request::post(format!(
+        "http://{}/openclaw.proxy.v1.SessionService/DeleteSession",
+        server.addr
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .header("authorization", format!("Bearer {APP_TOKEN}"))
+    .header("x-padding", "p".repeat(HEADER_BYTES_LIMIT))
+    .body(http_body_util::Full::new(bytes::Bytes::from_static(&[
+        0, 0, 0, 0, 0,
+    ])))
+    .expect("request");
+    let response = no_hang(sender.send_request(request))
+        .await
+        .expect("response");
+    let status = tonic::Status::from_header_map(response.headers()).expect("trailers-only");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("OPENCLAW_PROXY_MAX_HEADER_BYTES"),
+        "{status:?}"
+    );
+
+    // The connection serves on.
+    let request = hyper::Request::get(format!("http://{}/health", server.addr))
+        .body(empty())
+        .expect("request");
+    let response = no_hang(sender.send_request(request))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
 }
