@@ -33,8 +33,9 @@ use crate::progress::{AskMethod, Askable, ClientAsk};
 
 /// Header carrying which of the app's requests the caller can be sent:
 /// `any`, or the capabilities it declared, comma-separated (`none` for
-/// none); absent when its path carries no requests back (and from nodes of
-/// versions before requests crossed nodes).
+/// none), after `one-piece;` when its answer is one piece that carries no
+/// requests; absent when its path carries no requests back (and from nodes
+/// of versions before requests crossed nodes).
 pub const ASKABLE: &str = "Ocp-Askable";
 
 /// Header on every tool call from a node whose holding node runs the
@@ -70,8 +71,27 @@ pub const STATUS: &str = "Ocp-Status";
 pub const EVENT_STREAM: &str = "Ocp-Event-Stream";
 
 /// The [`ASKABLE`] header's value for `askable`; `None` for
-/// [`Askable::Nothing`] (no header).
+/// [`Askable::Nothing`] (no header). A call answered in one piece says so
+/// before its capabilities (`one-piece;elicitation`); a node that cannot
+/// read that takes it for [`Askable::Nothing`], which refuses the same
+/// requests.
 pub fn askable_header(askable: Askable) -> Option<String> {
+    let declared = |elicitation: bool, sampling: bool, roots: bool| {
+        let declared: Vec<&str> = [
+            (elicitation, AskMethod::Elicitation),
+            (sampling, AskMethod::Sampling),
+            (roots, AskMethod::Roots),
+        ]
+        .into_iter()
+        .filter(|(declared, _)| *declared)
+        .map(|(_, method)| method.capability())
+        .collect();
+        if declared.is_empty() {
+            "none".to_owned()
+        } else {
+            declared.join(",")
+        }
+    };
     match askable {
         Askable::Nothing => None,
         Askable::Any => Some("any".to_owned()),
@@ -79,24 +99,20 @@ pub fn askable_header(askable: Askable) -> Option<String> {
             elicitation,
             sampling,
             roots,
-        } => {
-            let declared: Vec<&str> = [
-                (elicitation, AskMethod::Elicitation),
-                (sampling, AskMethod::Sampling),
-                (roots, AskMethod::Roots),
-            ]
-            .into_iter()
-            .filter(|(declared, _)| *declared)
-            .map(|(_, method)| method.capability())
-            .collect();
-            Some(if declared.is_empty() {
-                "none".to_owned()
-            } else {
-                declared.join(",")
-            })
-        }
+        } => Some(declared(elicitation, sampling, roots)),
+        Askable::OnePiece {
+            elicitation,
+            sampling,
+            roots,
+        } => Some(format!(
+            "{ONE_PIECE}{}",
+            declared(elicitation, sampling, roots)
+        )),
     }
 }
+
+/// The prefix of an [`ASKABLE`] header of [`Askable::OnePiece`].
+const ONE_PIECE: &str = "one-piece;";
 
 /// What an [`ASKABLE`] header says; its absence (or a value this version
 /// cannot read) is [`Askable::Nothing`], so nothing is asked of a client
@@ -109,6 +125,26 @@ pub fn read_askable(headers: Option<&HeaderMap>) -> Askable {
     if value == "any" {
         return Askable::Any;
     }
+    if let Some(declared) = value.strip_prefix(ONE_PIECE) {
+        return match read_declared(declared) {
+            Askable::Declared {
+                elicitation,
+                sampling,
+                roots,
+            } => Askable::OnePiece {
+                elicitation,
+                sampling,
+                roots,
+            },
+            _ => Askable::Nothing,
+        };
+    }
+    read_declared(value)
+}
+
+/// The capabilities an [`ASKABLE`] header lists (`none`, or names joined by
+/// commas); [`Askable::Nothing`] for a list this version cannot read.
+fn read_declared(value: &str) -> Askable {
     let mut declared = Askable::NOTHING_DECLARED;
     if value == "none" {
         return declared;
@@ -312,6 +348,16 @@ mod tests {
                 sampling: true,
                 roots: false,
             },
+            Askable::OnePiece {
+                elicitation: true,
+                sampling: false,
+                roots: true,
+            },
+            Askable::OnePiece {
+                elicitation: false,
+                sampling: false,
+                roots: false,
+            },
         ];
         for askable in cases {
             let mut headers = HeaderMap::new();
@@ -322,6 +368,8 @@ mod tests {
         assert_eq!(read_askable(None), Askable::Nothing);
         let mut strange = HeaderMap::new();
         strange.insert(ASKABLE, "elicitation,telepathy");
+        assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
+        strange.insert(ASKABLE, "one-piece;telepathy");
         assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
     }
 
