@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::http::request::Parts;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::escape::{self, Outside};
+use openclaw_proxy_core::progress::Askable;
 use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
@@ -104,6 +105,25 @@ fn cacheable<T>(
         set(&mut result, Some(TTL_MS), Some(CacheScope::Private));
     }
     result
+}
+
+/// What the client of a call rmcp serves can be asked: anything up to
+/// 2025-11-25 (the request goes on the call's event stream; a stateless
+/// endpoint does not keep the capabilities `initialize` declared, so a
+/// client without one answers "method not found", which the app gets, as
+/// on the direct path); at 2026-07-28 nothing, as such a call is answered
+/// in one piece, with the capabilities the request declares, so that the
+/// app hears which one is missing, or else why.
+fn askable(context: &RequestContext<RoleServer>) -> Askable {
+    if !Caller::of(context, None).speaks_2026() {
+        return Askable::Any;
+    }
+    let declared = context.meta.client_capabilities().unwrap_or_default();
+    Askable::OnePiece {
+        elicitation: declared.elicitation.is_some(),
+        sampling: declared.sampling.is_some(),
+        roots: declared.roots.is_some(),
+    }
 }
 
 fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError> {
@@ -397,10 +417,12 @@ impl ServerHandler for SessionTools {
         }
         let token = context.meta.get_progress_token();
         let log_level = served::log_level(&self.hub, &session, &context.meta);
-        let progress = (token.is_some() || log_level.is_some()).then(|| Progress::Notify {
+        // Every call listens: the app may ask its client something.
+        let progress = Some(Progress::Notify {
             token,
             log_level,
             peer: context.peer.clone(),
+            askable: askable(&context),
         });
         let version = context
             .extensions
