@@ -199,7 +199,7 @@ impl Askable {
                 };
                 return Some(declared.refusal(method).unwrap_or_else(|| {
                     format!(
-                        "the MCP client of this call cannot be sent {}: at 2026-07-28 a request reaches the client in an input_required round, and this call's request had a shape the proxy answers in one piece, without rounds (an unknown params field, say); a tools/call in the plain shape can be asked",
+                        "the MCP client of this call cannot be sent {}: at 2026-07-28 a request reaches the client in an input_required round, and this request had a shape the proxy answers in one piece, without rounds (an unknown params field, say); the same request in its plain shape can be asked",
                         method.as_str()
                     )
                 }));

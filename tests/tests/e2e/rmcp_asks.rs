@@ -253,3 +253,60 @@ async fn a_gated_tool_on_the_rmcp_path_asks_for_confirmation_first() {
     let reply = no_hang(echo).await.expect("the plain call");
     assert_eq!(reply.status(), 200, "{}", reply.text());
 }
+
+/// A `prompts/get` left to rmcp (a `_meta` key given twice) whose app asks
+/// the client's roots: the request goes on the answer's stream, the answer
+/// reaches the app, and the prompt comes last.
+#[tokio::test]
+async fn a_prompt_on_the_rmcp_path_asks_too() {
+    let server = TestServer::start().await;
+    let mut body = legacy_session_body();
+    body["prompts"] = json!([{"name": "summarise", "description": "Summarise a ticket"}]);
+    let session = TestSession::register(&server, &body).await;
+    let mut app = WsApp::attached(&server, &session).await;
+    let request = json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/get",
+                         "params": {"name": "summarise"}});
+    let response = tokio::spawn(
+        Rest::default()
+            .mcp_raw(&session.mcp_url, with_a_meta_key_twice(&request))
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send_streaming(),
+    );
+    let asked_for = no_hang(app.next_json()).await.expect("mcp_request");
+    assert_eq!(asked_for["method"], "prompts/get", "{asked_for}");
+    let request_id = asked_for["request_id"].clone();
+    app.send_json(
+        json!({"type": "client_request", "request_id": request_id, "id": "roots",
+                         "method": "roots/list", "params": {}}),
+    )
+    .await;
+    let response = no_hang(response).await.expect("the answer");
+    assert_eq!(response.status(), 200);
+    assert_eq!(served_by(&response), None, "the request went through rmcp");
+    let mut stream = SseStream::of(response);
+    let asked = no_hang(stream.next())
+        .await
+        .unwrap_or_else(|| panic!("the request; read {:?}", stream.unread()));
+    assert_eq!(asked["method"], "roots/list", "{asked}");
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+                        "result": {"roots": [{"uri": "file:///work", "name": "work"}]}});
+    let reply = post(&session, &answer).send().await;
+    assert_eq!(reply.status(), 202, "{}", reply.text());
+    let answered = client_response(&mut app, "roots").await;
+    assert_eq!(
+        answered["result"]["roots"][0]["uri"], "file:///work",
+        "{answered}"
+    );
+    app.send_json(
+        json!({"type": "mcp_result", "request_id": request_id, "result": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "work"}}]}}),
+    )
+    .await;
+    let result = no_hang(stream.next()).await.expect("the prompt");
+    assert_eq!(result["id"], 3, "{result}");
+    assert_eq!(
+        result["result"]["messages"][0]["content"]["text"], "work",
+        "{result}"
+    );
+}

@@ -1,5 +1,6 @@
 //! The app's requests to the MCP client (elicitation, sampling, roots, and
-//! the confirmation gate's question) on a `tools/call` rmcp serves.
+//! the confirmation gate's question) on a `tools/call`, `prompts/get`,
+//! `resources/read` or `completion/complete` rmcp serves.
 //!
 //! The client answers such a request in a POST of its own, which the edge
 //! passes to the app by the id the proxy minted ([`super::answers`],
@@ -14,12 +15,12 @@
 //! notification, in order with the call's progress and logs, and
 //! [`carried`] replaces it there with the request it holds, exactly as the
 //! direct path writes one ([`request_message`]). No carrier leaves the
-//! proxy: every answer of a `tools/call` left to rmcp passes through
+//! proxy: every answer rmcp gives to those methods passes through
 //! [`carried`], on the streamable endpoint and the legacy SSE transport
 //! alike.
 //!
 //! At 2026-07-28 a server asks in `input_required` rounds, never on the
-//! stream; the calls rmcp serves are not answered in rounds, and their
+//! stream; the requests rmcp serves are not answered in rounds, and their
 //! app's requests are refused at once, saying why (`Askable::OnePiece`).
 
 use std::borrow::Cow;
@@ -95,7 +96,7 @@ fn carried_request(message: &str) -> Option<String> {
     (carrier.method == CARRIER_METHOD).then(|| carrier.params.request.into_owned())
 }
 
-/// rmcp's answer to a `tools/call`, with each carrier on its event stream
+/// rmcp's answer to a request the app answers, with each carrier on its event stream
 /// replaced by the request it carries; a JSON answer (nothing was sent
 /// before the result) is left as it is. The stream's other messages are
 /// written again unchanged, and a keep-alive comment goes out after

@@ -308,9 +308,13 @@ pub(super) async fn handle_message(
     });
     let handled = state.service.handle(request).instrument(span).await;
     let response = jsonrpc::normalize(handled.map(Body::new)).await;
-    // The app's requests ride rmcp's answer to a call as carriers.
+    // The app's requests ride rmcp's answer to a call or a request the app
+    // answers as carriers.
     match *method {
-        McpMethod::ToolsCall => carrier::carried(response),
+        McpMethod::ToolsCall
+        | McpMethod::PromptsGet
+        | McpMethod::ResourcesRead
+        | McpMethod::CompletionComplete => carrier::carried(response),
         _ => response,
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use axum::http::request::Parts;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::escape::{self, Outside};
-use openclaw_proxy_core::progress::Askable;
 use openclaw_proxy_proto::mcp as mcp_rules;
 use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
@@ -105,25 +104,6 @@ fn cacheable<T>(
         set(&mut result, Some(TTL_MS), Some(CacheScope::Private));
     }
     result
-}
-
-/// What the client of a call rmcp serves can be asked: anything up to
-/// 2025-11-25 (the request goes on the call's event stream; a stateless
-/// endpoint does not keep the capabilities `initialize` declared, so a
-/// client without one answers "method not found", which the app gets, as
-/// on the direct path); at 2026-07-28 nothing, as such a call is answered
-/// in one piece, with the capabilities the request declares, so that the
-/// app hears which one is missing, or else why.
-fn askable(context: &RequestContext<RoleServer>) -> Askable {
-    if !Caller::of(context, None).speaks_2026() {
-        return Askable::Any;
-    }
-    let declared = context.meta.client_capabilities().unwrap_or_default();
-    Askable::OnePiece {
-        elicitation: declared.elicitation.is_some(),
-        sampling: declared.sampling.is_some(),
-        roots: declared.roots.is_some(),
-    }
 }
 
 fn session_of(context: &RequestContext<RoleServer>) -> Result<Arc<str>, McpError> {
@@ -422,7 +402,7 @@ impl ServerHandler for SessionTools {
             token,
             log_level,
             peer: context.peer.clone(),
-            askable: askable(&context),
+            askable: served::askable(&context, true),
         });
         let version = context
             .extensions
