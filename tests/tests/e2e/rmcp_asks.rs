@@ -7,6 +7,7 @@
 //! rounds, and the app is told so at once, or told which capability the
 //! client did not declare.
 
+use openclaw_proxy_tests::listening::Open;
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
 
@@ -309,4 +310,38 @@ async fn a_prompt_on_the_rmcp_path_asks_too() {
         result["result"]["messages"][0]["content"]["text"], "work",
         "{result}"
     );
+}
+
+/// The same over the legacy HTTP+SSE transport: the request left to rmcp
+/// is answered on the client's stream, the app's request with it.
+#[tokio::test]
+async fn over_the_legacy_transport_the_request_goes_on_the_clients_stream() {
+    let server = TestServer::start().await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::attached(&server, &session).await;
+    let mut client = LegacyClient::open(&server.http_url(), &session.id, Open::Path).await;
+    client.request(&initialize_body(1, "2024-11-05")).await;
+    let (status, _) = client
+        .post(&unusual_call(2, "echo_text", json!({"text": "hi"})))
+        .await;
+    assert_eq!(status, 202);
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    let request_id = invoke["request_id"].clone();
+    app.send_json(elicit(&request_id, "who", "Your name?"))
+        .await;
+    let asked = no_hang(client.next_message()).await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let (status, text) = client
+        .post(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}}))
+        .await;
+    assert_eq!(status, 202, "{text}");
+    let answered = client_response(&mut app, "who").await;
+    assert_eq!(answered["result"]["action"], "decline", "{answered}");
+    app.send_json(
+        json!({"type": "invoke_result", "request_id": request_id, "ok": true, "content": "-"}),
+    )
+    .await;
+    let result = no_hang(client.next_message()).await;
+    assert_eq!(result["id"], 2, "{result}");
+    assert_eq!(result["result"]["isError"], false, "{result}");
 }
