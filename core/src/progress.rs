@@ -250,6 +250,19 @@ pub enum Askable {
     /// `initialize`, which a stateless endpoint does not keep); a client
     /// without one answers "method not found", which the app gets.
     Any,
+    /// None, though its capabilities (as in [`Self::Declared`]) may allow
+    /// some: its request is answered in one piece, so no `input_required`
+    /// round can carry a request (a 2026-07-28 request of a shape the
+    /// proxy leaves to its MCP library). A request the capabilities do not
+    /// allow is refused naming the capability, as for [`Self::Declared`].
+    OnePiece {
+        /// `elicitation`, by mode.
+        elicitation: Elicitation,
+        /// `sampling`.
+        sampling: bool,
+        /// `roots`.
+        roots: bool,
+    },
 }
 
 impl Askable {
@@ -266,6 +279,26 @@ impl Askable {
     pub fn refusal(self, method: AskMethod, params_json: &str) -> Option<String> {
         let declared = match (self, method) {
             (Self::Any, _) => return None,
+            (
+                Self::OnePiece {
+                    elicitation,
+                    sampling,
+                    roots,
+                },
+                _,
+            ) => {
+                let declared = Self::Declared {
+                    elicitation,
+                    sampling,
+                    roots,
+                };
+                return Some(declared.refusal(method, params_json).unwrap_or_else(|| {
+                    format!(
+                        "the MCP client of this call cannot be sent {}: at 2026-07-28 a request reaches the client in an input_required round, and this request had a shape the proxy answers in one piece, without rounds (an unknown params field, say); the same request in its plain shape can be asked",
+                        method.as_str()
+                    )
+                }));
+            }
             (Self::Nothing, _) => {
                 return Some(format!(
                     "the MCP client of this call cannot be sent {}: the way its request came in carries no requests back to it",
@@ -623,6 +656,21 @@ mod tests {
             .refusal(AskMethod::Roots, "{}")
             .expect("refused");
         assert!(nothing.contains("roots/list"), "{nothing}");
+        // Answered in one piece: a capability not declared is named, a
+        // declared one is refused saying why it cannot go in a round.
+        let one_piece = Askable::OnePiece {
+            elicitation: Elicitation::FORM,
+            sampling: false,
+            roots: false,
+        };
+        let refused = one_piece
+            .refusal(AskMethod::Sampling, "{}")
+            .expect("refused");
+        assert!(refused.contains("sampling capability"), "{refused}");
+        let refused = one_piece
+            .refusal(AskMethod::Elicitation, "{}")
+            .expect("refused");
+        assert!(refused.contains("input_required"), "{refused}");
         assert_eq!(AskMethod::parse("roots/list"), Some(AskMethod::Roots));
         assert_eq!(AskMethod::parse("tools/call"), None);
     }

@@ -135,8 +135,9 @@ impl Decision {
         matches!(self, Self::Accepted | Self::Unconfirmed)
     }
 
-    /// The error result of a call the gate stopped.
-    fn refusal(self, tool: &str) -> String {
+    /// The error result of a call the gate stopped, whose caller could be
+    /// asked `askable` (`None`: nothing).
+    fn refusal(self, tool: &str, askable: Option<Askable>) -> String {
         let tool = crate::escape::quoted(tool);
         match self {
             Self::Declined => format!("The user declined the call of {tool}; it was not run."),
@@ -149,9 +150,17 @@ impl Decision {
             Self::Expired => format!(
                 "Nobody confirmed the call of {tool} in time (OPENCLAW_PROXY_CLIENT_REQUEST_TIMEOUT_SECONDS); it was not run."
             ),
-            _ => format!(
-                "{tool} needs the user's confirmation, and this client cannot be asked (it declared no elicitation capability); it was not run. The operator may allow such calls with OPENCLAW_PROXY_ALLOW_UNCONFIRMED_CALLS."
-            ),
+            _ => {
+                let why = match askable {
+                    Some(Askable::OnePiece { elicitation, .. }) if elicitation.any() => {
+                        "its 2026-07-28 request had a shape the proxy answers in one piece, without the input_required round that would ask"
+                    }
+                    _ => "it declared no elicitation capability",
+                };
+                format!(
+                    "{tool} needs the user's confirmation, and this client cannot be asked ({why}); it was not run. The operator may allow such calls with OPENCLAW_PROXY_ALLOW_UNCONFIRMED_CALLS."
+                )
+            }
         }
     }
 }
@@ -215,7 +224,8 @@ impl Hub {
         if decision.lets_through() {
             return None;
         }
-        let error = decision.refusal(tool_name);
+        let askable = context.progress.as_ref().map(ProgressSink::askable);
+        let error = decision.refusal(tool_name, askable);
         Some(ToolOutcome {
             ok: false,
             content: Box::<serde_json::value::RawValue>::default(),

@@ -310,6 +310,34 @@ async fn a_2025_client_on_another_node_is_asked_and_its_answer_reaches_the_app_f
     );
 }
 
+/// A call of unusual shape, which the calling node leaves to rmcp (an
+/// unknown params field), asks the same way: the request on its stream,
+/// the answer from a third node reaching the app on A.
+#[tokio::test]
+async fn a_call_left_to_rmcp_on_another_node_is_asked_and_answered_from_any_node() {
+    let (_nats, nodes) = three_nodes().await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let (id, mut app) = asking_session(&nodes, &legacy_session_body()).await;
+    let mut call = tool_call(1, "echo_text", json!({"text": "ask"}));
+    call["params"]["x-extension"] = json!({"k": 1});
+    let (mut stream, asked) = asked_on(b, &id, call).await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"], question(), "{asked}");
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"calendar": "home"}}});
+    let reply = post_2025(c, &id, &answer).send().await;
+    assert_eq!(reply.status(), 202, "{}", reply.text());
+    let response = app.next("client_response").await;
+    assert_eq!(response["result"]["content"]["calendar"], "home");
+    let result = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(result["id"], 1, "{result}");
+    assert_eq!(
+        structured(&result["result"])["client_said"]["content"]["calendar"],
+        "home"
+    );
+    nothing_pending(a, "the answer").await;
+}
+
 #[tokio::test]
 async fn a_2026_client_on_another_node_gets_input_required_and_its_retry_resumes_from_any_node() {
     let (_nats, nodes) = three_nodes().await;

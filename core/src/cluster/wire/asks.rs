@@ -33,8 +33,9 @@ use crate::progress::{AskMethod, Askable, ClientAsk, Elicitation, ElicitationMod
 
 /// Header carrying which of the app's requests the caller can be sent:
 /// `any`, or the capabilities it declared, comma-separated (`none` for
-/// none); absent when its path carries no requests back (and from nodes of
-/// versions before requests crossed nodes).
+/// none), after `one-piece;` when its answer is one piece that carries no
+/// requests; absent when its path carries no requests back (and from nodes
+/// of versions before requests crossed nodes).
 pub const ASKABLE: &str = "Ocp-Askable";
 
 /// Header carrying the elicitation modes the caller declared (`form`,
@@ -79,8 +80,27 @@ pub const STATUS: &str = "Ocp-Status";
 pub const EVENT_STREAM: &str = "Ocp-Event-Stream";
 
 /// The [`ASKABLE`] header's value for `askable`; `None` for
-/// [`Askable::Nothing`] (no header).
+/// [`Askable::Nothing`] (no header). A call answered in one piece says so
+/// before its capabilities (`one-piece;elicitation`); a node that cannot
+/// read that takes it for [`Askable::Nothing`], which refuses the same
+/// requests.
 pub fn askable_header(askable: Askable) -> Option<String> {
+    let declared = |elicitation: Elicitation, sampling: bool, roots: bool| {
+        let declared: Vec<&str> = [
+            (elicitation.any(), AskMethod::Elicitation),
+            (sampling, AskMethod::Sampling),
+            (roots, AskMethod::Roots),
+        ]
+        .into_iter()
+        .filter(|(declared, _)| *declared)
+        .map(|(_, method)| method.capability())
+        .collect();
+        if declared.is_empty() {
+            "none".to_owned()
+        } else {
+            declared.join(",")
+        }
+    };
     match askable {
         Askable::Nothing => None,
         Askable::Any => Some("any".to_owned()),
@@ -88,29 +108,26 @@ pub fn askable_header(askable: Askable) -> Option<String> {
             elicitation,
             sampling,
             roots,
-        } => {
-            let declared: Vec<&str> = [
-                (elicitation.any(), AskMethod::Elicitation),
-                (sampling, AskMethod::Sampling),
-                (roots, AskMethod::Roots),
-            ]
-            .into_iter()
-            .filter(|(declared, _)| *declared)
-            .map(|(_, method)| method.capability())
-            .collect();
-            Some(if declared.is_empty() {
-                "none".to_owned()
-            } else {
-                declared.join(",")
-            })
-        }
+        } => Some(declared(elicitation, sampling, roots)),
+        Askable::OnePiece {
+            elicitation,
+            sampling,
+            roots,
+        } => Some(format!(
+            "{ONE_PIECE}{}",
+            declared(elicitation, sampling, roots)
+        )),
     }
 }
+
+/// The prefix of an [`ASKABLE`] header of [`Askable::OnePiece`].
+const ONE_PIECE: &str = "one-piece;";
 
 /// The [`ELICITATION_MODES`] header's value for `askable`: `None` unless it
 /// declares elicitation.
 pub fn elicitation_modes_header(askable: Askable) -> Option<String> {
-    let Askable::Declared { elicitation, .. } = askable else {
+    let (Askable::Declared { elicitation, .. } | Askable::OnePiece { elicitation, .. }) = askable
+    else {
         return None;
     };
     let modes: Vec<&str> = [
@@ -132,10 +149,35 @@ pub fn read_askable(headers: Option<&HeaderMap>) -> Askable {
     let Some(value) = headers.and_then(|headers| headers.get(ASKABLE)) else {
         return Askable::Nothing;
     };
-    let value = value.as_str().trim();
+    let value = value.as_str();
     if value == "any" {
         return Askable::Any;
     }
+    let modes = headers
+        .and_then(|headers| headers.get(ELICITATION_MODES))
+        .and_then(|modes| read_modes(modes.as_str()));
+    if let Some(declared) = value.strip_prefix(ONE_PIECE) {
+        return match read_declared(declared, modes) {
+            Askable::Declared {
+                elicitation,
+                sampling,
+                roots,
+            } => Askable::OnePiece {
+                elicitation,
+                sampling,
+                roots,
+            },
+            _ => Askable::Nothing,
+        };
+    }
+    read_declared(value, modes)
+}
+
+/// The capabilities an [`ASKABLE`] header lists (`none`, or names joined by
+/// commas), with the elicitation modes its [`ELICITATION_MODES`] header
+/// named (both when it named none: nodes that did not tell modes apart
+/// allowed both); [`Askable::Nothing`] for a list this version cannot read.
+fn read_declared(value: &str, modes: Option<Elicitation>) -> Askable {
     let (mut elicitation, mut sampling, mut roots) = (false, false, false);
     if value != "none" {
         for capability in value.split(',').map(str::trim) {
@@ -148,10 +190,7 @@ pub fn read_askable(headers: Option<&HeaderMap>) -> Askable {
         }
     }
     let elicitation = if elicitation {
-        headers
-            .and_then(|headers| headers.get(ELICITATION_MODES))
-            .and_then(|modes| read_modes(modes.as_str()))
-            .unwrap_or(Elicitation::BOTH)
+        modes.unwrap_or(Elicitation::BOTH)
     } else {
         Elicitation::NONE
     };
@@ -366,6 +405,21 @@ mod tests {
                 sampling: true,
                 roots: false,
             },
+            Askable::OnePiece {
+                elicitation: Elicitation::BOTH,
+                sampling: false,
+                roots: true,
+            },
+            Askable::OnePiece {
+                elicitation: Elicitation::declared(false, true),
+                sampling: false,
+                roots: true,
+            },
+            Askable::OnePiece {
+                elicitation: Elicitation::NONE,
+                sampling: false,
+                roots: false,
+            },
         ];
         for askable in cases {
             let mut headers = HeaderMap::new();
@@ -379,6 +433,8 @@ mod tests {
         assert_eq!(read_askable(None), Askable::Nothing);
         let mut strange = HeaderMap::new();
         strange.insert(ASKABLE, "elicitation,telepathy");
+        assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
+        strange.insert(ASKABLE, "one-piece;telepathy");
         assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
     }
 

@@ -27,7 +27,7 @@ use std::sync::{Mutex, PoisonError};
 use axum::http::{HeaderMap, HeaderName};
 use futures_util::future::Either;
 use openclaw_proxy_core::escape::Outside;
-use openclaw_proxy_core::progress::{CallEvent, LogLevel, ProgressReceiver, ProgressSink};
+use openclaw_proxy_core::progress::{Askable, CallEvent, LogLevel, ProgressReceiver, ProgressSink};
 use openclaw_proxy_core::proto::{CallerInfo, ToolProgress};
 use openclaw_proxy_core::{CallContext, Caller, Hub, InvokeError, Origin, ToolOutcome, Transport};
 use openclaw_proxy_proto::mcp::RawToolResult;
@@ -51,6 +51,9 @@ pub enum Progress {
         log_level: Option<LogLevel>,
         /// rmcp's peer of the request.
         peer: Peer<RoleServer>,
+        /// Which requests of the app the client can be sent (each as a
+        /// carrier notification: [`super::carrier`]).
+        askable: Askable,
     },
     /// Kept by the core for the caller, which reads them itself and writes
     /// them on its own answer (the direct path): no notification is built
@@ -145,7 +148,8 @@ pub async fn call_tool(
             token,
             log_level,
             peer,
-        }) => (None, Some((token, log_level, peer))),
+            askable,
+        }) => (None, Some((token, log_level, peer, askable))),
     };
     let context = CallContext {
         meta_json,
@@ -161,18 +165,21 @@ pub async fn call_tool(
     // kilobytes larger (futures are moved, and a streaming call's boxed).
     let invoke = match &notify {
         None => Either::Left(hub.invoke_json(session_id, &name, arguments_json, context)),
-        Some((token, log_level, peer)) => Either::Right(Box::pin(invoke_reporting_progress(
-            hub,
-            Listener {
-                token: token.as_ref(),
-                log_level: *log_level,
-                peer,
-            },
-            session_id,
-            &name,
-            arguments_json,
-            context,
-        ))),
+        Some((token, log_level, peer, askable)) => {
+            Either::Right(Box::pin(invoke_reporting_progress(
+                hub,
+                Listener {
+                    token: token.as_ref(),
+                    log_level: *log_level,
+                    peer,
+                },
+                *askable,
+                session_id,
+                &name,
+                arguments_json,
+                context,
+            )))
+        }
     };
     let outcome = tokio::select! {
         outcome = invoke => outcome,
@@ -314,17 +321,19 @@ pub struct Listener<'a> {
 }
 
 /// Invokes a tool and turns the app's progress reports into
-/// `notifications/progress` and its log records into
-/// `notifications/message`, all sent before the result.
+/// `notifications/progress`, its log records into `notifications/message`
+/// and its requests to the client (those `askable` allows) into carriers,
+/// all sent before the result.
 async fn invoke_reporting_progress(
     hub: &Hub,
     listener: Listener<'_>,
+    askable: Askable,
     session_id: &str,
     tool: &str,
     arguments_json: String,
     mut context: CallContext,
 ) -> Result<ToolOutcome, InvokeError> {
-    let (sink, reports) = openclaw_proxy_core::progress::channel_with_logs(listener.log_level);
+    let (sink, reports) = openclaw_proxy_core::progress::call_channel(listener.log_level, askable);
     context.progress = Some(sink);
     let invoke = hub.invoke_json(session_id, tool, arguments_json, context);
     let (outcome, thinned) =
@@ -388,8 +397,9 @@ pub async fn with_notifications<F: Future>(
 
 /// The notification of one event of a call: `notifications/progress` for
 /// a report (none when the client gave no `token`), `notifications/message`
-/// for a log record; none for a request of the app (it is a request, which
-/// the direct path writes itself: [`super::direct`]).
+/// for a log record, and for a request of the app the carrier that takes
+/// it through rmcp ([`super::carrier`]; the direct path writes the request
+/// itself).
 pub fn event_notification(
     token: Option<&ProgressToken>,
     event: CallEvent,
@@ -397,7 +407,7 @@ pub fn event_notification(
     match event {
         CallEvent::Progress(report) => Some(progress_notification(token?, report)),
         CallEvent::Log(record) => Some(super::logging::notification(record)),
-        CallEvent::Ask(_) => None,
+        CallEvent::Ask(ask) => Some(super::carrier::notification(&ask)),
     }
 }
 

@@ -39,6 +39,7 @@ use service::McpService;
 
 pub mod answers;
 pub mod call;
+pub mod carrier;
 pub mod direct;
 pub mod jsonrpc;
 pub mod legacy;
@@ -306,7 +307,16 @@ pub(super) async fn handle_message(
         caller,
     });
     let handled = state.service.handle(request).instrument(span).await;
-    jsonrpc::normalize(handled.map(Body::new)).await
+    let response = jsonrpc::normalize(handled.map(Body::new)).await;
+    // The app's requests ride rmcp's answer to a call or a request the app
+    // answers as carriers.
+    match *method {
+        McpMethod::ToolsCall
+        | McpMethod::PromptsGet
+        | McpMethod::ResourcesRead
+        | McpMethod::CompletionComplete => carrier::carried(response),
+        _ => response,
+    }
 }
 
 /// The MCP request's span (when traces are exported): the root of the

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 
 use axum::http::request::Parts;
 use openclaw_proxy_core::outcome::McpReply;
-use openclaw_proxy_core::progress::LogLevel;
+use openclaw_proxy_core::progress::{Askable, Elicitation, LogLevel};
 use openclaw_proxy_core::proto::CallerInfo;
 use openclaw_proxy_core::{
     AppRequest, CallContext, Hub, InvokeError, Origin, SessionEvent, Transport,
@@ -73,6 +73,32 @@ pub fn log_level(hub: &Hub, session_id: &str, meta: &RequestMetaObject) -> Optio
         .as_ref()
         .and_then(super::logging::level_of)
         .or_else(|| hub.log_level(session_id))
+}
+
+/// What the client of a request rmcp serves can be asked (`in_rounds`:
+/// whether its method goes in `input_required` rounds at 2026-07-28):
+/// anything up to 2025-11-25 (the request goes on the answer's event
+/// stream, [`super::carrier`]; a stateless endpoint does not keep the
+/// capabilities `initialize` declared, so a client without one answers
+/// "method not found", which the app gets, as on the direct path); at
+/// 2026-07-28 nothing, as rmcp answers the request in one piece, with the
+/// capabilities the request declares, so that the app hears which one is
+/// missing, or else why.
+pub fn askable(context: &RequestContext<RoleServer>, in_rounds: bool) -> Askable {
+    if !Caller::of(context, None).speaks_2026() {
+        return Askable::Any;
+    }
+    if !in_rounds {
+        return Askable::Nothing;
+    }
+    let declared = context.meta.client_capabilities().unwrap_or_default();
+    Askable::OnePiece {
+        elicitation: declared.elicitation.map_or(Elicitation::NONE, |modes| {
+            Elicitation::declared(modes.form.is_some(), modes.url.is_some())
+        }),
+        sampling: declared.sampling.is_some(),
+        roots: declared.roots.is_some(),
+    }
 }
 
 /// The params rmcp parsed as JSON text, with the request's `_meta` put
@@ -277,20 +303,17 @@ pub async fn ask<P: Serialize, T: DeserializeOwned>(
         target,
         params_json: params,
     };
-    // Log records of the request reach the client when it asked for them.
+    // Log records of the request reach the client when it asked for them,
+    // and so do the app's requests, where its revision lets them
+    // (`completion/complete` goes in no rounds at 2026-07-28).
     let log_level = log_level(hub, session_id, &context.meta);
-    let (sink, reports) = match log_level {
-        Some(level) => {
-            let (sink, reports) = openclaw_proxy_core::progress::channel_with_logs(Some(level));
-            (Some(sink), Some(reports))
-        }
-        None => (None, None),
-    };
+    let askable = askable(context, method != "completion/complete");
+    let (sink, reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
     let call_context = CallContext {
         meta_json: String::new(),
         client: caller.client.clone(),
         caller: caller.verified.clone(),
-        progress: sink,
+        progress: Some(sink),
         trace_parent: caller.trace_parent.clone(),
         origin: Origin::new(Transport::Mcp, caller.peer),
     };
@@ -303,16 +326,11 @@ pub async fn ask<P: Serialize, T: DeserializeOwned>(
         log_level,
         peer: &context.peer,
     };
+    let limit = hub.config().tool_timeout;
     let requested = async {
-        match reports {
-            Some(reports) => {
-                let limit = hub.config().tool_timeout;
-                call::with_notifications(requested, reports, &listener, limit)
-                    .await
-                    .0
-            }
-            None => requested.await,
-        }
+        call::with_notifications(requested, reports, &listener, limit)
+            .await
+            .0
     };
     let outcome = tokio::select! {
         outcome = requested => outcome,

@@ -397,10 +397,12 @@ impl ServerHandler for SessionTools {
         }
         let token = context.meta.get_progress_token();
         let log_level = served::log_level(&self.hub, &session, &context.meta);
-        let progress = (token.is_some() || log_level.is_some()).then(|| Progress::Notify {
+        // Every call listens: the app may ask its client something.
+        let progress = Some(Progress::Notify {
             token,
             log_level,
             peer: context.peer.clone(),
+            askable: served::askable(&context, true),
         });
         let version = context
             .extensions

@@ -26,8 +26,7 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openclaw_proxy_core::hub::client_request_id;
-use openclaw_proxy_core::progress::{Askable, CallEvent, ClientAsk, LogLevel, ProgressReceiver};
+use openclaw_proxy_core::progress::{Askable, CallEvent, LogLevel, ProgressReceiver};
 use openclaw_proxy_core::{Caller, Hub};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
@@ -150,32 +149,10 @@ fn status_of(revision: Revision, outcome: &Outcome) -> StatusCode {
 /// report the client gave no token for.
 fn notification_message(token: Option<&ProgressToken>, event: CallEvent) -> Option<Vec<u8>> {
     if let CallEvent::Ask(ask) = &event {
-        return Some(ask_message(ask));
+        return Some(super::carrier::request_message(ask));
     }
     let message = ServerJsonRpcMessage::notification(event_notification(token, event)?);
     Some(serde_json::to_vec(&message).unwrap_or_default())
-}
-
-/// The JSON-RPC request that asks the client what the app asks, with the id
-/// its answer is routed back by ([`client_request_id`]) and the params as
-/// the app wrote them.
-fn ask_message(ask: &ClientAsk) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Request<'a> {
-        jsonrpc: &'static str,
-        id: String,
-        method: &'static str,
-        params: &'a RawValue,
-    }
-    // The core queues only params that read as a JSON object.
-    let params: Option<&RawValue> = serde_json::from_str(&ask.params_json).ok();
-    serde_json::to_vec(&Request {
-        jsonrpc: "2.0",
-        id: client_request_id(&ask.request_id, &ask.id),
-        method: ask.method.as_str(),
-        params: params.unwrap_or(RawValue::NULL),
-    })
-    .unwrap_or_default()
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
