@@ -201,6 +201,9 @@ pub enum ElicitationMode {
 impl ElicitationMode {
     /// The mode `params_json` (the request's params, a JSON object) names:
     /// URL mode for `"mode": "url"`, form mode otherwise (MCP's default).
+    /// Params whose `mode` cannot be read (a key given twice, say) count as
+    /// URL mode, the one that needs more of the client, so that no reading
+    /// of them reaches a client that declared form mode only.
     pub fn of(params_json: &str) -> Self {
         #[derive(serde::Deserialize)]
         struct Params<'a> {
@@ -209,7 +212,8 @@ impl ElicitationMode {
         }
         match serde_json::from_str::<Params<'_>>(params_json) {
             Ok(Params { mode: Some(mode) }) if mode == "url" => Self::Url,
-            _ => Self::Form,
+            Ok(_) => Self::Form,
+            Err(_) => Self::Url,
         }
     }
 
@@ -683,6 +687,9 @@ mod tests {
         assert_eq!(ElicitationMode::of(url), ElicitationMode::Url);
         assert_eq!(ElicitationMode::of(form), ElicitationMode::Form);
         assert_eq!(ElicitationMode::of(unnamed), ElicitationMode::Form);
+        // A mode that cannot be read needs what URL mode needs.
+        let twice = r#"{"mode":"url","mode":"url","message":"m"}"#;
+        assert_eq!(ElicitationMode::of(twice), ElicitationMode::Url);
         let with = |elicitation| Askable::Declared {
             elicitation,
             sampling: false,

@@ -339,8 +339,10 @@ fn connection_builder(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(http::head::http1_buffer(head))
-        .max_headers(http::head::http1_max_headers(head));
+        .max_buf_size(http::head::http1_buffer(head));
+    if let Some(fields) = http::head::http1_max_headers(head) {
+        builder.http1().max_headers(fields);
+    }
     builder
         .http2()
         .timer(TokioTimer::new())

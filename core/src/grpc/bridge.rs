@@ -305,7 +305,8 @@ mod tests {
     fn what_a_grpc_bridge_keeps_stays_small() {
         // Both kept as long as the bridge lives: the inbound stream boxed
         // in the bridge's driver, the response body in the HTTP/2 stream
-        // (here over a boxed request body, as the server's router hands it).
+        // (here over tonic's boxed body, the size of the boxed body the
+        // server's router hands it: a pointer and a vtable).
         let inbound = std::mem::size_of::<AppMessages<tonic::body::Body>>();
         assert!(inbound <= 96, "the inbound stream is {inbound} bytes");
         let outbound = std::mem::size_of::<ProxyFrames>();

@@ -152,8 +152,14 @@ impl Decision {
             ),
             _ => {
                 let why = match askable {
-                    Some(Askable::OnePiece { elicitation, .. }) if elicitation.any() => {
+                    Some(Askable::OnePiece { elicitation, .. }) if elicitation.form => {
                         "its 2026-07-28 request had a shape the proxy answers in one piece, without the input_required round that would ask"
+                    }
+                    Some(
+                        Askable::Declared { elicitation, .. }
+                        | Askable::OnePiece { elicitation, .. },
+                    ) if elicitation.url => {
+                        "it declared elicitation in URL mode only (elicitation.url), and the confirmation is a form (elicitation.form)"
                     }
                     _ => "it declared no elicitation capability",
                 };
@@ -347,6 +353,30 @@ mod tests {
             assert_eq!(decision_of(other), Decision::NotAnswered, "{other}");
             assert!(!decision_of(other).lets_through());
         }
+    }
+
+    #[test]
+    fn a_client_that_cannot_be_asked_is_told_why() {
+        use crate::progress::Elicitation;
+        let declared = |elicitation| Askable::Declared {
+            elicitation,
+            sampling: false,
+            roots: false,
+        };
+        let url_only = declared(Elicitation::declared(false, true));
+        assert!(!can_be_asked(url_only));
+        let refusal = Decision::CannotAsk.refusal("delete_files", Some(url_only));
+        assert!(refusal.contains("URL mode only"), "{refusal}");
+        let refusal =
+            Decision::CannotAsk.refusal("delete_files", Some(declared(Elicitation::NONE)));
+        assert!(refusal.contains("no elicitation capability"), "{refusal}");
+        let one_piece = Askable::OnePiece {
+            elicitation: Elicitation::FORM,
+            sampling: false,
+            roots: false,
+        };
+        let refusal = Decision::CannotAsk.refusal("delete_files", Some(one_piece));
+        assert!(refusal.contains("in one piece"), "{refusal}");
     }
 
     #[test]

@@ -65,7 +65,7 @@ impl Default for HeadLimits {
         Self {
             max_target_bytes: 8 * 1024,
             max_header_bytes: 64 * 1024,
-            max_headers: 100,
+            max_headers: 50,
         }
     }
 }

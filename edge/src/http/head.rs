@@ -132,9 +132,13 @@ pub fn http1_buffer(limits: &HeadLimits) -> usize {
     (2 * http1_head(limits)).max(HYPER_DEFAULT_BUFFER)
 }
 
-/// Header fields hyper accepts in an HTTP/1 request: twice the limit.
-pub fn http1_max_headers(limits: &HeadLimits) -> usize {
-    (2 * limits.max_headers).max(HYPER_DEFAULT_HEADERS)
+/// Header fields hyper must accept in an HTTP/1 request (twice the limit),
+/// when that is more than it keeps on the stack by default; `None` leaves
+/// hyper's default, which costs no allocation per request (an explicit
+/// value makes hyper allocate room for the fields on every request).
+pub fn http1_max_headers(limits: &HeadLimits) -> Option<usize> {
+    let room = 2 * limits.max_headers;
+    (room > HYPER_DEFAULT_HEADERS).then_some(room)
 }
 
 /// The HTTP/2 header list size (`SETTINGS_MAX_HEADER_LIST_SIZE`) h2
@@ -170,7 +174,7 @@ mod tests {
         let uri: Uri = format!("/v1/mcp/{}", "a".repeat(8_000))
             .parse()
             .expect("uri");
-        let fields = (0..99).map(|n| (format!("x-{n}"), "v".repeat(600)));
+        let fields = (0..50).map(|n| (format!("x-{n}"), "v".repeat(1200)));
         assert_eq!(check(&limits, &uri, &headers(fields)), Ok(()));
     }
 
@@ -193,15 +197,15 @@ mod tests {
         );
 
         let root = Uri::from_static("/");
-        let many = headers((0..101).map(|n| (format!("x-{n}"), String::new())));
+        let many = headers((0..51).map(|n| (format!("x-{n}"), String::new())));
         let refusal = check(&limits, &root, &many).expect_err("too many");
         assert!(refusal.to_string().contains("OPENCLAW_PROXY_MAX_HEADERS"));
 
         // One name repeated counts once per value.
-        let repeated = headers((0..101).map(|_| ("x-a".to_owned(), "v".to_owned())));
+        let repeated = headers((0..51).map(|_| ("x-a".to_owned(), "v".to_owned())));
         assert!(matches!(
             check(&limits, &root, &repeated),
-            Err(HeadTooLarge::Count { count: 101, .. })
+            Err(HeadTooLarge::Count { count: 51, .. })
         ));
 
         let large = headers([("x-a".to_owned(), "v".repeat(64 * 1024))]);
@@ -237,11 +241,14 @@ mod tests {
             },
         ] {
             assert!(http1_buffer(&limits) >= 2 * http1_head(&limits));
-            assert!(http1_max_headers(&limits) >= 2 * limits.max_headers);
+            let fields = http1_max_headers(&limits).unwrap_or(HYPER_DEFAULT_HEADERS);
+            assert!(fields >= 2 * limits.max_headers);
             let list = usize::try_from(http2_header_list(&limits)).expect("u32 fits");
             assert!(list > 2 * (limits.max_target_bytes + limits.max_header_bytes));
         }
-        // The defaults keep hyper's own HTTP/1 buffer.
+        // The defaults keep hyper's own HTTP/1 buffer and its header fields
+        // on the stack.
+        assert_eq!(http1_max_headers(&HeadLimits::default()), None);
         assert_eq!(http1_buffer(&HeadLimits::default()), HYPER_DEFAULT_BUFFER);
     }
 }

@@ -246,7 +246,7 @@ async fn a_result_with_a_duplicate_key_fails_its_call_at_once_and_the_bridge_sta
 /// The test server's request head limits (the defaults).
 const TARGET_LIMIT: usize = 8 * 1024;
 const HEADER_BYTES_LIMIT: usize = 64 * 1024;
-const HEADERS_LIMIT: usize = 100;
+const HEADERS_LIMIT: usize = 50;
 
 /// Reads one HTTP/1.1 answer from `stream`: its status line, its header
 /// block (lower case) and its body, as long as `Content-Length` says.
@@ -351,7 +351,7 @@ async fn an_http1_head_over_the_limits_is_refused_in_json_naming_the_setting() {
         (
             many,
             "too_many_headers",
-            ["OPENCLAW_PROXY_MAX_HEADERS", "100"],
+            ["OPENCLAW_PROXY_MAX_HEADERS", "50"],
         ),
     ] {
         let mut stream = tokio::net::TcpStream::connect(server.addr)

@@ -149,7 +149,7 @@ pub fn read_askable(headers: Option<&HeaderMap>) -> Askable {
     let Some(value) = headers.and_then(|headers| headers.get(ASKABLE)) else {
         return Askable::Nothing;
     };
-    let value = value.as_str();
+    let value = value.as_str().trim();
     if value == "any" {
         return Askable::Any;
     }

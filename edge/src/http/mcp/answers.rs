@@ -100,17 +100,22 @@ fn reply_of(wire: Wire<'_>) -> Result<ClientReply, String> {
 pub async fn deliver(hub: &Hub, session_id: &str, reply: Result<ClientReply, String>) -> Response {
     let reply = match reply {
         Ok(reply) => reply,
-        Err(problem) => return refused(StatusCode::BAD_REQUEST, &problem),
+        Err(problem) => {
+            // A response the proxy cannot read (an id not of its form, a
+            // result that is not an object) answers nothing waiting either.
+            hub.metrics().client_answer_unmatched();
+            return refused(StatusCode::BAD_REQUEST, &problem);
+        }
     };
     match hub.answer_client(session_id, &reply.id, reply.answer).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(error) => {
             let status = match &error {
-                AnswerError::Unanswerable(Unanswerable::NoCall | Unanswerable::NotOutstanding) => {
-                    StatusCode::CONFLICT
-                }
+                // Nothing waits for it, here or anywhere: sending it
+                // again would not help.
+                AnswerError::Unanswerable(Unanswerable::NoCall | Unanswerable::NotOutstanding)
+                | AnswerError::NotHere => StatusCode::CONFLICT,
                 AnswerError::Unanswerable(Unanswerable::BridgeEnded)
-                | AnswerError::NotHere
                 | AnswerError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
                 AnswerError::Session(_) | AnswerError::ForeignId(_) => StatusCode::BAD_REQUEST,
             };

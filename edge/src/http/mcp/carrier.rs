@@ -24,7 +24,6 @@
 //! app's requests are refused at once, saying why (`Askable::OnePiece`).
 
 use std::borrow::Cow;
-use std::convert::Infallible;
 
 use axum::body::Body;
 use axum::response::Response;
@@ -109,20 +108,25 @@ pub fn carried(response: Response) -> Response {
     }
     let (parts, body) = response.into_parts();
     let messages = Box::pin(sse::data_of(body));
-    let events = futures_util::stream::unfold(messages, |mut messages| async move {
+    // Once rmcp's answer broke off, the error is passed on (hyper then
+    // aborts the response, so the client sees it cut off rather than
+    // ended) and nothing more is read.
+    let events = futures_util::stream::unfold(Some(messages), |messages| async move {
+        let mut messages = messages?;
         let event = match tokio::time::timeout(sse::KEEP_ALIVE, messages.next()).await {
             Err(_) => sse::KEEP_ALIVE_COMMENT,
             Ok(None) => return None,
             Ok(Some(Err(error))) => {
                 tracing::debug!(%error, "rmcp's answer broke off");
-                return None;
+                let broken = std::io::Error::other(format!("the answer broke off: {error}"));
+                return Some((Err(broken), None));
             }
             Ok(Some(Ok(message))) => match carried_request(&message) {
                 Some(request) => sse::json_event(request.as_bytes()),
                 None => sse::json_event(message.as_bytes()),
             },
         };
-        Some((Ok::<_, Infallible>(event), messages))
+        Some((Ok(event), Some(messages)))
     });
     Response::from_parts(parts, Body::from_stream(events))
 }
