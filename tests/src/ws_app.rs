@@ -12,6 +12,24 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::server::TestServer;
 
+/// What the gated `delete_files` of [`gated_session`] asks the user.
+pub const GATED_QUESTION: &str = "Delete the files for real?";
+
+/// A session with `echo_text` and `delete_files`, whose calls need the
+/// user's confirmation (asking [`GATED_QUESTION`]), and its app, attached.
+pub async fn gated_session(server: &TestServer) -> (crate::TestSession, WsApp) {
+    let mut body = legacy_session_body();
+    if let Some(tools) = body["tools"].as_array_mut() {
+        tools.push(
+            json!({"name": "delete_files", "description": "Deletes files.",
+                          "confirm": {"message": GATED_QUESTION}}),
+        );
+    }
+    let session = crate::TestSession::register(server, &body).await;
+    let app = WsApp::attached(server, &session).await;
+    (session, app)
+}
+
 /// The documented registration body with one `echo_text` tool.
 pub fn legacy_session_body() -> Value {
     json!({

@@ -10,20 +10,6 @@ use openclaw_proxy_tests::prometheus::Scrape;
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
 
-const QUESTION: &str = "Delete the files for real?";
-
-/// A session with `echo_text` and the gated `delete_files`, and its app.
-async fn gated_session(server: &TestServer) -> (TestSession, WsApp) {
-    let mut body = legacy_session_body();
-    body["tools"].as_array_mut().expect("tools").push(
-        json!({"name": "delete_files", "description": "Deletes files.",
-                     "confirm": {"message": QUESTION}}),
-    );
-    let session = TestSession::register(server, &body).await;
-    let app = WsApp::attached(server, &session).await;
-    (session, app)
-}
-
 fn call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": tool, "arguments": arguments}})
@@ -120,7 +106,7 @@ async fn the_user_confirms_before_the_app_sees_the_call_and_a_decline_never_reac
     // then does the app get the call.
     let (mut stream, asked) = asked_to_confirm(&session, 1).await;
     let message = asked["params"]["message"].as_str().unwrap_or_default();
-    assert!(message.starts_with(QUESTION), "{message}");
+    assert!(message.starts_with(GATED_QUESTION), "{message}");
     assert!(message.contains("\"delete_files\""), "{message}");
     assert!(message.contains(r#"{"n":40}"#), "{message}");
     assert_eq!(asked["params"]["mode"], "form", "{asked}");

@@ -11,8 +11,6 @@ use openclaw_proxy_tests::listening::Open;
 use openclaw_proxy_tests::*;
 use serde_json::{Value, json};
 
-const QUESTION: &str = "Delete the files for real?";
-
 /// A `tools/call` of `tool` that only rmcp takes: an unknown params field.
 fn unusual_call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -41,18 +39,6 @@ fn post_2026(session: &TestSession, tool: &str, capabilities: Value) -> RawReque
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool)
-}
-
-/// A session with `echo_text` and the gated `delete_files`, and its app.
-async fn gated_session(server: &TestServer) -> (TestSession, WsApp) {
-    let mut body = legacy_session_body();
-    body["tools"].as_array_mut().expect("tools").push(
-        json!({"name": "delete_files", "description": "Deletes files.",
-               "confirm": {"message": QUESTION}}),
-    );
-    let session = TestSession::register(server, &body).await;
-    let app = WsApp::attached(server, &session).await;
-    (session, app)
 }
 
 fn served_by(response: &reqwest::Response) -> Option<String> {
@@ -194,7 +180,7 @@ async fn a_gated_tool_on_the_rmcp_path_asks_for_confirmation_first() {
             .unwrap_or_else(|| panic!("the confirmation request; read {:?}", stream.unread()));
         assert_eq!(asked["method"], "elicitation/create", "{asked}");
         let message = asked["params"]["message"].as_str().unwrap_or_default();
-        assert!(message.starts_with(QUESTION), "{message}");
+        assert!(message.starts_with(GATED_QUESTION), "{message}");
         assert!(message.contains("\"delete_files\""), "{message}");
         let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": action}});
         let reply = post(&session, &answer).send().await;
