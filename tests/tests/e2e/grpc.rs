@@ -332,10 +332,18 @@ async fn connected_bridge_and_call_in_flight_keep_the_session() {
         .start()
         .await;
     let mut sessions = server.sessions().await;
-    let bridged = sessions.create(echo_tools()).await.expect("create").id;
-    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &bridged)
-        .await
-        .expect("attach");
+    // With a TTL this short, a starved machine may let the new session
+    // expire before its bridge is open: then a new one is tried.
+    let mut attempts = 0;
+    let (bridged, mut app) = loop {
+        attempts += 1;
+        let bridged = sessions.create(echo_tools()).await.expect("create").id;
+        match GrpcBridge::open(server.channel().await, APP_TOKEN, &bridged).await {
+            Ok(app) => break (bridged, app),
+            Err(status) if status.code() == Code::NotFound && attempts < 5 => continue,
+            Err(status) => panic!("attach: {status:?}"),
+        }
+    };
     let call = server.spawn_invoke(&bridged, "echo_text", json!({}));
     let invoke = app.next_invoke().await;
 
