@@ -117,7 +117,9 @@ pub(super) async fn verify(
                 rest.is_empty() || session_id.is_some_and(|id| rest.strip_prefix('/') == Some(id))
             }),
     };
-    match verifier.verify_digested(token, key, accepts).await {
+    // Boxed: the verification (a key fetch among its states) is kilobytes,
+    // and every MCP request's future would otherwise carry it.
+    match Box::pin(verifier.verify_digested(token, key, accepts)).await {
         Ok(identity) => Ok(Some(identity)),
         Err(error) => {
             state.hub.metrics().auth_failure(Surface::Mcp);

@@ -20,12 +20,15 @@ mod request;
 mod rounds;
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, Either};
 use openclaw_proxy_core::progress::{Askable, CallEvent, LogLevel, ProgressReceiver};
 use openclaw_proxy_core::{Caller, Hub};
 use openclaw_proxy_proto::mcp::RawToolResult;
@@ -218,17 +221,26 @@ impl Prepared {
     }
 }
 
-/// Answers a parsed call. A client that goes away drops this future (or
-/// the answer's stream), which releases the call on the bridge.
-pub async fn answer(
-    state: &super::McpState,
-    session_id: &Arc<str>,
+/// The answer of a parsed call. A client that goes away drops this future
+/// (or the answer's stream), which releases the call on the bridge.
+///
+/// Not async: the call is prepared here, and its future is the call's own
+/// with the answer mapped on, or the one that listens for what comes
+/// before the answer (an async block would keep room for the values it
+/// moved into the call, and this future is moved per call). A call that
+/// may be parked (2026-07-28 rounds) is boxed.
+pub fn answer<'a>(
+    state: &'a super::McpState,
+    session_id: &'a Arc<str>,
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
     caller: Caller,
     call: DirectCall,
-) -> Response {
-    let (hub, in_flight, rounds) = (&state.hub, &state.in_flight, &state.rounds);
+) -> Either<
+    Either<impl Future<Output = Response> + Send + 'a, impl Future<Output = Response> + Send + 'a>,
+    BoxFuture<'a, Response>,
+> {
+    let (hub, in_flight) = (&state.hub, &state.in_flight);
     let DirectCall {
         id,
         name,
@@ -262,52 +274,57 @@ pub async fn answer(
             .unwrap_or_default(),
         peer,
     };
-    if revision == Revision::PerRequest
-        && (askable != Askable::NOTHING_DECLARED || request_state.is_some())
-    {
+    let parked = revision == Revision::PerRequest
+        && (askable != Askable::NOTHING_DECLARED || request_state.is_some());
+    if !parked && progress.is_none() && log_level.is_none() && askable == Askable::Nothing {
+        let call = prepared.call(session_id);
+        let calling = call_tool(hub, in_flight, call, None, std::future::pending());
+        return Either::Left(Either::Left(calling.map(move |outcome| {
+            json_response(
+                status_of(revision, &outcome),
+                answer_message(&id, revision, outcome),
+            )
+        })));
+    }
+    if parked {
         let round = rounds::Round {
             hub,
-            rounds,
+            rounds: &state.rounds,
             session_id,
             named: rounds::Named::tool(prepared.name.clone()),
             id,
             token: progress,
             answers: rounds::answers_of(input_responses.as_deref()),
         };
-        if let Some(state) = request_state {
-            return round.resume(&state).await;
-        }
-        let (running, reports) =
-            spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
-        return round.start(running, reports).await;
-    }
-    if progress.is_none() && log_level.is_none() && askable == Askable::Nothing {
-        let call = prepared.call(session_id);
-        let outcome = call_tool(hub, in_flight, call, None, std::future::pending()).await;
-        return json_response(
-            status_of(revision, &outcome),
-            answer_message(&id, revision, outcome),
-        );
+        return Either::Right(match request_state {
+            Some(state) => Box::pin(async move { round.resume(&state).await }),
+            None => {
+                let (running, reports) =
+                    spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
+                Box::pin(round.start(running, reports))
+            }
+        });
     }
     let answering = Answering {
         id,
         revision,
         named: rounds::Named::tool(prepared.name.clone()),
     };
-    let (hub, in_flight) = (hub.clone(), in_flight.clone());
     let listening = Listening {
         token: progress,
         log_level,
         askable,
     };
-    let session = session_id.clone();
+    let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
     let running = move |sink| async move {
         let call = prepared.call(&session);
         let progress = Some(Progress::Reports(sink));
         let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
         rounds::Finished::Tool(outcome)
     };
-    answer_with_progress(session_id, running, listening, answering).await
+    Either::Left(Either::Right(answer_with_progress(
+        session_id, running, listening, answering,
+    )))
 }
 
 /// The call's task and its events, for a call that may be parked.
