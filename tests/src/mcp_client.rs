@@ -11,6 +11,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+use crate::rest::{RawRequest, mcp_post};
 use crate::server::OPENCLAW_TOKEN;
 
 /// A connected rmcp client.
@@ -141,6 +142,60 @@ pub fn initialize_body(id: u64, version: &str) -> Value {
             "clientInfo": {"name": "raw-client", "version": "1.0.0"}
         }
     })
+}
+
+/// A 2026-07-28 client's `tools/call` of one tool, sent raw: the same
+/// request every round of its `input_required` rounds, a retry adding its
+/// answers and state.
+#[derive(Clone, Debug)]
+pub struct ToolsCall2026<'a> {
+    /// The tool called.
+    pub tool: &'a str,
+    /// Its arguments (a JSON object).
+    pub arguments: Value,
+    /// The client's `io.modelcontextprotocol/clientInfo`; `None` leaves it
+    /// out.
+    pub client_info: Option<Value>,
+}
+
+impl ToolsCall2026<'_> {
+    /// The JSON-RPC request (id 9): its `_meta` names the revision, the
+    /// client's `capabilities` and its info; `more` params stand beside
+    /// them (a retry's `inputResponses` and `requestState`).
+    pub fn body(&self, capabilities: &Value, more: &Value) -> Value {
+        let mut meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        if let Some(info) = &self.client_info {
+            meta["io.modelcontextprotocol/clientInfo"] = info.clone();
+        }
+        let mut params = json!({"name": self.tool, "arguments": self.arguments, "_meta": meta});
+        if let (Some(params), Some(more)) = (params.as_object_mut(), more.as_object()) {
+            params.extend(more.clone());
+        }
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
+    }
+
+    /// [`ToolsCall2026::body`] POSTed to the MCP URL `mcp_url` with the
+    /// OpenClaw token and the headers the revision asks for.
+    pub fn post(&self, mcp_url: &str, capabilities: &Value, more: &Value) -> RawRequest {
+        mcp_post(mcp_url, &self.body(capabilities, more))
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", self.tool)
+    }
+}
+
+/// The text of a tool result that must be an error (`isError: true`): its
+/// first content block's, or nothing.
+pub fn error_text(result: &Value) -> String {
+    assert_eq!(result["isError"], true, "{result}");
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The client's end of an SSE answer that is still being written (a call

@@ -12,8 +12,8 @@ use std::time::Duration;
 use openclaw_proxy_tests::listening::Open;
 use openclaw_proxy_tests::prometheus::Scrape;
 use openclaw_proxy_tests::{
-    APP_TOKEN, LegacyClient, OPENCLAW_TOKEN, RawRequest, SseStream, WsApp, eventually,
-    initialize_body, legacy_session_body, no_hang,
+    APP_TOKEN, LegacyClient, OPENCLAW_TOKEN, RawRequest, SseStream, ToolsCall2026, WsApp,
+    eventually, initialize_body, legacy_session_body, no_hang,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -185,24 +185,13 @@ async fn call_2026(
     capabilities: Value,
     more: Value,
 ) -> Value {
-    let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-        "io.modelcontextprotocol/clientInfo": {"name": "cluster-test", "version": "1"},
-    }});
-    if let (Some(params), Some(more)) = (params.as_object_mut(), more.as_object()) {
-        params.extend(more.clone());
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
-    let reply = node
-        .rest()
-        .token(OPENCLAW_TOKEN)
-        .mcp(&format!("/v1/mcp/{session_id}"), &body)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .send()
-        .await;
+    let call = ToolsCall2026 {
+        tool,
+        arguments,
+        client_info: Some(json!({"name": "cluster-test", "version": "1"})),
+    };
+    let mcp_url = format!("{}/v1/mcp/{session_id}", node.url());
+    let reply = call.post(&mcp_url, &capabilities, &more).send().await;
     assert_eq!(reply.status(), 200, "{}", reply.text());
     reply.json()
 }

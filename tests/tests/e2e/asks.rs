@@ -276,19 +276,12 @@ async fn every_way_a_wait_ends_leaves_nothing_pending() {
 /// POSTs a 2026-07-28 `tools/call` of `echo_text` to `session`, its client
 /// declaring `capabilities`, with `more` params (answers, state).
 fn call_2026(session: &TestSession, capabilities: &Value, more: Value) -> RawRequest {
-    let mut params = json!({"name": "echo_text", "arguments": {"text": "ask"}, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    }});
-    if let (Some(params), Some(more)) = (params.as_object_mut(), more.as_object()) {
-        params.extend(more.clone());
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
-    mcp_post(&session.mcp_url, &body)
-        .bearer_auth(OPENCLAW_TOKEN)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "echo_text")
+    let call = ToolsCall2026 {
+        tool: "echo_text",
+        arguments: json!({"text": "ask"}),
+        client_info: None,
+    };
+    call.post(&session.mcp_url, capabilities, &more)
 }
 
 /// Starts a 2026-07-28 call whose app asks `params` of an

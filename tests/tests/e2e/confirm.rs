@@ -25,20 +25,12 @@ fn post(session: &TestSession, body: &Value) -> RawRequest {
 /// POSTs a 2026-07-28 `tools/call` of `tool` whose client declares
 /// `capabilities`, with `more` params (answers, state).
 async fn call_2026(session: &TestSession, tool: &str, capabilities: Value, more: Value) -> Reply {
-    let mut params = json!({"name": tool, "arguments": {"n": 40}, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-        "io.modelcontextprotocol/clientInfo": {"name": "gate-test", "version": "1"},
-    }});
-    if let (Some(params), Some(more)) = (params.as_object_mut(), more.as_object()) {
-        params.extend(more.clone());
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
-    mcp_post(&session.mcp_url, &body)
-        .bearer_auth(OPENCLAW_TOKEN)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
+    let call = ToolsCall2026 {
+        tool,
+        arguments: json!({"n": 40}),
+        client_info: Some(json!({"name": "gate-test", "version": "1"})),
+    };
+    call.post(&session.mcp_url, &capabilities, &more)
         .send()
         .await
 }
@@ -77,14 +69,6 @@ async fn asked_to_confirm(session: &TestSession, id: u64) -> (SseStream, Value) 
         .expect("the confirmation request");
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
     (stream, asked)
-}
-
-fn error_text(result: &Value) -> String {
-    assert_eq!(result["isError"], true, "{result}");
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn counted(server: &TestServer, outcome: &str) -> f64 {

@@ -66,14 +66,6 @@ async fn client_response(app: &mut WsApp, id: &str) -> Value {
     response
 }
 
-fn error_text(result: &Value) -> String {
-    assert_eq!(result["isError"], true, "{result}");
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 #[tokio::test]
 async fn an_app_that_elicits_during_an_rmcp_path_call_gets_the_clients_answers() {
     let server = TestServer::start().await;

@@ -40,6 +40,13 @@
 //! session's or another request's, its call no longer waiting) is answered
 //! with `-32602` and counted once, on the node that refused it, as
 //! `openclaw_proxy_client_requests_total{method="other",outcome="bad_state"}`.
+//!
+//! This file holds the parked calls and a call's rounds; `resume.rs` the
+//! retries that travel between nodes to reach their call, `wire.rs` the
+//! `input_required` result a round answers with.
+
+mod resume;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,18 +54,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::body::Bytes;
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
-use futures_util::future::BoxFuture;
 use openclaw_proxy_core::Hub;
 use openclaw_proxy_core::bridge::ClientAnswer;
-use openclaw_proxy_core::delivery::{Resumed, Resumer, Unrouted};
 use openclaw_proxy_core::hub::client_request_id;
 use openclaw_proxy_core::progress::{CallEvent, ClientAsk, ProgressReceiver};
 use openclaw_proxy_core::request_state::{RequestState, StateError, StateKey};
 use rmcp::model::{ProgressToken, RequestId};
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
@@ -67,6 +70,9 @@ use openclaw_proxy_core::outcome::McpReply;
 
 use super::{AbortOnDrop, Outcome, Revision, answer_message, json_response, status_of};
 use crate::http::sse;
+use wire::{input_requests, input_required};
+
+pub use resume::ResumeHere;
 
 /// The app's requests are gathered until it has sent nothing for this long.
 const QUIET: Duration = Duration::from_millis(5);
@@ -236,104 +242,6 @@ enum Found {
     Elsewhere(String),
 }
 
-/// A retry on its way to the node its call is parked on: what a [`Round`]
-/// needs besides the hub and the parked calls.
-#[derive(Serialize, Deserialize)]
-struct Retry {
-    session_id: String,
-    /// What the call names: its tool, prompt or URI.
-    tool: String,
-    /// Its method; absent from nodes that parked tool calls only.
-    #[serde(default = "tools_call")]
-    method: String,
-    id: RequestId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    token: Option<ProgressToken>,
-    answers: HashMap<String, Box<RawValue>>,
-    request_state: String,
-}
-
-fn tools_call() -> String {
-    TOOLS_CALL.to_owned()
-}
-
-/// The most of a resumed retry's answer relayed back, in bytes: the app's
-/// result and the notifications gathered before it.
-const MAX_RESUMED_BYTES: usize = 64 * 1024 * 1024;
-
-/// Runs the retries other nodes of the cluster receive for calls parked
-/// here.
-pub struct ResumeHere(pub Arc<Rounds>);
-
-impl Resumer for ResumeHere {
-    fn resume(&self, hub: Hub, retry: Bytes) -> BoxFuture<'static, Resumed> {
-        let rounds = self.0.clone();
-        Box::pin(async move {
-            let response = match serde_json::from_slice::<Retry>(&retry) {
-                Ok(retry) => {
-                    let session_id: Arc<str> = retry.session_id.into();
-                    let Some(method) = Named::method_of(&retry.method) else {
-                        let message = format!(
-                            "a retry of {} cannot resume a call: only tools/call, prompts/get and resources/read go in rounds",
-                            openclaw_proxy_core::escape::quoted(&retry.method)
-                        );
-                        return resumed_of(refused(&retry.id, &message)).await;
-                    };
-                    let round = Round {
-                        hub: &hub,
-                        rounds: &rounds,
-                        session_id: &session_id,
-                        named: Named {
-                            method,
-                            name: retry.tool,
-                        },
-                        id: retry.id,
-                        token: retry.token,
-                        answers: retry.answers,
-                    };
-                    round.resume_here(&retry.request_state).await
-                }
-                Err(error) => refused(
-                    &RequestId::Number(0),
-                    &format!("the retry forwarded by another proxy node was unreadable: {error}"),
-                ),
-            };
-            resumed_of(response).await
-        })
-    }
-}
-
-/// A response made here, for the node that relays it.
-async fn resumed_of(response: Response) -> Resumed {
-    let status = response.status().as_u16();
-    let event_stream = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"));
-    // Every round's answer is made whole before it is sent.
-    let body = axum::body::to_bytes(response.into_body(), MAX_RESUMED_BYTES)
-        .await
-        .unwrap_or_default();
-    Resumed {
-        status,
-        event_stream,
-        body,
-    }
-}
-
-/// The response relayed from the node that resumed a retry.
-fn response_of(resumed: Resumed) -> Response {
-    let status = StatusCode::from_u16(resumed.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    if resumed.event_stream {
-        let mut response = super::sse_response(Body::from(resumed.body));
-        *response.status_mut() = status;
-        response
-    } else {
-        json_response(status, resumed.body.to_vec())
-    }
-}
-
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -360,30 +268,20 @@ pub(super) fn answers_of(input_responses: Option<&RawValue>) -> HashMap<String, 
         .unwrap_or_default()
 }
 
-/// The JSON-RPC error answering a retry whose call's node cannot be
-/// reached now.
-fn unavailable(id: &RequestId, why: &str) -> Response {
-    let error = rmcp::ErrorData::internal_error(
-        format!("the retry could not reach the server its call waits on: {why}; try again"),
-        None,
-    );
-    let body = serde_json::to_vec(&rmcp::model::ServerJsonRpcMessage::error(
-        error,
-        Some(id.clone()),
-    ))
-    .unwrap_or_default();
-    json_response(StatusCode::SERVICE_UNAVAILABLE, body)
-}
-
 /// The JSON-RPC error answering a retry that cannot resume its call.
 fn refused(id: &RequestId, message: &str) -> Response {
     let error = rmcp::ErrorData::invalid_params(message.to_owned(), None);
+    error_response(id, error, StatusCode::OK)
+}
+
+/// `error` as the JSON-RPC answer to `id`, with `status`.
+fn error_response(id: &RequestId, error: rmcp::ErrorData, status: StatusCode) -> Response {
     let body = serde_json::to_vec(&rmcp::model::ServerJsonRpcMessage::error(
         error,
         Some(id.clone()),
     ))
     .unwrap_or_default();
-    json_response(StatusCode::OK, body)
+    json_response(status, body)
 }
 
 impl Round<'_> {
@@ -406,51 +304,6 @@ impl Round<'_> {
     fn bad_state(&self, message: &str) -> Response {
         self.hub.metrics().request_state_refused();
         refused(&self.id, message)
-    }
-
-    /// A retry another node received and sent here: resumed here or not
-    /// at all.
-    async fn resume_here(self, state: &str) -> Response {
-        let here = self.hub.node_id();
-        match self
-            .rounds
-            .resume(state, self.session_id, &self.named, here)
-        {
-            Ok(Found::Here(parked)) => self.resume_parked(parked).await,
-            Ok(Found::Elsewhere(_)) => self.bad_state(
-                "requestState names another server than the one it was sent to; send the request again without it",
-            ),
-            Err(message) => self.bad_state(&message),
-        }
-    }
-
-    /// Sends the retry to `node`, where its call is parked; its answer.
-    async fn resume_on(self, node: &str, state: &str) -> Response {
-        let id = self.id.clone();
-        let metrics = self.hub.metrics().clone();
-        let retry = Retry {
-            session_id: self.session_id.to_string(),
-            tool: self.named.name,
-            method: self.named.method.to_owned(),
-            id: self.id,
-            token: self.token,
-            answers: self.answers,
-            request_state: state.to_owned(),
-        };
-        let Ok(retry) = serde_json::to_vec(&retry) else {
-            return refused(
-                &id,
-                "the retry could not be forwarded; send the request again without its requestState",
-            );
-        };
-        match self.hub.resume_elsewhere(node, Bytes::from(retry)).await {
-            Ok(resumed) => response_of(resumed),
-            Err(Unrouted::NoHolder) => {
-                metrics.request_state_refused();
-                refused(&id, NO_CALL)
-            }
-            Err(Unrouted::Unavailable(why)) => unavailable(&id, &why),
-        }
     }
 
     /// The parked call goes on with the client's answers.
@@ -630,58 +483,4 @@ impl Round<'_> {
             ),
         }
     }
-}
-
-/// The `inputRequests` of a result: each request by its key (the app's id),
-/// its params as the app wrote them.
-fn input_requests(asks: &[ClientAsk]) -> Box<RawValue> {
-    #[derive(Serialize)]
-    struct InputRequest<'a> {
-        method: &'static str,
-        params: &'a RawValue,
-    }
-    let mut text = String::from("{");
-    for (n, ask) in asks.iter().enumerate() {
-        // The core queues only params that read as a JSON object.
-        let params: &RawValue = serde_json::from_str(&ask.params_json).unwrap_or(RawValue::NULL);
-        let request = InputRequest {
-            method: ask.method.as_str(),
-            params,
-        };
-        if n > 0 {
-            text.push(',');
-        }
-        text.push_str(&serde_json::to_string(&ask.id).unwrap_or_default());
-        text.push(':');
-        text.push_str(&serde_json::to_string(&request).unwrap_or_default());
-    }
-    text.push('}');
-    RawValue::from_string(text).unwrap_or_else(|_| RawValue::NULL.to_owned())
-}
-
-/// The JSON-RPC message of an `input_required` result.
-fn input_required(id: &RequestId, requests: &RawValue, state: &str) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Message<'a> {
-        jsonrpc: &'static str,
-        id: &'a RequestId,
-        result: Result<'a>,
-    }
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Result<'a> {
-        result_type: &'static str,
-        input_requests: &'a RawValue,
-        request_state: &'a str,
-    }
-    serde_json::to_vec(&Message {
-        jsonrpc: "2.0",
-        id,
-        result: Result {
-            result_type: "input_required",
-            input_requests: requests,
-            request_state: state,
-        },
-    })
-    .unwrap_or_default()
 }
