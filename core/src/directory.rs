@@ -7,7 +7,6 @@
 //! server keeps the directory in memory ([`MemoryDirectory`]); cluster mode
 //! keeps it in a store every node reads. The hub never assumes which.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -17,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::auth::SessionCredentials;
 use crate::catalog::Catalog;
+use crate::minted::MintedMap;
 use crate::progress::LogLevel;
 use crate::proto;
 use crate::tools::Tool;
@@ -226,16 +226,16 @@ struct Entry {
 /// The directory of a single node: a map in memory.
 #[derive(Default)]
 pub struct MemoryDirectory {
-    sessions: RwLock<HashMap<Arc<str>, Entry>>,
+    sessions: RwLock<MintedMap<Arc<str>, Entry>>,
 }
 
 impl MemoryDirectory {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Entry>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, MintedMap<Arc<str>, Entry>> {
         // Plain data, never left half-updated by a panic: poison is harmless.
         self.sessions.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Entry>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, MintedMap<Arc<str>, Entry>> {
         self.sessions
             .write()
             .unwrap_or_else(PoisonError::into_inner)

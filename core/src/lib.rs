@@ -25,6 +25,7 @@ pub mod hub;
 pub mod limits;
 pub mod log_budget;
 pub mod metrics;
+pub mod minted;
 pub mod outcome;
 pub mod progress;
 pub mod request_state;

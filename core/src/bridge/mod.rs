@@ -8,7 +8,6 @@
 //! sessions or of the hub: whoever attached it runs `drive` and learns from
 //! its return value how the bridge ended.
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,6 +27,7 @@ pub(crate) use driving::{Driven, Driving, Liveness};
 
 use crate::audit::Origin;
 use crate::metrics::{DropReason, Metrics};
+use crate::minted::MintedMap;
 use crate::outcome::{BridgeEnd, InvokeError, McpReply, Reply, ToolOutcome};
 use crate::proto::{self, ProxyMessage, proxy_message};
 
@@ -108,7 +108,7 @@ enum Unmatched {
 
 #[derive(Default)]
 struct Calls {
-    waiting: HashMap<String, Waiting>,
+    waiting: MintedMap<String, Waiting>,
     ended: Option<BridgeEnd>,
     /// The last calls cancelled, whose late results are dropped quietly.
     cancelled: std::collections::VecDeque<String>,

@@ -7,7 +7,6 @@
 //! from KV directly. Writes are few: creation, claims, deletion, and
 //! activity refreshes throttled to one per quarter TTL per node.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use super::stored::{StoredCatalog, StoredSession};
 use crate::directory::{DirectoryError, Offer, SessionDirectory, SessionRecord};
 use crate::escape::Outside;
 use crate::hub::WeakHub;
+use crate::minted::MintedMap;
 use crate::outcome::BridgeEnd;
 use crate::tools::ToolSetCache;
 
@@ -45,7 +45,7 @@ struct Cached {
 pub struct NatsDirectory {
     node: Arc<Node>,
     kv: OnceCell<kv::Store>,
-    cache: RwLock<HashMap<Arc<str>, Cached>>,
+    cache: RwLock<MintedMap<Arc<str>, Cached>>,
     tool_sets: ToolSetCache,
     hub: OnceLock<WeakHub>,
     watching: std::sync::atomic::AtomicBool,
@@ -88,11 +88,11 @@ impl NatsDirectory {
             .ok_or_else(|| DirectoryError("NATS has not been reached yet".into()))
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Cached>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, MintedMap<Arc<str>, Cached>> {
         self.cache.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Cached>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, MintedMap<Arc<str>, Cached>> {
         self.cache.write().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -46,7 +46,6 @@ pub use changes::{SessionEvent, Watch};
 pub use request::AppRequest;
 pub use sessions::Deletion;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use tokio_util::sync::CancellationToken;
@@ -59,6 +58,7 @@ use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, Sessio
 use crate::error::{ErrorKind, UnknownSession};
 use crate::limits::{CreateLimiter, LimitError};
 use crate::metrics::Metrics;
+use crate::minted::MintedMap;
 use crate::outcome::BridgeEnd;
 use crate::tools::{ToolError, ToolSetCache};
 
@@ -134,7 +134,7 @@ struct Inner {
     directory: Arc<dyn SessionDirectory>,
     remote: Arc<dyn RemoteDelivery>,
     /// Sessions with a bridge attached here, or calls still draining from one.
-    local: RwLock<HashMap<Arc<str>, Arc<Local>>>,
+    local: RwLock<MintedMap<Arc<str>, Arc<Local>>>,
     tool_sets: ToolSetCache,
     shutdown: CancellationToken,
     /// Set when the server starts to shut down but still serves for a
@@ -279,11 +279,11 @@ impl Hub {
 }
 
 impl Inner {
-    fn local_map(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Local>>> {
+    fn local_map(&self) -> std::sync::RwLockReadGuard<'_, MintedMap<Arc<str>, Arc<Local>>> {
         self.local.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn local_map_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Local>>> {
+    fn local_map_mut(&self) -> std::sync::RwLockWriteGuard<'_, MintedMap<Arc<str>, Arc<Local>>> {
         self.local.write().unwrap_or_else(PoisonError::into_inner)
     }
 
