@@ -39,7 +39,7 @@ pub use call::CallContext;
 pub use caller::{Caller, CallerKind, OAuthIdentity, Owner};
 pub use config::CoreConfig;
 pub use error::{ErrorKind, UnknownSession};
-pub use hub::{AppRequest, Backend, BridgeDriver, Deletion, Hub, HubError, SessionEvent};
+pub use hub::{AppRequest, Backend, Deletion, Hub, HubError, SessionEvent};
 pub use limits::{LimitError, Limits};
 pub use metrics::{Metrics, Transport};
 pub use openclaw_proxy_proto::escape;

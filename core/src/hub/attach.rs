@@ -35,12 +35,12 @@ impl Hub {
         Ok(outbound)
     }
 
-    /// [`Hub::attach`], with the bridge's driver handed back instead of run
-    /// in a task of its own: a transport that has a task per bridge anyway
-    /// (the WebSocket bridge's writer) runs it there, and each bridge costs
-    /// one task instead of two. The driver must be polled to its end beside
-    /// the writer; dropping it sooner ends the bridge.
-    pub async fn attach_driven<S>(
+    /// [`Hub::attach`], with the bridge's driver handed back rather than
+    /// spawned. The driver must be polled to its end; dropping it sooner
+    /// ends the bridge. (A transport that ran it in its writer's task saved
+    /// a task per bridge, and every lone call paid for it: see
+    /// `docs/performance.md`, "A lone call".)
+    async fn attach_driven<S>(
         &self,
         hello: proto::Hello,
         inbound: S,

@@ -41,7 +41,6 @@ mod sessions;
 mod testing;
 
 pub use answers::{AnswerError, client_request_id, parse_client_request_id};
-pub use attach::BridgeDriver;
 pub use changes::{SessionEvent, Watch};
 pub use request::AppRequest;
 pub use sessions::Deletion;

@@ -208,17 +208,18 @@ async fn run_bridge(
     );
     // Boxed: attaching is brief, the task that awaits it lives as long as
     // the bridge and would otherwise keep room for it.
-    let attached = Box::pin(state.hub.attach_driven(hello, inbound, origin)).await;
+    // The core's driver (reading the socket) runs in a task of its own,
+    // this one writes. Both in one task (joined) saved about 60 bytes per
+    // bridge and cost a lone call some 35 µs of p50 and 30 µs of server
+    // CPU, every round (docs/performance.md, "A lone call").
+    let attached = Box::pin(state.hub.attach(hello, inbound, origin)).await;
     match attached {
-        Ok((outbound, driver)) => {
+        Ok(outbound) => {
             let write_timeout = state.config.connections.write_timeout;
-            // The core's driver (reading the socket) and the writer share
-            // this task: one task per bridge. The driver runs to its end
-            // (it gives the app a moment to close) even once the writer
-            // is done. The writer owns the stream: when it stops, the
-            // bridge ends at once, as it would for a dropped transport.
-            let writing = write_frames(&mut sink, outbound, &shared, write_timeout);
-            futures_util::future::join(driver, writing).await;
+            // The writer owns the stream: when it stops, the bridge ends
+            // at once, as it would for a dropped transport. The driver
+            // runs to its end (it gives the app a moment to close).
+            write_frames(&mut sink, outbound, &shared, write_timeout).await;
         }
         Err(error) => {
             let frame = close_frame(close_code(error.kind()), &error.to_string());
