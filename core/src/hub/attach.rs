@@ -172,7 +172,7 @@ type InboundStream = std::pin::Pin<Box<dyn Stream<Item = Inbound> + Send>>;
 /// announce, keeps the bridge alive, and detaches it when it ends (see
 /// [`Hub::attach_driven`]; it is a state machine rather than an `async fn`
 /// to stay small). Dropped before its end, it ends the bridge.
-pub struct BridgeDriver {
+pub(crate) struct BridgeDriver {
     hub: Hub,
     session: Arc<str>,
     bridge: Arc<Bridge>,

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use openclaw_proxy_app::{App, CallContext, Tool};
+use openclaw_proxy_tests::mcp_client::ToolsCall2026;
 use openclaw_proxy_tests::{
     BridgeKind, Call, RequestBridge, ServerProcess, TestServer, TestSession, WsApp, echo,
     eventually, legacy_session_body, no_hang, serve_app,
@@ -210,6 +211,26 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
     )
     .await;
 
+    // Another on the WebSocket bridge, called at 2026-07-28 by a client
+    // that declares it can be asked: such a call may be parked between
+    // rounds, so its work runs in a task of its own.
+    let parked_seen: Seen = Arc::default();
+    let parked_session = create_session(&proxy).await;
+    let app = WsApp::connect(&parked_session.bridge_url, Some(TOKEN))
+        .await
+        .expect("bridge");
+    let seen = parked_seen.clone();
+    let _parked_app = serve_app(app, move |call| {
+        record(&seen, call);
+        echo(call)
+    });
+    eventually(
+        "the second WebSocket bridge attaching",
+        Duration::from_secs(10),
+        || bridged(parked_session.id.clone()),
+    )
+    .await;
+
     // A native app on gRPC, written with the app crate.
     let grpc_seen: Seen = Arc::default();
     let seen = grpc_seen.clone();
@@ -248,16 +269,30 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
             "00-22222222222222222222222222222222-2222222222222222-01",
             grpc_seen,
         ),
+        (
+            parked_session.id.clone(),
+            "00-33333333333333333333333333333333-3333333333333333-01",
+            parked_seen,
+        ),
     ];
     for (session_id, caller, _) in &callers {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
-        let response = no_hang(
-            rest.mcp(&format!("/v1/mcp/{session_id}"), &body)
-                .header("traceparent", *caller)
-                .send(),
-        )
-        .await;
+        let path = format!("/v1/mcp/{session_id}");
+        let request = if *session_id == parked_session.id {
+            let call = ToolsCall2026 {
+                tool: "echo_text",
+                arguments: json!({"text": "hi"}),
+                client_info: None,
+            };
+            rest.mcp(&path, &call.body(&json!({"elicitation": {}}), &json!({})))
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "echo_text")
+        } else {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
+            rest.mcp(&path, &body)
+        };
+        let response = no_hang(request.header("traceparent", *caller).send()).await;
         assert_eq!(response.status(), 200);
     }
     drop(serving);

@@ -296,13 +296,15 @@ pub fn answer<'a>(
             token: progress,
             answers: rounds::answers_of(input_responses.as_deref()),
         };
+        // Async blocks: the call's task is spawned when the answer first
+        // runs, inside the request's span, which the task inherits.
         return Either::Right(match request_state {
             Some(state) => Box::pin(async move { round.resume(&state).await }),
-            None => {
+            None => Box::pin(async move {
                 let (running, reports) =
                     spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
-                Box::pin(round.start(running, reports))
-            }
+                round.start(running, reports).await
+            }),
         });
     }
     let answering = Answering {
