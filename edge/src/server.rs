@@ -441,12 +441,6 @@ impl ConnectionService {
                     } => {
                         request.extensions_mut().insert(info);
                         request.extensions_mut().insert(ClientAddr(info.remote));
-                        request
-                            .extensions_mut()
-                            .insert(tonic::transport::server::TcpConnectInfo {
-                                local_addr: Some(info.local),
-                                remote_addr: Some(info.remote),
-                            });
                         let (version, grpc) = (request.version(), http::is_grpc(request.headers()));
                         let refused = http::head::check(&head, request.uri(), request.headers());
                         let (request, watch) = http::deadline::watch(request, body_timeout);
