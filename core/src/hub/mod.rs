@@ -36,6 +36,7 @@ mod confirm;
 mod invoke;
 mod lifecycle;
 mod request;
+mod round_trip;
 mod sessions;
 #[cfg(test)]
 mod testing;
