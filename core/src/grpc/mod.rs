@@ -316,20 +316,17 @@ impl SessionService for GrpcService {
     ) -> Result<Response<proto::CreateSessionResponse>, Status> {
         self.authorize_create(request.metadata())?;
         let origin = origin(&request);
-        let client = request
-            .extensions()
-            .get::<ClientAddr>()
-            .map(|&ClientAddr(peer)| {
-                let forwarded_for = request
-                    .metadata()
-                    .get("x-forwarded-for")
-                    .and_then(|value| value.to_str().ok());
-                crate::limits::client_address(
-                    peer.ip(),
-                    forwarded_for,
-                    &self.hub.config().limits.trusted_proxies,
-                )
-            });
+        let client = origin.client.map(|peer| {
+            let forwarded_for = request
+                .metadata()
+                .get("x-forwarded-for")
+                .and_then(|value| value.to_str().ok());
+            crate::limits::client_address(
+                peer.ip(),
+                forwarded_for,
+                &self.hub.config().limits.trusted_proxies,
+            )
+        });
         let request = request.into_inner();
         check_required_metadata(&request)?;
         self.hub

@@ -227,21 +227,22 @@ pub(super) async fn handle_message(
     peer: Option<std::net::SocketAddr>,
     method: &mut McpMethod,
 ) -> Response {
-    let caller = parts
-        .extensions
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_default();
     // The direct path first: it carries most traffic, and a body it does
     // not take costs it little.
-    if let Some(answering) = direct_call(state, &session_id, &parts, &bytes, peer, &caller) {
+    if let Some(answering) = direct_call(state, &session_id, &parts, &bytes, peer) {
         *method = McpMethod::ToolsCall;
         return answering.await;
     }
-    Box::pin(handle_other(
-        state, session_id, parts, bytes, peer, caller, method,
-    ))
-    .await
+    Box::pin(handle_other(state, session_id, parts, bytes, peer, method)).await
+}
+
+/// Which credential opened the request, as [`admit`] left it.
+fn caller_of(parts: &Parts) -> Caller {
+    parts
+        .extensions
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// [`handle_message`] for every message but a direct `tools/call`: boxed,
@@ -253,9 +254,9 @@ async fn handle_other(
     parts: Parts,
     bytes: Bytes,
     peer: Option<std::net::SocketAddr>,
-    caller: Caller,
     method: &mut McpMethod,
 ) -> Response {
+    let caller = caller_of(&parts);
     // A request the app answers, in its plain shape: its result comes back
     // as the app wrote it.
     if let Some(revision) = direct::headers_allow(&parts.headers)
@@ -342,7 +343,6 @@ fn direct_call<'a>(
     parts: &'a Parts,
     bytes: &Bytes,
     peer: Option<std::net::SocketAddr>,
-    caller: &Caller,
 ) -> Option<futures_util::future::BoxFuture<'a, Response>> {
     let revision = direct::headers_allow(&parts.headers)?;
     let call = direct::parse(bytes, revision, &parts.headers)?;
@@ -353,7 +353,7 @@ fn direct_call<'a>(
         session_id,
         &parts.headers,
         peer,
-        caller.clone(),
+        caller_of(parts),
         call,
     );
     Some(Box::pin(answer.instrument(span)))

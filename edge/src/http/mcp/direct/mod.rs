@@ -27,7 +27,6 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, Either};
 use openclaw_proxy_core::progress::{Askable, CallEvent, LogLevel, ProgressReceiver};
 use openclaw_proxy_core::{Caller, Hub};
@@ -224,11 +223,10 @@ impl Prepared {
 /// The answer of a parsed call. A client that goes away drops this future
 /// (or the answer's stream), which releases the call on the bridge.
 ///
-/// Not async: the call is prepared here, and its future is the call's own
-/// with the answer mapped on, or the one that listens for what comes
-/// before the answer (an async block would keep room for the values it
-/// moved into the call, and this future is moved per call). A call that
-/// may be parked (2026-07-28 rounds) is boxed.
+/// Not async: the call is prepared here, and its future is the one that
+/// listens for what comes before the answer (an async block would keep
+/// room for the values it moved into the call, and this future is moved
+/// per call). A call that may be parked (2026-07-28 rounds) is boxed.
 pub fn answer<'a>(
     state: &'a super::McpState,
     session_id: &'a Arc<str>,
@@ -236,10 +234,7 @@ pub fn answer<'a>(
     peer: Option<SocketAddr>,
     caller: Caller,
     call: DirectCall,
-) -> Either<
-    Either<impl Future<Output = Response> + Send + 'a, impl Future<Output = Response> + Send + 'a>,
-    BoxFuture<'a, Response>,
-> {
+) -> Either<impl Future<Output = Response> + Send + 'a, BoxFuture<'a, Response>> {
     let (hub, in_flight) = (&state.hub, &state.in_flight);
     let DirectCall {
         id,
@@ -274,19 +269,12 @@ pub fn answer<'a>(
             .unwrap_or_default(),
         peer,
     };
-    let parked = revision == Revision::PerRequest
-        && (askable != Askable::NOTHING_DECLARED || request_state.is_some());
-    if !parked && progress.is_none() && log_level.is_none() && askable == Askable::Nothing {
-        let call = prepared.call(session_id);
-        let calling = call_tool(hub, in_flight, call, None, std::future::pending());
-        return Either::Left(Either::Left(calling.map(move |outcome| {
-            json_response(
-                status_of(revision, &outcome),
-                answer_message(&id, revision, outcome),
-            )
-        })));
-    }
-    if parked {
+    // Every call not parked listens (before 2026-07-28 the app may ask its
+    // client anything); at 2026-07-28 a client that sent no capabilities at
+    // all (`Askable::Nothing`) is parked, one that declared none is not.
+    if revision == Revision::PerRequest
+        && (askable != Askable::NOTHING_DECLARED || request_state.is_some())
+    {
         let round = rounds::Round {
             hub,
             rounds: &state.rounds,
@@ -324,9 +312,9 @@ pub fn answer<'a>(
         let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
         rounds::Finished::Tool(outcome)
     };
-    Either::Left(Either::Right(answer_with_progress(
+    Either::Left(answer_with_progress(
         session_id, running, listening, answering,
-    )))
+    ))
 }
 
 /// The call's task and its events, for a call that may be parked.
