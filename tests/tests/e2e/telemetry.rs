@@ -159,6 +159,35 @@ fn record(seen: &Seen, call: &Call) {
         .push(call.trace_parent.clone());
 }
 
+/// A new session with a legacy echo app on its WebSocket bridge that
+/// records each call's `traceparent`, once the bridge is attached.
+async fn recording_ws_app(
+    proxy: &ServerProcess,
+) -> (TestSession, Seen, tokio::task::JoinHandle<(u16, String)>) {
+    let seen: Seen = Arc::default();
+    let session = create_session(proxy).await;
+    let app = WsApp::connect(&session.bridge_url, Some(TOKEN))
+        .await
+        .expect("bridge");
+    let recording = seen.clone();
+    let serving = serve_app(app, move |call| {
+        record(&recording, call);
+        echo(call)
+    });
+    let rest = proxy.rest().token(TOKEN);
+    eventually(
+        "the WebSocket bridge attaching",
+        Duration::from_secs(10),
+        || {
+            let rest = rest.clone();
+            let id = session.id.clone();
+            async move { rest.get_session(&id).await.json()["bridge_connected"] == true }
+        },
+    )
+    .await;
+    (session, seen, serving)
+}
+
 /// A collector serving on this runtime, and the binary exporting to it.
 async fn traced_proxy() -> (Collector, ServerProcess) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -187,49 +216,11 @@ async fn spans_of_a_call_reach_an_otlp_collector_linked_from_the_caller_to_the_a
     let rest = proxy.rest().token(TOKEN);
 
     // A legacy app on the WebSocket bridge.
-    let ws_seen: Seen = Arc::default();
-    let ws_session = create_session(&proxy).await;
-    let app = WsApp::connect(&ws_session.bridge_url, Some(TOKEN))
-        .await
-        .expect("bridge");
-    let seen = ws_seen.clone();
-    let _ws_app = serve_app(app, move |call| {
-        record(&seen, call);
-        echo(call)
-    });
-    let bridged = |id: String| {
-        let rest = rest.clone();
-        async move {
-            let session = rest.get_session(&id).await.json();
-            session["bridge_connected"] == true
-        }
-    };
-    eventually(
-        "the WebSocket bridge attaching",
-        Duration::from_secs(10),
-        || bridged(ws_session.id.clone()),
-    )
-    .await;
-
-    // Another on the WebSocket bridge, called at 2026-07-28 by a client
-    // that declares it can be asked: such a call may be parked between
-    // rounds, so its work runs in a task of its own.
-    let parked_seen: Seen = Arc::default();
-    let parked_session = create_session(&proxy).await;
-    let app = WsApp::connect(&parked_session.bridge_url, Some(TOKEN))
-        .await
-        .expect("bridge");
-    let seen = parked_seen.clone();
-    let _parked_app = serve_app(app, move |call| {
-        record(&seen, call);
-        echo(call)
-    });
-    eventually(
-        "the second WebSocket bridge attaching",
-        Duration::from_secs(10),
-        || bridged(parked_session.id.clone()),
-    )
-    .await;
+    let (ws_session, ws_seen, _ws_app) = recording_ws_app(&proxy).await;
+    // Another, called at 2026-07-28 by a client that declares it can be
+    // asked: such a call may be parked between rounds, so its work runs in
+    // a task of its own.
+    let (parked_session, parked_seen, _parked_app) = recording_ws_app(&proxy).await;
 
     // A native app on gRPC, written with the app crate.
     let grpc_seen: Seen = Arc::default();
