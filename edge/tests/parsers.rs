@@ -831,3 +831,81 @@ mod host_and_origin {
         }
     }
 }
+
+/// The writes hyper makes on an HTTP/1.1 connection, watched for its own
+/// refusals: whatever is written reaches the peer unchanged, whole and in
+/// order, however the stream splits it, unless it ends with hyper's
+/// refusal, which alone is replaced by the same status with a JSON body.
+mod hyper_refusals {
+    use super::*;
+    use openclaw_proxy_edge::config::HeadLimits;
+    use openclaw_proxy_edge::hyper_refusals::{HeadRoom, JsonRefusals};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const REFUSAL: &[u8] = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: Fri, 04 Dec 2026 16:08:46 GMT\r\n\r\n";
+
+    /// Bytes much like what hyper writes: heads, CRLFs, pieces of the form.
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            any::<Vec<u8>>(),
+            Just(b"\r\n\r\n".to_vec()),
+            Just(b" GMT\r\n\r\n".to_vec()),
+            Just(REFUSAL[..40].to_vec()),
+            Just(REFUSAL[1..].to_vec()),
+            Just(b"HTTP/1.1 101 Switching Protocols\r\n\r\n".to_vec()),
+        ]
+    }
+
+    fn through(writes: &[Vec<u8>], capacity: usize) -> Vec<u8> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let (client, mut server) = tokio::io::duplex(capacity);
+            let room = HeadRoom::new(HeadLimits::default());
+            let mut stream = JsonRefusals::new(client, Some(room));
+            let reader = tokio::spawn(async move {
+                let mut all = Vec::new();
+                server.read_to_end(&mut all).await.map(|_| all)
+            });
+            for write in writes {
+                stream.write_all(write).await.expect("write");
+            }
+            stream.shutdown().await.expect("shutdown");
+            reader.await.expect("join").expect("read")
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn writes_pass_unchanged_but_a_final_refusal(
+            pieces in prop::collection::vec(piece(), 0..8),
+            refused in any::<bool>(),
+            joined in any::<bool>(),
+            capacity in 1_usize..200,
+        ) {
+            let mut writes = pieces.clone();
+            let sent: Vec<u8> = pieces.concat();
+            // A piece ending with a whole refusal is rare in random input.
+            prop_assume!(!sent.ends_with(REFUSAL) && !pieces.iter().any(|p| p.ends_with(b" GMT\r\n\r\n") && p.len() >= REFUSAL.len()));
+            match writes.last_mut() {
+                // In the same write as what precedes it, or one of its own.
+                Some(last) if refused && joined => last.extend_from_slice(REFUSAL),
+                _ if refused => writes.push(REFUSAL.to_vec()),
+                _ => {}
+            }
+            let received = through(&writes, capacity);
+            let upgraded = pieces.iter().any(|piece| piece.starts_with(b"HTTP/1.1 101 "));
+            if !refused || upgraded {
+                prop_assert_eq!(received, [sent, if refused { REFUSAL.to_vec() } else { Vec::new() }].concat());
+                return Ok(());
+            }
+            prop_assert!(received.starts_with(&sent));
+            let answer = String::from_utf8_lossy(&received[sent.len()..]).into_owned();
+            prop_assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{}", answer);
+            let (_, body) = answer.split_once("\r\n\r\n").unwrap_or_default();
+            let reply: Value = serde_json::from_str(body).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&reply["error"]["code"], "malformed_request");
+        }
+    }
+}

@@ -10,8 +10,10 @@
 //! applies the limits themselves (`OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES`,
 //! `OPENCLAW_PROXY_MAX_HEADER_BYTES`, `OPENCLAW_PROXY_MAX_HEADERS`) to every
 //! request hyper lets through: `414` or `431` with the JSON error every
-//! refusal has, or `RESOURCE_EXHAUSTED` to gRPC, naming the setting. Only a
-//! head beyond hyper's room still gets hyper's (or h2's) empty answer.
+//! refusal has, or `RESOURCE_EXHAUSTED` to gRPC, naming the setting. A head
+//! beyond hyper's room gets hyper's own refusal, which
+//! [`crate::hyper_refusals`] gives a JSON body on its way out; h2's `431`
+//! for a head beyond its room stays empty.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Uri};
@@ -141,6 +143,12 @@ pub fn http1_max_headers(limits: &HeadLimits) -> Option<usize> {
     (room > HYPER_DEFAULT_HEADERS).then_some(room)
 }
 
+/// Header fields hyper accepts in an HTTP/1 request: [`http1_max_headers`],
+/// or its own default.
+pub fn http1_fields(limits: &HeadLimits) -> usize {
+    http1_max_headers(limits).unwrap_or(HYPER_DEFAULT_HEADERS)
+}
+
 /// The HTTP/2 header list size (`SETTINGS_MAX_HEADER_LIST_SIZE`) h2
 /// accepts: twice the largest head within the limits, as HTTP/2 counts it.
 /// Over it h2 answers `431` without a body and resets the stream; over four
@@ -241,7 +249,7 @@ mod tests {
             },
         ] {
             assert!(http1_buffer(&limits) >= 2 * http1_head(&limits));
-            let fields = http1_max_headers(&limits).unwrap_or(HYPER_DEFAULT_HEADERS);
+            let fields = http1_fields(&limits);
             assert!(fields >= 2 * limits.max_headers);
             let list = usize::try_from(http2_header_list(&limits)).expect("u32 fits");
             assert!(list > 2 * (limits.max_target_bytes + limits.max_header_bytes));

@@ -245,7 +245,7 @@ async fn rest_refuses_every_bad_request_precisely_and_goes_on_serving() {
         assert_names(message, case.word, &what);
     }
     // Beyond what an HTTP/1 request target may be at all (65534 bytes):
-    // hyper refuses it itself, without a body.
+    // hyper refuses it itself (the JSON body it gets: `refusals.rs`).
     let request = format!(
         "GET {sessions}/{} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {APP_TOKEN}\r\n\r\n",
         "a".repeat(100_000)

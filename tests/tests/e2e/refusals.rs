@@ -7,7 +7,9 @@
 //! A request head over the server's limits (its target, its header fields
 //! in bytes or in number) is refused before any route with the JSON error of
 //! every refusal (gRPC: `RESOURCE_EXHAUSTED`) naming the setting, on HTTP/1.1
-//! and HTTP/2, and the connection serves on.
+//! and HTTP/2, and the connection serves on. An HTTP/1.1 head hyper cannot
+//! read at all (not HTTP, a target over 65534 bytes, more fields than it
+//! keeps) gets the same JSON error, and the connection closes.
 //!
 //! The WebSocket violations are written as raw frames on a raw TCP socket,
 //! since no WebSocket library sends them; so are the HTTP/1.1 heads.
@@ -378,6 +380,73 @@ async fn an_http1_head_over_the_limits_is_refused_in_json_naming_the_setting() {
     }))
     .await;
     no_hang(call).await.expect("join").expect("the call");
+}
+
+#[tokio::test]
+async fn an_http1_head_hyper_cannot_read_is_refused_in_json_too() {
+    let server = TestServer::start().await;
+    let connect = || async {
+        tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect")
+    };
+
+    // Not HTTP, after a request served on the same connection.
+    let mut stream = connect().await;
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nHELLO\x01 there\r\n\r\n")
+        .await
+        .expect("send");
+    let (line, _, body) = read_answer(&mut stream).await;
+    assert!(line.starts_with("http/1.1 200"), "{line}: {body}");
+    let answer = read_answer(&mut stream).await;
+    assert_head_refusal(
+        &answer,
+        "http/1.1 400",
+        "malformed_request",
+        &["not HTTP/1.1"],
+    );
+    assert!(answer.1.contains("connection: close"), "{}", answer.1);
+    let mut rest = Vec::new();
+    no_hang(stream.read_to_end(&mut rest))
+        .await
+        .expect("closed");
+    assert!(rest.is_empty(), "{rest:?}");
+
+    // A target longer than HTTP/1.1 allows here, whatever the settings.
+    let mut stream = connect().await;
+    let request = format!(
+        "GET /v1/chat/sessions/{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    assert_head_refusal(
+        &read_answer(&mut stream).await,
+        "http/1.1 414",
+        "request_target_too_long",
+        &["65534", "OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", "8192"],
+    );
+
+    // More header fields than hyper keeps (twice the limit, at least 100).
+    let mut stream = connect().await;
+    let fields: String = (0..150).map(|n| format!("X-Field-{n}: v\r\n")).collect();
+    let request = format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n{fields}\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    assert_head_refusal(
+        &read_answer(&mut stream).await,
+        "http/1.1 431",
+        "headers_too_large",
+        &["100 header fields", "OPENCLAW_PROXY_MAX_HEADERS is 50"],
+    );
+
+    // The server serves on.
+    let mut stream = connect().await;
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("send");
+    let (line, _, body) = read_answer(&mut stream).await;
+    assert!(line.starts_with("http/1.1 200"), "{line}: {body}");
 }
 
 #[tokio::test]
