@@ -7,6 +7,7 @@
 //! server keeps the directory in memory ([`MemoryDirectory`]); cluster mode
 //! keeps it in a store every node reads. The hub never assumes which.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -85,7 +86,13 @@ impl SessionRecord {
     /// The next request id: `"{session_id}:{n}"`, `n` counting from 1.
     pub fn next_request_id(&self) -> String {
         let n = self.calls_made.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("{}:{n}", self.id)
+        // Sized once (`format!` grows its string on the way): the id, `:`,
+        // and at most 20 digits.
+        let mut id = String::with_capacity(self.id.len() + 21);
+        id.push_str(&self.id);
+        id.push(':');
+        let _ = write!(id, "{n}");
+        id
     }
 
     /// Makes the request ids go on after `calls_made` calls at least (a node

@@ -20,6 +20,7 @@
 //! for both.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
@@ -253,7 +254,12 @@ pub struct Registered<'a> {
 
 impl InFlight {
     fn key(session_id: &str, jsonrpc_id: &str) -> String {
-        format!("{session_id}\u{0}{jsonrpc_id}")
+        // Sized once (`format!` grows its string on the way).
+        let mut key = String::with_capacity(session_id.len() + 1 + jsonrpc_id.len());
+        key.push_str(session_id);
+        key.push('\u{0}');
+        key.push_str(jsonrpc_id);
+        key
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (CancellationToken, usize)>> {
@@ -299,10 +305,11 @@ impl Registered<'_> {
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
         let mut calls = self.in_flight.lock();
-        if let Some(entry) = calls.get_mut(&self.key) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
-                calls.remove(&self.key);
+        // One lookup (the key is hashed with SipHash: it holds the client's id).
+        if let Entry::Occupied(mut entry) = calls.entry(std::mem::take(&mut self.key)) {
+            entry.get_mut().1 -= 1;
+            if entry.get().1 == 0 {
+                entry.remove();
             }
         }
     }
