@@ -28,4 +28,4 @@ pub mod telemetry;
 pub mod tls;
 
 pub use config::{EdgeConfig, ServerConfig};
-pub use server::{ServeError, app, serve, serve_metrics};
+pub use server::{ServeError, serve, serve_metrics};

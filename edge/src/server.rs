@@ -14,7 +14,7 @@
 //! With [`crate::tls`] configured, each accepted connection first completes a
 //! TLS handshake (in its own task, under the header-read limit) and is then
 //! served the same way; ALPN picks HTTP/2 or HTTP/1.1. The `Host`/`Origin`
-//! guard wraps the whole router, gRPC included, so it runs before any route.
+//! guard checks every request, gRPC included, before the router sees it.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -35,6 +35,7 @@ use tower_service::Service;
 use crate::config::{ConnectionLimits, EdgeConfig, HeadLimits};
 use crate::first_bytes::{PREFACE, Rewind, read_until_known};
 use crate::http;
+use crate::http::guard::HostGuard;
 use crate::http::request::ConnectionInfo;
 use crate::hyper_refusals::{HeadRoom, JsonRefusals};
 use crate::stall::Watch;
@@ -59,21 +60,17 @@ pub enum ServeError {
 }
 
 /// The whole service as one router: the HTTP edge and the gRPC services,
-/// with one fallback that answers each protocol in its own terms.
-pub async fn app(hub: Hub, edge: EdgeConfig) -> Result<Router, ServeError> {
+/// with one fallback that answers each protocol in its own terms. The
+/// `Host`/`Origin` guard is not part of it: [`serve`] checks every request
+/// before the router sees it.
+async fn app(hub: Hub, edge: EdgeConfig) -> Result<Router, ServeError> {
     let grpc = GrpcService::new(hub.clone());
     let bridges = grpc.bridges();
     let grpc = grpc.routes().await?;
-    let guard = Arc::new(http::guard::HostGuard::new(&edge));
     Ok(http::router(hub, edge)
         .merge(grpc.prepare().into_axum_router())
         .route_service(openclaw_proxy_core::grpc::BRIDGE_SERVICE_ROUTE, bridges)
-        .fallback(http::unknown_route)
-        // Outermost: Host and Origin are checked before any route runs.
-        .layer(axum::middleware::from_fn_with_state(
-            guard,
-            http::guard::enforce,
-        )))
+        .fallback(http::unknown_route))
 }
 
 /// Serves `hub` on `listener` until `shutdown` resolves; then ends every
@@ -94,6 +91,7 @@ pub async fn serve(
     let delay = edge.shutdown_delay;
     let limits = edge.connections.clone();
     let head = edge.head;
+    let guard = Arc::new(HostGuard::new(&edge));
     let router = app(hub.clone(), edge).await?;
     let sweeper = tokio::spawn(hub.clone().run_sweeper());
     let connections = Connections {
@@ -131,6 +129,7 @@ pub async fn serve(
         let service = match permit {
             Permit::Serve(permit) => ConnectionService::Serve {
                 router: router.clone(),
+                guard: guard.clone(),
                 watch: watch.clone(),
                 info: ConnectionInfo {
                     local: stream.local_addr().unwrap_or(remote),
@@ -413,6 +412,7 @@ impl Admission {
 enum ConnectionService {
     Serve {
         router: Router,
+        guard: Arc<HostGuard>,
         watch: Arc<Watch>,
         info: ConnectionInfo,
         /// The deadline of each request body ([`http::deadline`]).
@@ -447,6 +447,7 @@ impl ConnectionService {
                 match this {
                     ConnectionService::Serve {
                         mut router,
+                        guard,
                         info,
                         body_timeout,
                         head,
@@ -460,8 +461,12 @@ impl ConnectionService {
                         let (request, watch) = http::deadline::watch(request, body_timeout);
                         // Before the Host guard and any route: a head over
                         // the limits is answered as the limit it broke.
+                        // Then Host and Origin, before any route runs.
                         let mut response = match refused {
-                            Ok(()) => router.call(request).await?,
+                            Ok(()) => match guard.refusal(&request) {
+                                None => router.call(request).await?,
+                                Some(refusal) => refusal,
+                            },
                             Err(refusal) => {
                                 tracing::debug!(%refusal, "request head refused");
                                 refusal.answer(grpc)

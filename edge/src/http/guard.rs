@@ -11,9 +11,12 @@
 //! `OPENCLAW_PROXY_ALLOWED_ORIGINS`. Requests without `Origin` (apps, MCP
 //! clients, gRPC) pass the origin check.
 //!
-//! [`enforce`] runs before authentication, session lookup and the WebSocket
-//! upgrade, so a refused page learns nothing, not even whether a session
-//! exists, and never gets a socket. rmcp has the same checks built in, but
+//! [`HostGuard::refusal`] runs before authentication, session lookup and
+//! the WebSocket upgrade (the server calls it on every request, right after
+//! the head limits and before the router, rather than as a middleware layer
+//! that would box each request's future once more), so a refused page
+//! learns nothing, not even whether a session exists, and never gets a
+//! socket. rmcp has the same checks built in, but
 //! they run after our routing; they are switched off in [`super::mcp`] in
 //! favour of this one. Only the health probes are left out ([`UNGUARDED`]):
 //! they reveal nothing, and orchestrators probe them by the pod's address.
@@ -21,39 +24,13 @@
 //! `*` in either list allows everything (for deployments whose reverse proxy
 //! already checks the host).
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 
 /// Paths served whatever the `Host`: the health and readiness probes.
 pub const UNGUARDED: [&str; 2] = ["/health", "/ready"];
-
-/// Middleware: refuses a request whose `Host` or `Origin` is not allowed,
-/// with 403 (gRPC requests with `PERMISSION_DENIED`), before anything else
-/// looks at it.
-pub async fn enforce(
-    State(guard): State<Arc<HostGuard>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if UNGUARDED.contains(&request.uri().path()) {
-        return next.run(request).await;
-    }
-    match guard.check(request.headers(), request.uri()) {
-        Ok(()) => next.run(request).await,
-        Err(error) if is_grpc(request.headers()) => {
-            let status = tonic::Status::permission_denied(error.to_string());
-            let (parts, ()) = status.into_http::<()>().into_parts();
-            Response::from_parts(parts, axum::body::Body::empty())
-        }
-        Err(error) => error.into_response(),
-    }
-}
 
 fn is_grpc(headers: &HeaderMap) -> bool {
     headers
@@ -133,6 +110,22 @@ impl HostGuard {
             any_origin: origins.iter().any(|origin| origin == "*"),
             origins,
         }
+    }
+
+    /// The answer to a request whose `Host` or `Origin` is not allowed:
+    /// 403, or `PERMISSION_DENIED` to gRPC; `None` when it may go on (the
+    /// health probes always may).
+    pub fn refusal<B>(&self, request: &axum::http::Request<B>) -> Option<Response> {
+        if UNGUARDED.contains(&request.uri().path()) {
+            return None;
+        }
+        let error = self.check(request.headers(), request.uri()).err()?;
+        if is_grpc(request.headers()) {
+            let status = tonic::Status::permission_denied(error.to_string());
+            let (parts, ()) = status.into_http::<()>().into_parts();
+            return Some(Response::from_parts(parts, axum::body::Body::empty()));
+        }
+        Some(error.into_response())
     }
 
     /// Refuses a request whose `Host` or `Origin` is not allowed.
