@@ -17,11 +17,13 @@
 //! that form is safe: no route answers `400`, `414` or `431` without a body
 //! and a content type, and nothing else on an HTTP/1.1 connection writes
 //! CRLF lines of its own (bodies are JSON or server-sent events with LF
-//! line ends). After a `101` (a WebSocket upgrade) nothing is rewritten.
+//! line ends). After a `101` (a WebSocket upgrade) nothing is rewritten:
+//! a client's ping is echoed in a pong, and could spell the form.
 //! HTTP/2 connections are not wrapped: h2's refusals are HPACK-encoded
 //! frames, and its empty `431` for a head beyond its room stays.
 //!
-//! The cost on every write is a comparison of its last eight bytes.
+//! The cost on every write is a comparison of its last eight bytes, and on
+//! a write of response heads a search of them for a `101`.
 
 use std::io;
 use std::pin::Pin;
@@ -55,6 +57,13 @@ const END: &[u8] = b" GMT\r\n\r\n";
 
 /// The start of a `101 Switching Protocols` head.
 const UPGRADED: &[u8] = b"HTTP/1.1 101 ";
+
+/// A `101` head behind another one in the same write (a bodiless answer to
+/// a pipelined request not sent yet).
+const UPGRADED_BEHIND: &[u8] = b"\r\n\r\nHTTP/1.1 101 ";
+
+/// How every head hyper writes starts.
+const HEAD: &[u8] = b"HTTP/1.1 ";
 
 /// Which head hyper refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,9 +214,14 @@ impl<S: AsyncWrite + Unpin> JsonRefusals<S> {
         Poll::Ready(Ok(form.len()))
     }
 
-    /// Stops watching once the connection has been upgraded.
+    /// Stops watching once the connection has been upgraded: `first` (the
+    /// write, or its first slice, where hyper keeps its heads) is a `101`
+    /// head, or holds one after another head.
     fn note_upgrade(&mut self, first: &[u8]) {
-        if first.starts_with(UPGRADED) {
+        let upgraded = first.starts_with(HEAD)
+            && (first.starts_with(UPGRADED)
+                || memchr::memmem::find(first, UPGRADED_BEHIND).is_some());
+        if upgraded {
             self.room = None;
         }
     }
@@ -404,7 +418,18 @@ mod tests {
         assert_eq!(written(vec![vec![refusal.clone()]], false).await, text);
         let upgrade = b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n".to_vec();
         let after = written(vec![vec![upgrade.clone()], vec![refusal.clone()]], true).await;
-        assert_eq!(after.as_bytes(), [upgrade, refusal].concat());
+        assert_eq!(
+            after.as_bytes(),
+            [upgrade.clone(), refusal.clone()].concat()
+        );
+        // Also behind a bodiless answer to a pipelined request, in one write.
+        let pipelined = [
+            format!("HTTP/1.1 204 No Content\r\ndate: {DATE}\r\n\r\n").into_bytes(),
+            upgrade,
+        ]
+        .concat();
+        let after = written(vec![vec![pipelined.clone()], vec![refusal.clone()]], true).await;
+        assert_eq!(after.as_bytes(), [pipelined, refusal.clone()].concat());
         // A 400 with a body, or another status without one: untouched.
         let answers = [
             format!(
