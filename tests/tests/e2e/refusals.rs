@@ -278,6 +278,16 @@ async fn read_answer(stream: &mut tokio::net::TcpStream) -> (String, String, Str
     )
 }
 
+/// Asks `stream` for `/health` and asserts the answer is 200.
+async fn assert_health_answers(stream: &mut tokio::net::TcpStream) {
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("send");
+    let (line, _, body) = read_answer(stream).await;
+    assert!(line.starts_with("http/1.1 200"), "{line}: {body}");
+}
+
 /// Asserts a JSON refusal of a request head: its code, and a message that
 /// names the setting and its value.
 fn assert_head_refusal(
@@ -322,12 +332,7 @@ async fn an_http1_head_over_the_limits_is_refused_in_json_naming_the_setting() {
         &["OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", "8192"],
     );
     // The connection serves on.
-    stream
-        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await
-        .expect("send");
-    let (line, _, body) = read_answer(&mut stream).await;
-    assert!(line.starts_with("http/1.1 200"), "{line}: {body}");
+    assert_health_answers(&mut stream).await;
 
     // Header fields over the limit in bytes, and in number, on an MCP post
     // with its body.
@@ -440,13 +445,7 @@ async fn an_http1_head_hyper_cannot_read_is_refused_in_json_too() {
     );
 
     // The server serves on.
-    let mut stream = connect().await;
-    stream
-        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await
-        .expect("send");
-    let (line, _, body) = read_answer(&mut stream).await;
-    assert!(line.starts_with("http/1.1 200"), "{line}: {body}");
+    assert_health_answers(&mut connect().await).await;
 }
 
 #[tokio::test]
