@@ -21,31 +21,16 @@ impl Hub {
     /// `inbound` carries the app's messages after its `hello`; the returned
     /// stream carries the proxy's messages, starting with `attached`, and ends
     /// with the reason the bridge ended.
+    ///
+    /// The bridge's driver runs in a task of its own. (A transport that ran
+    /// it in its writer's task saved a task per bridge, and every lone call
+    /// paid for it: see `docs/performance.md`, "A lone call".)
     pub async fn attach<S>(
         &self,
         hello: proto::Hello,
         inbound: S,
         origin: Origin,
     ) -> Result<BridgeStream, HubError>
-    where
-        S: Stream<Item = Inbound> + Send + 'static,
-    {
-        let (outbound, driver) = self.attach_driven(hello, inbound, origin).await?;
-        tokio::spawn(driver);
-        Ok(outbound)
-    }
-
-    /// [`Hub::attach`], with the bridge's driver handed back rather than
-    /// spawned. The driver must be polled to its end; dropping it sooner
-    /// ends the bridge. (A transport that ran it in its writer's task saved
-    /// a task per bridge, and every lone call paid for it: see
-    /// `docs/performance.md`, "A lone call".)
-    async fn attach_driven<S>(
-        &self,
-        hello: proto::Hello,
-        inbound: S,
-        origin: Origin,
-    ) -> Result<(BridgeStream, BridgeDriver), HubError>
     where
         S: Stream<Item = Inbound> + Send + 'static,
     {
@@ -105,7 +90,8 @@ impl Hub {
         let driver = self.driver(id.clone(), bridge.clone(), Box::pin(inbound), counted);
         unattached.armed = false;
         drop(unattached);
-        Ok((BridgeStream::new(bridge), driver))
+        tokio::spawn(driver);
+        Ok(BridgeStream::new(bridge))
     }
 
     /// The bridge's driver: one per attached bridge, alive as long as the
@@ -170,7 +156,7 @@ type InboundStream = std::pin::Pin<Box<dyn Stream<Item = Inbound> + Send>>;
 
 /// One bridge's driver: reads the app's messages, applies the changes they
 /// announce, keeps the bridge alive, and detaches it when it ends (see
-/// [`Hub::attach_driven`]; it is a state machine rather than an `async fn`
+/// [`Hub::attach`]; it is a state machine rather than an `async fn`
 /// to stay small). Dropped before its end, it ends the bridge.
 pub(crate) struct BridgeDriver {
     hub: Hub,
