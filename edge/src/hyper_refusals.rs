@@ -30,11 +30,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::config::HeadLimits;
-use crate::http::head;
+use crate::http::{error, head};
 
 /// The status lines hyper refuses a head with, and how each reads in JSON.
 const FORMS: [(&[u8], Refused); 3] = [
@@ -126,7 +125,7 @@ impl HeadRoom {
         let date_at = status_line.len() + FIELDS.len();
         let date = &form[date_at..date_at + DATE_LENGTH];
         let (code, message) = self.answer(refused);
-        let body = json!({"error": {"code": code, "message": message}}).to_string();
+        let body = error::body(code, &message).to_string();
         let mut answer = Vec::with_capacity(form.len() + body.len() + 64);
         answer.extend_from_slice(status_line);
         answer.extend_from_slice(b"\r\nconnection: close\r\ncontent-type: application/json\r\n");
@@ -196,15 +195,18 @@ impl<S: AsyncWrite + Unpin> JsonRefusals<S> {
     }
 
     /// Takes hyper's refusal `form` (the whole of a write) as written, and
-    /// starts writing the JSON answer in its place.
+    /// starts writing the JSON answer in its place; writes it as it is once
+    /// nothing is watched.
     fn replace(
         &mut self,
         cx: &mut Context<'_>,
-        room: &HeadRoom,
         refused: Refused,
         status_line: &[u8],
         form: &[u8],
     ) -> Poll<io::Result<usize>> {
+        let Some(room) = &self.room else {
+            return Pin::new(&mut self.inner).poll_write(cx, form);
+        };
         let answer = room.replacement(refused, status_line, form);
         self.pending = Some(Box::new(Pending { answer, written: 0 }));
         // What is not written now is written on the flush hyper does next.
@@ -245,14 +247,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for JsonRefusals<S> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         ready!(this.drain(cx))?;
-        let Some(room) = this.room.clone() else {
+        if this.room.is_none() {
             return Pin::new(&mut this.inner).poll_write(cx, data);
-        };
+        }
         this.note_upgrade(data);
         match refusal_in(data) {
             // What came before it first, as it is.
             Some((at, ..)) if at > 0 => Pin::new(&mut this.inner).poll_write(cx, &data[..at]),
-            Some((_, refused, status_line)) => this.replace(cx, &room, refused, status_line, data),
+            Some((_, refused, status_line)) => this.replace(cx, refused, status_line, data),
             None => Pin::new(&mut this.inner).poll_write(cx, data),
         }
     }
@@ -264,9 +266,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for JsonRefusals<S> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         ready!(this.drain(cx))?;
-        let Some(room) = this.room.clone() else {
+        if this.room.is_none() {
             return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        };
+        }
         if let Some(first) = bufs.iter().find(|slice| !slice.is_empty()) {
             this.note_upgrade(first);
         }
@@ -284,7 +286,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for JsonRefusals<S> {
         if at > 0 {
             return Pin::new(&mut this.inner).poll_write(cx, &bufs[last][..at]);
         }
-        this.replace(cx, &room, refused, status_line, &bufs[last])
+        this.replace(cx, refused, status_line, &bufs[last])
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -463,7 +463,7 @@ impl ConnectionService {
                         // the limits is answered as the limit it broke.
                         // Then Host and Origin, before any route runs.
                         let mut response = match refused {
-                            Ok(()) => match guard.refusal(&request) {
+                            Ok(()) => match guard.refusal(&request, grpc) {
                                 None => router.call(request).await?,
                                 Some(refusal) => refusal,
                             },

@@ -157,8 +157,7 @@ pub fn finish(
     if watch.timed_out.load(Ordering::Relaxed) {
         response = if grpc {
             let status = tonic::Status::deadline_exceeded(BodyTimeout { limit }.to_string());
-            let (parts, ()) = status.into_http::<()>().into_parts();
-            Response::from_parts(parts, Body::empty())
+            super::grpc_answer(status)
         } else {
             ApiError::BodyTimeout { limit }.into_response()
         };

@@ -165,13 +165,18 @@ impl IntoResponse for ApiError {
         // wrongly typed string in full): bounded, control characters escaped.
         let message = self.to_string();
         let message = escape::truncated_to(&message, MESSAGE_LIMIT);
-        let body = json!({"error": {"code": self.code(), "message": message}});
-        let mut response = (status, Json(body)).into_response();
+        let mut response = (status, Json(body(self.code(), &message))).into_response();
         if let Some((name, value)) = header {
             response.headers_mut().insert(name, value);
         }
         response
     }
+}
+
+/// The JSON body of every refusal: `{"error": {"code", "message"}}`. Also
+/// written by [`crate::hyper_refusals`] in place of hyper's bodiless ones.
+pub fn body(code: &str, message: &str) -> serde_json::Value {
+    json!({"error": {"code": code, "message": message}})
 }
 
 /// The HTTP form of a refused access token (RFC 6750): 401 with

@@ -32,13 +32,6 @@ use super::error::ApiError;
 /// Paths served whatever the `Host`: the health and readiness probes.
 pub const UNGUARDED: [&str; 2] = ["/health", "/ready"];
 
-fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/grpc"))
-}
-
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// The allowed hosts and origins.
@@ -113,17 +106,16 @@ impl HostGuard {
     }
 
     /// The answer to a request whose `Host` or `Origin` is not allowed:
-    /// 403, or `PERMISSION_DENIED` to gRPC; `None` when it may go on (the
-    /// health probes always may).
-    pub fn refusal<B>(&self, request: &axum::http::Request<B>) -> Option<Response> {
+    /// 403, or `PERMISSION_DENIED` to a gRPC request (`grpc`); `None` when
+    /// it may go on (the health probes always may).
+    pub fn refusal<B>(&self, request: &axum::http::Request<B>, grpc: bool) -> Option<Response> {
         if UNGUARDED.contains(&request.uri().path()) {
             return None;
         }
         let error = self.check(request.headers(), request.uri()).err()?;
-        if is_grpc(request.headers()) {
+        if grpc {
             let status = tonic::Status::permission_denied(error.to_string());
-            let (parts, ()) = status.into_http::<()>().into_parts();
-            return Some(Response::from_parts(parts, axum::body::Body::empty()));
+            return Some(super::grpc_answer(status));
         }
         Some(error.into_response())
     }

@@ -15,7 +15,6 @@
 //! [`crate::hyper_refusals`] gives a JSON body on its way out; h2's `431`
 //! for a head beyond its room stays empty.
 
-use axum::body::Body;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 
@@ -44,9 +43,7 @@ impl HeadTooLarge {
     /// JSON `414` or `431`.
     pub fn answer(self, grpc: bool) -> Response {
         if grpc {
-            let status = tonic::Status::resource_exhausted(self.to_string());
-            let (parts, ()) = status.into_http::<()>().into_parts();
-            return Response::from_parts(parts, Body::empty());
+            return super::grpc_answer(tonic::Status::resource_exhausted(self.to_string()));
         }
         ApiError::HeadTooLarge(self).into_response()
     }

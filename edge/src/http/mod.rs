@@ -103,8 +103,7 @@ pub async fn unknown_route(request: Request) -> Response {
             "no gRPC method {}: this server offers openclaw.proxy.v1, grpc.health.v1 and reflection",
             escape::truncated(path)
         ));
-        let (parts, ()) = status.into_http::<()>().into_parts();
-        return Response::from_parts(parts, axum::body::Body::empty());
+        return grpc_answer(status);
     }
     ApiError::NotFound(escape::truncated(request.uri().path()).into_owned()).into_response()
 }
@@ -117,10 +116,7 @@ pub fn too_many_connections<B>(request: &Request<B>, limit: usize) -> Response {
         "the server holds its limit of {limit} open connections (OPENCLAW_PROXY_MAX_CONNECTIONS); retry later"
     );
     if is_grpc(request.headers()) {
-        let (parts, ()) = tonic::Status::resource_exhausted(message)
-            .into_http::<()>()
-            .into_parts();
-        return Response::from_parts(parts, axum::body::Body::empty());
+        return grpc_answer(tonic::Status::resource_exhausted(message));
     }
     let mut response = ApiError::TooManyConnections(message).into_response();
     response.headers_mut().insert(
@@ -131,6 +127,13 @@ pub fn too_many_connections<B>(request: &Request<B>, limit: usize) -> Response {
 }
 
 /// Whether a request says it is gRPC.
+/// A refusal to a gRPC request: `status` in the trailers-only form, no
+/// body.
+pub fn grpc_answer(status: tonic::Status) -> Response {
+    let (parts, ()) = status.into_http::<()>().into_parts();
+    Response::from_parts(parts, axum::body::Body::empty())
+}
+
 pub fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
