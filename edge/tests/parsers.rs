@@ -412,6 +412,20 @@ mod json_rpc {
         ]
     }
 
+    #[test]
+    fn tools_call_params_as_an_array_are_invalid_params() {
+        // serde reads a struct from an array too: `[{}, "t"]` would be a
+        // call of `t` with `_meta: {}`.
+        for params in [json!([{}, "", {}, null, null]), json!([{}, "echo"])] {
+            let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+            let refused = jsonrpc::refusal(body.to_string().as_bytes()).expect("refused");
+            let (status, reply) = body_of(refused);
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(reply["error"]["code"], -32602, "{reply}");
+            assert_eq!(reply["id"], 7);
+        }
+    }
+
     /// A JSON-RPC refusal: a JSON error with a code and a bounded message.
     fn check_refusal(response: Response) -> Result<(), TestCaseError> {
         let (status, body) = body_of(response);

@@ -185,7 +185,15 @@ fn refused(body: &[u8]) -> Option<Refusal> {
     let envelope = envelope?;
     if envelope.method.as_deref() == Some("tools/call") {
         let params = envelope.params.map_or("null", RawValue::get);
-        if let Err(error) = serde_json::from_str::<CallToolRequestParams>(params) {
+        // An object only: serde would also read the params from an array
+        // (`[{}, "t"]` is `{_meta: {}, name: "t"}` to it), which rmcp would
+        // then serve as a call.
+        let fits = if params.starts_with('{') {
+            serde_json::from_str::<CallToolRequestParams>(params).map(drop)
+        } else {
+            serde_json::from_str::<serde_json::Map<String, Value>>(params).map(drop)
+        };
+        if let Err(error) = fits {
             return Some(Refusal::ToolsCallParams {
                 id: envelope.id.unwrap_or(Value::Null),
                 error,
