@@ -27,9 +27,10 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll, ready};
 
+use memchr::memmem;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::config::HeadLimits;
@@ -60,6 +61,11 @@ const UPGRADED: &[u8] = b"HTTP/1.1 101 ";
 /// A `101` head behind another one in the same write (a bodiless answer to
 /// a pipelined request not sent yet).
 const UPGRADED_BEHIND: &[u8] = b"\r\n\r\nHTTP/1.1 101 ";
+
+/// The searcher for [`UPGRADED_BEHIND`], built once: every response head is
+/// searched, and `memmem::find` would build one per search.
+static UPGRADED_BEHIND_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(UPGRADED_BEHIND));
 
 /// How every head hyper writes starts.
 const HEAD: &[u8] = b"HTTP/1.1 ";
@@ -221,8 +227,7 @@ impl<S: AsyncWrite + Unpin> JsonRefusals<S> {
     /// head, or holds one after another head.
     fn note_upgrade(&mut self, first: &[u8]) {
         let upgraded = first.starts_with(HEAD)
-            && (first.starts_with(UPGRADED)
-                || memchr::memmem::find(first, UPGRADED_BEHIND).is_some());
+            && (first.starts_with(UPGRADED) || UPGRADED_BEHIND_FINDER.find(first).is_some());
         if upgraded {
             self.room = None;
         }
