@@ -1,6 +1,6 @@
 //! Property tests of the edge's parsers of outside input: the WebSocket
 //! bridge's frame parser, the REST bodies and their two spellings, the
-//! JSON-RPC refusals, the direct path's parse, and the Host/Origin guard.
+//! MCP server's reading of JSON-RPC messages, and the Host/Origin guard.
 //!
 //! For each: arbitrary input never panics; valid input is accepted and
 //! keeps its values; invalid input gets an error whose text is bounded and
@@ -14,7 +14,7 @@ use futures_util::FutureExt;
 use openclaw_proxy_core::Inbound;
 use openclaw_proxy_core::proto::{self, app_message};
 use openclaw_proxy_edge::EdgeConfig;
-use openclaw_proxy_edge::http::mcp::{direct, jsonrpc};
+use openclaw_proxy_edge::http::mcp::jsonrpc;
 use openclaw_proxy_edge::http::{guard, rest, spelling, ws};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -391,8 +391,12 @@ mod rest_bodies {
     }
 }
 
-mod json_rpc {
+mod mcp_messages {
     use super::*;
+    use openclaw_proxy_edge::http::mcp::transport::request::{
+        Message, Rejected, Revision, parse, revision_of,
+    };
+    use rmcp::model::{ErrorCode, ProtocolVersion, RequestMetaObject};
 
     const KEYS: &[&str] = &["jsonrpc", "id", "method", "params"];
 
@@ -412,120 +416,18 @@ mod json_rpc {
         ]
     }
 
-    #[test]
-    fn tools_call_params_as_an_array_are_invalid_params() {
-        // serde reads a struct from an array too: `[{}, "t"]` would be a
-        // call of `t` with `_meta: {}`.
-        for params in [json!([{}, "", {}, null, null]), json!([{}, "echo"])] {
-            let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
-            let refused = jsonrpc::refusal(body.to_string().as_bytes()).expect("refused");
-            let (status, reply) = body_of(refused);
-            assert_eq!(status, StatusCode::OK);
-            assert_eq!(reply["error"]["code"], -32602, "{reply}");
-            assert_eq!(reply["id"], 7);
-        }
+    fn read(body: &Value, revision: Revision, headers: &HeaderMap) -> Result<Message, Rejected> {
+        parse(&Bytes::from(body.to_string()), revision, headers)
     }
 
-    /// A JSON-RPC refusal: a JSON error with a code and a bounded message.
-    fn check_refusal(response: Response) -> Result<(), TestCaseError> {
-        let (status, body) = body_of(response);
-        prop_assert!(status == StatusCode::OK || status == StatusCode::BAD_REQUEST);
-        prop_assert_eq!(&body["jsonrpc"], "2.0");
-        prop_assert!(body["error"]["code"].is_i64(), "{body}");
-        check_text(body["error"]["message"].as_str().unwrap_or_default())
-    }
-
-    proptest! {
-        #[test]
-        fn any_bytes_are_refused_in_json_rpc_terms_or_passed_on(body in any::<Vec<u8>>()) {
-            let is_json = serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok();
-            match jsonrpc::refusal(&body) {
-                Some(response) => {
-                    if !is_json {
-                        prop_assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-                    }
-                    check_refusal(response)?;
-                }
-                None => prop_assert!(is_json),
-            }
-            let _ = jsonrpc::cancelled_request(&body);
-            let body = Bytes::from(body);
-            let _ = direct::parse(&body, direct::Revision::WithInitialize, &HeaderMap::new());
-            let _ = direct::parse(&body, direct::Revision::PerRequest, &headers_2026("x"));
-        }
-
-        #[test]
-        fn any_message_shaped_object_is_refused_or_passed_on(
-            mut message in object_with(KEYS),
-            method in method(),
-            pretty in any::<bool>(),
-        ) {
-            message["method"] = method;
-            let text = render(&message, pretty);
-            if let Some(response) = jsonrpc::refusal(text.as_bytes()) {
-                prop_assert_eq!(&message["method"], "tools/call");
-                check_refusal(response)?;
-            }
-            let _ = jsonrpc::cancelled_request(text.as_bytes());
-            let text = Bytes::from(text);
-            let _ = direct::parse(&text, direct::Revision::WithInitialize, &HeaderMap::new());
-            let _ = direct::parse(&text, direct::Revision::PerRequest, &headers_2026("x"));
-        }
-
-        #[test]
-        fn tools_call_params_that_do_not_fit_are_invalid_params(
-            id in any::<i64>(),
-            params in json_value(),
-        ) {
-            prop_assume!(!params.is_object());
-            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-            let refused = jsonrpc::refusal(body.to_string().as_bytes());
-            let Some(response) = refused else {
-                return Err(TestCaseError::fail(format!("{body} was passed on")));
-            };
-            let (status, reply) = body_of(response);
-            prop_assert_eq!(status, StatusCode::OK);
-            prop_assert_eq!(&reply["error"]["code"], -32602);
-            prop_assert_eq!(&reply["id"], &json!(id));
-        }
-
-        #[test]
-        fn a_cancellation_names_its_request_id(
-            id in prop_oneof![any::<i64>().prop_map(Value::from), any::<String>().prop_map(Value::from)],
-            reason in proptest::option::of(any::<String>()),
-        ) {
-            let mut params = json!({"requestId": id});
-            if let Some(reason) = reason {
-                params["reason"] = json!(reason);
-            }
-            let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params});
-            let named = jsonrpc::cancelled_request(body.to_string().as_bytes());
-            prop_assert_eq!(named, Some(id.to_string()));
-        }
-    }
-}
-
-/// The headers of a 2026-07-28 `tools/call` of `tool`.
-fn headers_2026(tool: &str) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        "mcp-protocol-version",
-        HeaderValue::from_static("2026-07-28"),
-    );
-    headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
-    if let Ok(name) = HeaderValue::from_str(tool) {
-        headers.insert("mcp-name", name);
-    }
-    headers
-}
-
-mod direct_path {
-    use super::*;
-    use direct::Revision;
-    use rmcp::model::{ProtocolVersion, RequestMetaObject};
-
-    fn parse(body: &Value, revision: Revision, headers: &HeaderMap) -> bool {
-        direct::parse(&Bytes::from(body.to_string()), revision, headers).is_some()
+    /// A refusal: a JSON-RPC code, a status a client can act on, and a
+    /// bounded message.
+    fn check_refusal(rejected: &Rejected) -> Result<(), TestCaseError> {
+        prop_assert!(
+            rejected.status == StatusCode::OK || rejected.status == StatusCode::BAD_REQUEST,
+            "{rejected:?}"
+        );
+        check_text(&rejected.message)
     }
 
     fn meta_2026() -> Value {
@@ -546,13 +448,6 @@ mod direct_path {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
     }
 
-    fn arguments() -> impl Strategy<Value = Option<Value>> {
-        proptest::option::of(
-            prop::collection::vec((any::<String>(), json_value()), 0..4)
-                .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
-        )
-    }
-
     fn request_id() -> impl Strategy<Value = Value> {
         prop_oneof![
             any::<i64>().prop_map(Value::from),
@@ -561,10 +456,29 @@ mod direct_path {
     }
 
     #[test]
-    fn meta_keys_read_as_rmcp_reads_them_or_the_request_goes_to_rmcp() {
+    fn params_that_are_not_an_object_are_invalid_params_naming_the_request() {
+        // serde reads a struct from an array too: `[{}, "t"]` would be a
+        // call of `t` with `_meta: {}`.
+        for params in [
+            json!([{}, "", {}, null, null]),
+            json!([{}, "echo"]),
+            json!(5),
+        ] {
+            let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+            let Err(rejected) = read(&body, Revision::WithInitialize, &HeaderMap::new()) else {
+                panic!("{body} was taken");
+            };
+            assert_eq!(rejected.code, ErrorCode::INVALID_PARAMS, "{rejected:?}");
+            assert_eq!(rejected.status, StatusCode::OK);
+            assert_eq!(rejected.id, Some(rmcp::model::RequestId::Number(7)));
+        }
+    }
+
+    #[test]
+    fn meta_keys_are_read_or_refused_naming_the_key() {
         let none = HeaderMap::new();
         let with_meta = |meta: Value| call_body(json!(1), "echo", None, Some(meta));
-        // Vendor keys, a `null` token and a client's identity stay direct.
+        // Vendor keys, a `null` token and a client's identity are taken.
         for meta in [
             json!({"progressToken": "t", "vendor/key": {"deep": [1, 2]}}),
             json!({"progressToken": null}),
@@ -572,22 +486,22 @@ mod direct_path {
             json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
         ] {
             assert!(
-                parse(&with_meta(meta.clone()), Revision::WithInitialize, &none),
+                read(&with_meta(meta.clone()), Revision::WithInitialize, &none).is_ok(),
                 "{meta}"
             );
         }
-        // A revision named at all (even `null`), or a known key rmcp would not
-        // decode, leaves the request to rmcp, as do a duplicate key and a
-        // `_meta` that is not an object.
+        // A known key that does not decode, and a `_meta` that is not an
+        // object, are invalid params.
         for meta in [
-            json!({"io.modelcontextprotocol/protocolVersion": null}),
             json!({"progressToken": {"not": "a token"}}),
             json!({"io.modelcontextprotocol/clientInfo": "c"}),
             json!({"traceparent": 7}),
             json!(["progressToken"]),
         ] {
-            assert!(
-                !parse(&with_meta(meta.clone()), Revision::WithInitialize, &none),
+            let rejected = read(&with_meta(meta.clone()), Revision::WithInitialize, &none).err();
+            assert_eq!(
+                rejected.map(|r| r.code),
+                Some(ErrorCode::INVALID_PARAMS),
                 "{meta}"
             );
         }
@@ -618,103 +532,139 @@ mod direct_path {
             let mut meta = meta_2026();
             meta[key] = value.clone();
             assert_eq!(rmcp_judges_valid(&meta), valid, "rmcp on {key}: {value}");
-            assert_eq!(
-                parse(&with_meta(meta), Revision::PerRequest, &headers),
-                valid,
-                "{key}: {value}"
-            );
+            let taken = read(&with_meta(meta), Revision::PerRequest, &headers);
+            assert_eq!(taken.is_ok(), valid, "{key}: {value}");
+            if let Err(rejected) = taken {
+                assert_eq!(rejected.status, StatusCode::BAD_REQUEST, "{rejected:?}");
+            }
         }
-        // A key this path does not read is not judged: its text reaches the
-        // app as sent, as the arguments' does (rmcp's tree would refuse it).
+        // A key the server does not read is not judged: its text reaches the
+        // app as sent, as the arguments' does.
         let unread = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"vendor/n":1e400}}}"#;
+        let Ok(Message::Request(request)) =
+            parse(&Bytes::from_static(unread), Revision::PerRequest, &headers)
+        else {
+            panic!("taken");
+        };
         assert!(
-            direct::parse(&Bytes::from_static(unread), Revision::PerRequest, &headers).is_some()
+            request
+                .meta
+                .text
+                .map(|raw| raw.get().contains("1e400"))
+                .unwrap_or_default()
         );
         let duplicate = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":1,"progressToken":2}}}"#;
-        assert!(
-            direct::parse(
-                &Bytes::from_static(duplicate),
-                Revision::WithInitialize,
-                &none
-            )
-            .is_none()
-        );
+        let rejected = parse(
+            &Bytes::from_static(duplicate),
+            Revision::WithInitialize,
+            &none,
+        )
+        .err();
+        assert_eq!(rejected.map(|r| r.code), Some(ErrorCode::INVALID_PARAMS));
     }
 
     proptest! {
         #[test]
-        fn a_plain_tools_call_takes_the_direct_path(
-            id in request_id(),
-            name in any::<String>(),
-            arguments in arguments(),
-            pretty in any::<bool>(),
-        ) {
-            let body = call_body(id, &name, arguments, None);
-            let text = Bytes::from(render(&body, pretty));
-            prop_assert!(
-                direct::parse(&text, Revision::WithInitialize, &HeaderMap::new()).is_some(),
-                "{body}"
-            );
+        fn any_bytes_are_read_or_refused_in_json_rpc_terms(body in any::<Vec<u8>>()) {
+            let is_json = serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok();
+            let _ = jsonrpc::cancelled_request(&body);
+            let body = Bytes::from(body);
+            for (revision, headers) in [
+                (Revision::WithInitialize, HeaderMap::new()),
+                (Revision::PerRequest, headers_2026("x")),
+            ] {
+                match parse(&body, revision, &headers) {
+                    Ok(_) => prop_assert!(is_json),
+                    Err(rejected) => {
+                        if !is_json {
+                            prop_assert_eq!(rejected.code, ErrorCode::PARSE_ERROR);
+                        }
+                        check_refusal(&rejected)?;
+                    }
+                }
+            }
         }
 
         #[test]
-        fn progress_and_valid_2026_calls_take_the_direct_path(
+        fn any_message_shaped_object_is_read_or_refused(
+            mut message in object_with(KEYS),
+            method in method(),
+            pretty in any::<bool>(),
+        ) {
+            message["method"] = method;
+            let text = Bytes::from(render(&message, pretty));
+            let _ = jsonrpc::cancelled_request(&text);
+            for (revision, headers) in [
+                (Revision::WithInitialize, HeaderMap::new()),
+                (Revision::PerRequest, headers_2026("x")),
+            ] {
+                if let Err(rejected) = parse(&text, revision, &headers) {
+                    check_refusal(&rejected)?;
+                }
+            }
+        }
+
+        #[test]
+        fn a_plain_tools_call_keeps_its_params_text(
+            id in request_id(),
+            name in any::<String>(),
+            arguments in proptest::option::of(
+                prop::collection::vec((any::<String>(), json_value()), 0..4)
+                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
+            ),
+            pretty in any::<bool>(),
+        ) {
+            let body = call_body(id, &name, arguments, None);
+            let params = render(&body["params"], pretty);
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{params}}}"#,
+                body["id"]
+            );
+            let Ok(Message::Request(request)) =
+                parse(&Bytes::from(text), Revision::WithInitialize, &HeaderMap::new())
+            else {
+                return Err(TestCaseError::fail(format!("{body} was not taken")));
+            };
+            prop_assert_eq!(request.params_text(), params.as_str());
+        }
+
+        #[test]
+        fn valid_2026_calls_are_taken_and_wrong_headers_refused(
             id in request_id(),
             name in "[a-z_]{1,20}",
             token in prop_oneof![any::<i64>().prop_map(Value::from), any::<String>().prop_map(Value::from)],
         ) {
-            let with_progress = call_body(id.clone(), &name, None, Some(json!({"progressToken": token})));
-            prop_assert!(parse(&with_progress, Revision::WithInitialize, &HeaderMap::new()));
-            let call_2026 = call_body(id.clone(), &name, None, Some(meta_2026()));
-            prop_assert!(parse(&call_2026, Revision::PerRequest, &headers_2026(&name)));
             let mut meta = meta_2026();
             meta["progressToken"] = token;
-            let with_progress = call_body(id, &name, None, Some(meta));
-            prop_assert!(parse(&with_progress, Revision::PerRequest, &headers_2026(&name)));
+            let headers = headers_2026(&name);
+            let valid = call_body(id.clone(), &name, None, Some(meta));
+            prop_assert!(read(&valid, Revision::PerRequest, &headers).is_ok());
+            let plain = call_body(id, &name, None, None);
+            prop_assert!(read(&plain, Revision::PerRequest, &headers).is_err());
+            let mismatch = |headers: &HeaderMap| {
+                read(&valid, Revision::PerRequest, headers).err().map(|rejected| rejected.code)
+            };
+            prop_assert_eq!(mismatch(&headers_2026(&format!("{name}x"))), Some(ErrorCode::HEADER_MISMATCH));
+            let mut other_method = headers.clone();
+            other_method.insert("mcp-method", HeaderValue::from_static("tools/list"));
+            prop_assert_eq!(mismatch(&other_method), Some(ErrorCode::HEADER_MISMATCH));
+            let mut repeated = headers.clone();
+            repeated.append("mcp-name", HeaderValue::from_static("x"));
+            prop_assert_eq!(mismatch(&repeated), Some(ErrorCode::HEADER_MISMATCH));
         }
 
         #[test]
-        fn other_methods_unknown_fields_and_invalid_2026_calls_are_left_to_rmcp(
-            id in request_id(),
-            name in "[a-z_]{1,20}",
-            other_method in "[a-z/]{1,20}",
-            extra in "[a-z]{1,10}",
+        fn a_cancellation_names_its_request_id(
+            id in prop_oneof![any::<i64>().prop_map(Value::from), any::<String>().prop_map(Value::from)],
+            reason in proptest::option::of(any::<String>()),
         ) {
-            let none = HeaderMap::new();
-            let mut other = call_body(id.clone(), &name, None, None);
-            other["method"] = json!(other_method);
-            prop_assume!(other_method != "tools/call");
-            prop_assert!(!parse(&other, Revision::WithInitialize, &none));
-            let mut unknown = call_body(id.clone(), &name, None, None);
-            unknown[extra.as_str()] = json!(1);
-            prop_assert!(!parse(&unknown, Revision::WithInitialize, &none));
-            let mut old = call_body(id.clone(), &name, None, None);
-            old["jsonrpc"] = json!("1.0");
-            prop_assert!(!parse(&old, Revision::WithInitialize, &none));
-            // A revision named in `_meta` below 2026-07-28 is rmcp's to negotiate.
-            let named = call_body(id.clone(), &name, None, Some(meta_2026()));
-            prop_assert!(!parse(&named, Revision::WithInitialize, &none));
-            // 2026-07-28: no `_meta`, one without capabilities, a header
-            // naming another tool or method, a Base64-wrapped name.
-            let headers = headers_2026(&name);
-            let plain = call_body(id.clone(), &name, None, None);
-            prop_assert!(!parse(&plain, Revision::PerRequest, &headers));
-            let mut meta = meta_2026();
-            meta["io.modelcontextprotocol/clientCapabilities"] = json!("none");
-            let malformed = call_body(id.clone(), &name, None, Some(meta));
-            prop_assert!(!parse(&malformed, Revision::PerRequest, &headers));
-            let valid = call_body(id, &name, None, Some(meta_2026()));
-            let other_tool = headers_2026(&format!("{name}x"));
-            prop_assert!(!parse(&valid, Revision::PerRequest, &other_tool));
-            let mut other_method = headers.clone();
-            other_method.insert("mcp-method", HeaderValue::from_static("tools/list"));
-            prop_assert!(!parse(&valid, Revision::PerRequest, &other_method));
-            let mut repeated = headers.clone();
-            repeated.append("mcp-name", HeaderValue::from_static("x"));
-            prop_assert!(!parse(&valid, Revision::PerRequest, &repeated));
-            let mut wrapped = headers;
-            wrapped.insert("mcp-name", HeaderValue::from_static("=?base64?eA==?="));
-            prop_assert!(!parse(&valid, Revision::PerRequest, &wrapped));
+            let mut params = json!({"requestId": id});
+            if let Some(reason) = reason {
+                params["reason"] = json!(reason);
+            }
+            let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params});
+            let named = jsonrpc::cancelled_request(body.to_string().as_bytes());
+            prop_assert_eq!(named, Some(id.to_string()));
         }
 
         #[test]
@@ -735,12 +685,31 @@ mod direct_path {
                     headers.append(names[name].clone(), value);
                 }
             }
-            if let Some(revision) = direct::headers_allow(&headers) {
-                let body = call_body(json!(1), "x", None, None);
-                let _ = direct::parse(&Bytes::from(body.to_string()), revision, &headers);
+            match revision_of(&headers) {
+                Ok(revision) => {
+                    let body = call_body(json!(1), "x", None, None);
+                    if let Err(rejected) = read(&body, revision, &headers) {
+                        check_text(&rejected.message)?;
+                    }
+                }
+                Err(rejected) => check_text(&rejected.message)?,
             }
         }
     }
+}
+
+/// The headers of a 2026-07-28 `tools/call` of `tool`.
+fn headers_2026(tool: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static("2026-07-28"),
+    );
+    headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
+    if let Ok(name) = HeaderValue::from_str(tool) {
+        headers.insert("mcp-name", name);
+    }
+    headers
 }
 
 mod host_and_origin {

@@ -23,6 +23,7 @@ mod streams;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::transport::request::PROTOCOL_VERSION as HEADER_MCP_PROTOCOL_VERSION;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
@@ -32,7 +33,6 @@ use futures_util::StreamExt;
 use openclaw_proxy_core::escape::{self, Outside};
 use openclaw_proxy_core::metrics::McpMethod;
 use openclaw_proxy_core::{Caller, ClientAddr, HubError, SessionEvent, Tool};
-use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -243,9 +243,8 @@ fn change_notification(stream: &LegacyStream, change: &SessionEvent) -> Option<S
         SessionEvent::ToolsChanged => return None,
         _ => {}
     }
-    let mut notification = super::served::change_message(change);
-    notification["jsonrpc"] = Value::from("2.0");
-    Some(notification.to_string())
+    let notification = super::transport::answer::change_message(change, None);
+    Some(String::from_utf8_lossy(&notification).into_owned())
 }
 
 /// The endpoint URL of a stream: a path on the origin the client reached,

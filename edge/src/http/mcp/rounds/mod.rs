@@ -61,14 +61,13 @@ use openclaw_proxy_core::bridge::ClientAnswer;
 use openclaw_proxy_core::hub::client_request_id;
 use openclaw_proxy_core::progress::{CallEvent, ClientAsk, ProgressReceiver};
 use openclaw_proxy_core::request_state::{RequestState, StateError, StateKey};
-use rmcp::model::{ProgressToken, RequestId};
+use rmcp::model::{ErrorCode, ProgressToken, RequestId};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use openclaw_proxy_core::InvokeError;
-use openclaw_proxy_core::outcome::McpReply;
-
-use super::{AbortOnDrop, Outcome, Revision, answer_message, json_response, status_of};
+use crate::http::mcp::transport::answer::{
+    AbortOnDrop, Answer, event_message, finished, json_response, sse_response,
+};
 use crate::http::sse;
 use wire::{input_requests, input_required};
 
@@ -88,14 +87,14 @@ const MAX_PARKED: usize = 10_000;
 /// What a call in rounds asked for: its method and what it names (the
 /// tool called, the prompt got, the URI read). A retry must name the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Named {
-    pub(super) method: &'static str,
-    pub(super) name: String,
+pub(crate) struct Named {
+    pub(crate) method: &'static str,
+    pub(crate) name: String,
 }
 
 impl Named {
     /// A `tools/call` of `tool`.
-    pub(super) fn tool(tool: String) -> Self {
+    pub(crate) fn tool(tool: String) -> Self {
         Self {
             method: TOOLS_CALL,
             name: tool,
@@ -112,29 +111,11 @@ impl Named {
 
 const TOOLS_CALL: &str = "tools/call";
 
-/// What a call in rounds ended with.
-pub(super) enum Finished {
-    /// A tool's outcome.
-    Tool(Outcome),
-    /// The app's answer to another request.
-    Request(Result<McpReply, InvokeError>),
-}
-
-/// The outcome of a call's task.
-pub(super) fn finished(joined: Result<Finished, tokio::task::JoinError>) -> Finished {
-    joined.unwrap_or_else(|error| {
-        Finished::Tool(Err(rmcp::ErrorData::internal_error(
-            format!("the call ended: {error}"),
-            None,
-        )))
-    })
-}
-
 /// A call waiting for its client's answers.
 pub(super) struct Parked {
     session_id: Arc<str>,
     named: Named,
-    running: AbortOnDrop<Finished>,
+    running: AbortOnDrop<Answer>,
     reports: ProgressReceiver,
     /// The app's requests the client has not answered.
     asks: Vec<ClientAsk>,
@@ -249,20 +230,20 @@ fn unix_now() -> u64 {
 }
 
 /// What a round needs to answer the call and reach its app.
-pub(super) struct Round<'a> {
-    pub(super) hub: &'a Hub,
-    pub(super) rounds: &'a Rounds,
-    pub(super) session_id: &'a Arc<str>,
-    pub(super) named: Named,
-    pub(super) id: RequestId,
-    pub(super) token: Option<ProgressToken>,
+pub(crate) struct Round<'a> {
+    pub(crate) hub: &'a Hub,
+    pub(crate) rounds: &'a Rounds,
+    pub(crate) session_id: &'a Arc<str>,
+    pub(crate) named: Named,
+    pub(crate) id: RequestId,
+    pub(crate) token: Option<ProgressToken>,
     /// The client's answers not used yet, by key.
-    pub(super) answers: HashMap<String, Box<RawValue>>,
+    pub(crate) answers: HashMap<String, Box<RawValue>>,
 }
 
 /// The client's answers in a retried call's `inputResponses` (an object of
 /// results by key); anything else gives none.
-pub(super) fn answers_of(input_responses: Option<&RawValue>) -> HashMap<String, Box<RawValue>> {
+pub(crate) fn answers_of(input_responses: Option<&RawValue>) -> HashMap<String, Box<RawValue>> {
     input_responses
         .and_then(|raw| serde_json::from_str(raw.get()).ok())
         .unwrap_or_default()
@@ -270,24 +251,20 @@ pub(super) fn answers_of(input_responses: Option<&RawValue>) -> HashMap<String, 
 
 /// The JSON-RPC error answering a retry that cannot resume its call.
 fn refused(id: &RequestId, message: &str) -> Response {
-    let error = rmcp::ErrorData::invalid_params(message.to_owned(), None);
-    error_response(id, error, StatusCode::OK)
+    error_response(id, ErrorCode::INVALID_PARAMS, message, StatusCode::OK)
 }
 
-/// `error` as the JSON-RPC answer to `id`, with `status`.
-fn error_response(id: &RequestId, error: rmcp::ErrorData, status: StatusCode) -> Response {
-    let body = serde_json::to_vec(&rmcp::model::ServerJsonRpcMessage::error(
-        error,
-        Some(id.clone()),
-    ))
-    .unwrap_or_default();
-    json_response(status, body)
+/// An error with `code` as the JSON-RPC answer to `id`, with `status`.
+fn error_response(id: &RequestId, code: ErrorCode, message: &str, status: StatusCode) -> Response {
+    let mut answer = Answer::error(Some(id), code, message, None);
+    answer.status = status;
+    answer.into_response()
 }
 
 impl Round<'_> {
     /// A retried call: the parked call its state names goes on with the
     /// client's answers, here or on the node it is parked on.
-    pub(super) async fn resume(self, state: &str) -> Response {
+    pub(crate) async fn resume(self, state: &str) -> Response {
         let here = self.hub.node_id();
         match self
             .rounds
@@ -325,9 +302,9 @@ impl Round<'_> {
 
     /// A call's rounds from its start: `running` is the call's task,
     /// `reports` its events.
-    pub(super) async fn start(
+    pub(crate) async fn start(
         self,
-        running: AbortOnDrop<Finished>,
+        running: AbortOnDrop<Answer>,
         reports: ProgressReceiver,
     ) -> Response {
         self.run(running, reports, Vec::new(), Vec::new()).await
@@ -357,7 +334,7 @@ impl Round<'_> {
     /// answered; notifications are gathered and go out with the answer.
     async fn run(
         mut self,
-        mut running: AbortOnDrop<Finished>,
+        mut running: AbortOnDrop<Answer>,
         mut reports: ProgressReceiver,
         mut waiting: Vec<ClientAsk>,
         mut notes: Vec<u8>,
@@ -374,7 +351,7 @@ impl Round<'_> {
                     while let Some(event) = reports.try_recv_event() {
                         self.note(event, &mut notes);
                     }
-                    return self.finish(finished(joined), notes);
+                    return self.finish(finished(joined, &self.id), notes);
                 }
                 event = reports.recv_event() => match event {
                     Some(CallEvent::Ask(ask)) => {
@@ -384,7 +361,7 @@ impl Round<'_> {
                     }
                     Some(event) => self.note(event, &mut notes),
                     None => {
-                        let outcome = finished((&mut running.0).await);
+                        let outcome = finished((&mut running.0).await, &self.id);
                         return self.finish(outcome, notes);
                     }
                 },
@@ -421,7 +398,7 @@ impl Round<'_> {
     }
 
     fn note(&self, event: CallEvent, notes: &mut Vec<u8>) {
-        if let Some(message) = super::notification_message(self.token.as_ref(), event) {
+        if let Some(message) = event_message(self.token.as_ref(), event) {
             sse::push_json_event(notes, &message);
         }
     }
@@ -432,32 +409,17 @@ impl Round<'_> {
             return json_response(status, message);
         }
         sse::push_json_event(&mut notes, &message);
-        super::sse_response(Body::from(notes))
+        sse_response(Body::from(notes))
     }
 
-    fn finish(&self, finished: Finished, notes: Vec<u8>) -> Response {
-        let (status, message) = match finished {
-            Finished::Tool(outcome) => (
-                status_of(Revision::PerRequest, &outcome),
-                answer_message(&self.id, Revision::PerRequest, outcome),
-            ),
-            Finished::Request(outcome) => {
-                let answered = super::request::Answered {
-                    id: &self.id,
-                    method: self.named.method,
-                    target: &self.named.name,
-                    revision: Revision::PerRequest,
-                };
-                (StatusCode::OK, answered.body(outcome))
-            }
-        };
-        self.respond(message, status, notes)
+    fn finish(&self, answer: Answer, notes: Vec<u8>) -> Response {
+        self.respond(answer.message, answer.status, notes)
     }
 
     /// Parks the call and answers with its requests.
     fn ask(
         &self,
-        running: AbortOnDrop<Finished>,
+        running: AbortOnDrop<Answer>,
         reports: ProgressReceiver,
         waiting: Vec<ClientAsk>,
         notes: Vec<u8>,

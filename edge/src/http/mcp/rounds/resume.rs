@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{Found, NO_CALL, Named, Round, Rounds, TOOLS_CALL, error_response, refused};
-use crate::http::mcp::direct::{json_response, sse_response};
+use crate::http::mcp::transport::answer::{json_response, sse_response};
 
 /// A retry on its way to the node its call is parked on: what a [`Round`]
 /// needs besides the hub and the parked calls.
@@ -122,11 +122,14 @@ fn response_of(resumed: Resumed) -> Response {
 /// The JSON-RPC error answering a retry whose call's node cannot be
 /// reached now.
 fn unavailable(id: &RequestId, why: &str) -> Response {
-    let error = rmcp::ErrorData::internal_error(
-        format!("the retry could not reach the server its call waits on: {why}; try again"),
-        None,
-    );
-    error_response(id, error, StatusCode::SERVICE_UNAVAILABLE)
+    let message =
+        format!("the retry could not reach the server its call waits on: {why}; try again");
+    error_response(
+        id,
+        rmcp::model::ErrorCode::INTERNAL_ERROR,
+        &message,
+        StatusCode::SERVICE_UNAVAILABLE,
+    )
 }
 
 impl Round<'_> {

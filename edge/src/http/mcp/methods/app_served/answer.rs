@@ -1,116 +1,51 @@
-//! The answer to a request the app answered, as rmcp would write it at the
-//! request's revision: the app's result as it wrote it (with `resultType`
-//! left out before 2026-07-28, and completed as rmcp completes it at
-//! 2026-07-28), a missing resource or prompt as that revision's error.
-//! Kept apart from the sending because the rounds write the same answer.
+//! The answer to a request the app answered: the app's result as it wrote
+//! it, with what the request's revision requires and the app left out
+//! (before 2026-07-28 no `resultType`, which those revisions do not know;
+//! at 2026-07-28 `resultType: "complete"`, and a cacheable result's
+//! caching hints), or a missing resource or prompt as that revision's
+//! error. Kept apart from the sending because the rounds write the same
+//! answer.
 
 use openclaw_proxy_core::InvokeError;
 use openclaw_proxy_core::outcome::McpReply;
-use rmcp::model::RequestId;
-use serde::{Deserialize, Serialize};
+use rmcp::model::{ErrorCode, RequestId};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::http::mcp::direct::is_empty_object;
-use crate::http::mcp::direct::parse::Revision;
+use super::AppServed;
+use crate::http::mcp::transport::answer::Answer;
+use crate::http::mcp::transport::request::{Revision, is_empty_object};
 
 /// The JSON-RPC code of a resource that does not exist, up to 2025-11-25.
 const RESOURCE_NOT_FOUND: i32 = -32002;
-/// The same at 2026-07-28, which names the URI as an invalid param.
+/// The same at 2026-07-28, which names the URI as an invalid param
+/// (SEP-2164).
 const INVALID_PARAMS: i32 = -32602;
-/// A JSON-RPC answer carrying the app's result as it wrote it.
-#[derive(Serialize)]
-struct Answer<'a> {
-    jsonrpc: &'static str,
-    id: &'a RequestId,
-    result: &'a RawValue,
-}
 
-#[derive(Serialize)]
-struct ErrorAnswer<'a> {
-    jsonrpc: &'static str,
-    id: &'a RequestId,
-    error: ErrorBody<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    code: i32,
-    message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<&'a RawValue>,
-}
-
-/// What the answer to a request says besides its outcome.
-pub(in crate::http::mcp::direct) struct Answered<'a> {
-    pub(in crate::http::mcp::direct) id: &'a RequestId,
-    pub(in crate::http::mcp::direct) method: &'static str,
-    pub(in crate::http::mcp::direct) target: &'a str,
-    pub(in crate::http::mcp::direct) revision: Revision,
-}
-
-impl Answered<'_> {
-    /// The JSON-RPC answer to the request's outcome, as rmcp would give it
-    /// at the request's revision, with the app's result as it wrote it.
-    pub(in crate::http::mcp::direct) fn body(
-        &self,
-        outcome: Result<McpReply, InvokeError>,
-    ) -> Vec<u8> {
-        let Self {
-            id,
-            method,
-            target,
-            revision,
-        } = *self;
-        let not_found = match revision {
-            Revision::WithInitialize => RESOURCE_NOT_FOUND,
-            Revision::PerRequest => INVALID_PARAMS,
-        };
-        let result = |result: Box<RawValue>| match revision {
-            // rmcp leaves `resultType` out for clients before 2026-07-28.
-            Revision::WithInitialize => without_result_type(result),
-            // And completes it at 2026-07-28.
-            Revision::PerRequest => completed_at_2026(result, method == "resources/read"),
-        };
-        answer_body(
-            id,
-            target,
-            not_found,
-            outcome.map(|reply| match reply {
-                McpReply::Result(raw) => McpReply::Result(result(raw)),
-                other => other,
-            }),
-        )
-    }
-}
-
-/// The JSON-RPC answer to a request's outcome; a missing resource is
-/// `not_found`, carrying its URI.
-fn answer_body(
+/// The answer to a request's outcome at `revision`.
+pub(crate) fn render(
     id: &RequestId,
+    revision: Revision,
+    served: &AppServed,
     target: &str,
-    not_found: i32,
     outcome: Result<McpReply, InvokeError>,
-) -> Vec<u8> {
+) -> Answer {
+    let not_found = match revision {
+        Revision::WithInitialize => RESOURCE_NOT_FOUND,
+        Revision::PerRequest => INVALID_PARAMS,
+    };
     let error = |code: i32, message: &str, data: Option<&RawValue>| {
-        serde_json::to_vec(&ErrorAnswer {
-            jsonrpc: "2.0",
-            id,
-            error: ErrorBody {
-                code,
-                message,
-                data,
-            },
-        })
-        .unwrap_or_default()
+        Answer::error(Some(id), ErrorCode(code), message, data)
     };
     let uri_data = || RawValue::from_string(serde_json::json!({ "uri": target }).to_string()).ok();
     match outcome {
-        Ok(McpReply::Result(result)) => serde_json::to_vec(&Answer {
-            jsonrpc: "2.0",
-            id,
-            result: &result,
-        })
-        .unwrap_or_default(),
+        Ok(McpReply::Result(result)) => {
+            let result = match revision {
+                Revision::WithInitialize => without_result_type(result),
+                Revision::PerRequest => completed_at_2026(result, served.cacheable),
+            };
+            Answer::result(id, &*result)
+        }
         Ok(McpReply::Error(failure)) if failure.code == RESOURCE_NOT_FOUND => {
             let data = failure.data.or_else(uri_data);
             error(not_found, &failure.message, data.as_deref())
@@ -144,8 +79,7 @@ fn without_result_type(result: Box<RawValue>) -> Box<RawValue> {
     serde_json::value::to_raw_value(&object).unwrap_or(result)
 }
 
-/// The keys of a result that rmcp completes at 2026-07-28, as far as the
-/// direct path reads them. A key counts when present at all (`null` included), so that none
+/// The keys of a result completed at 2026-07-28, as far as they are read. A key counts when present at all (`null` included), so that none
 /// is written twice.
 #[derive(Deserialize)]
 struct CacheHints<'a> {
@@ -161,7 +95,7 @@ fn present<'de, D: serde::Deserializer<'de>>(value: D) -> Result<Option<&'de Raw
     <&RawValue>::deserialize(value).map(Some)
 }
 
-/// A result as rmcp completes it at 2026-07-28: `resultType: "complete"`
+/// A result as 2026-07-28 has it: `resultType: "complete"`
 /// when the app named no type, and for a complete read (`cacheable`) the
 /// caching hints the app gave none of (`ttlMs: 0`, `cacheScope:
 /// "private"`); written after the app's own text, which is kept as it is.
@@ -202,23 +136,35 @@ mod tests {
     #[test]
     fn results_keep_their_text_and_errors_carry_the_uri() {
         let id = RequestId::Number(7);
+        let read = &crate::http::mcp::methods::resources_read::METHOD;
         let result = RawValue::from_string(
             r#"{"contents":[{"uri":"a:1","text":"x"}],"_meta":{"n":1e400}}"#.into(),
         )
         .expect("json");
-        let answer = answer_body(&id, "a:1", RESOURCE_NOT_FOUND, Ok(McpReply::Result(result)));
+        let answer = render(
+            &id,
+            Revision::WithInitialize,
+            read,
+            "a:1",
+            Ok(McpReply::Result(result)),
+        );
         assert_eq!(
-            String::from_utf8_lossy(&answer),
+            String::from_utf8_lossy(&answer.message),
             r#"{"jsonrpc":"2.0","id":7,"result":{"contents":[{"uri":"a:1","text":"x"}],"_meta":{"n":1e400}}}"#
         );
-        for not_found in [RESOURCE_NOT_FOUND, INVALID_PARAMS] {
-            let missing = answer_body(
+        for (revision, not_found) in [
+            (Revision::WithInitialize, RESOURCE_NOT_FOUND),
+            (Revision::PerRequest, INVALID_PARAMS),
+        ] {
+            let missing = render(
                 &id,
+                revision,
+                read,
                 "a:2",
-                not_found,
                 Err(InvokeError::UnknownResource { uri: "a:2".into() }),
             );
-            let missing: serde_json::Value = serde_json::from_slice(&missing).expect("json");
+            let missing: serde_json::Value =
+                serde_json::from_slice(&missing.message).expect("json");
             assert_eq!(missing["error"]["code"], not_found);
             assert_eq!(missing["error"]["data"]["uri"], "a:2");
         }

@@ -1,0 +1,208 @@
+//! `tools/list`, `resources/list`, `resources/templates/list` and
+//! `prompts/list`: answered from what the session declared, one page at a
+//! time. A tool's schema is written as the text it is kept as, so a list
+//! costs its answer's bytes and no tree (`openclaw_proxy_proto::schema`
+//! says why that matters).
+//!
+//! At 2026-07-28 a list says how long it stays fresh (`ttlMs`) and that it
+//! is this caller's own (`cacheScope: "private"`); earlier revisions get the
+//! list as they know it.
+
+use openclaw_proxy_proto::tools::Tool;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{Context, TTL_MS, hub_refusal};
+use crate::http::mcp::transport::answer::Answer;
+use crate::http::mcp::transport::request::{Rejected, Request, Revision};
+
+/// Entries per page of a list; a longer list hands out a `nextCursor`.
+pub const PAGE_SIZE: usize = 100;
+
+/// The params of a list request.
+#[derive(Deserialize)]
+struct Paginated {
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+/// One page of a list, with what the revision adds.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Page<'a, T: Serialize> {
+    #[serde(flatten)]
+    items: Items<'a, T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_scope: Option<&'static str>,
+}
+
+/// The items under their list's key.
+struct Items<'a, T> {
+    key: &'static str,
+    items: &'a [T],
+}
+
+impl<T: Serialize> Serialize for Items<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(self.key, self.items)?;
+        map.end()
+    }
+}
+
+fn page_answer<T: Serialize>(
+    request: &Request,
+    key: &'static str,
+    items: &[T],
+    next_cursor: Option<String>,
+) -> Answer {
+    let per_request = request.revision == Revision::PerRequest;
+    Answer::result(
+        &request.id,
+        Page {
+            items: Items { key, items },
+            next_cursor,
+            result_type: per_request.then_some("complete"),
+            ttl_ms: per_request.then_some(TTL_MS),
+            cache_scope: per_request.then_some("private"),
+        },
+    )
+}
+
+/// The range of `len` items on the page the `cursor` a previous page
+/// handed out names (the offset of its first entry, as text), and the
+/// cursor of the next page.
+fn page(
+    len: usize,
+    cursor: Option<&str>,
+) -> Result<(std::ops::Range<usize>, Option<String>), Rejected> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|start| *start <= len)
+            .ok_or_else(|| {
+                Rejected::invalid_params(
+                    "the cursor is not one this server handed out: list again without a cursor",
+                )
+            })?,
+    };
+    let end = len.min(start + PAGE_SIZE);
+    let next = (end < len).then(|| end.to_string());
+    Ok((start..end, next))
+}
+
+/// A tool as `tools/list` lists it: no description when it has none, the
+/// schema as its kept text.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolEntry<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    description: &'a str,
+    input_schema: Box<RawValue>,
+}
+
+impl<'a> ToolEntry<'a> {
+    fn of(tool: &'a Tool) -> Self {
+        Self {
+            name: &tool.name,
+            description: &tool.description,
+            input_schema: tool.input_schema.to_raw(),
+        }
+    }
+}
+
+pub(super) async fn tools(context: &Context<'_>, request: &Request) -> Result<Answer, Rejected> {
+    let Paginated { cursor } = request.params_as()?;
+    let tools = context
+        .state
+        .hub
+        .tools(context.session_id)
+        .await
+        .map_err(|error| hub_refusal(&error))?;
+    let (range, next) = page(tools.len(), cursor.as_deref())?;
+    let entries: Vec<ToolEntry<'_>> = tools[range].iter().map(ToolEntry::of).collect();
+    Ok(page_answer(request, "tools", &entries, next))
+}
+
+/// A list of the session's catalog, its entries rendered by `entry`.
+async fn catalog_list<T>(
+    context: &Context<'_>,
+    request: &Request,
+    key: &'static str,
+    items: impl FnOnce(&openclaw_proxy_core::catalog::Catalog) -> &[T],
+    entry: impl Fn(&T) -> Value,
+) -> Result<Answer, Rejected> {
+    let Paginated { cursor } = request.params_as()?;
+    let catalog = context
+        .state
+        .hub
+        .catalog(context.session_id)
+        .await
+        .map_err(|error| hub_refusal(&error))?;
+    let all = items(&catalog);
+    let (range, next) = page(all.len(), cursor.as_deref())?;
+    let entries: Vec<Value> = all[range].iter().map(entry).collect();
+    Ok(page_answer(request, key, &entries, next))
+}
+
+pub(super) async fn resources(
+    context: &Context<'_>,
+    request: &Request,
+) -> Result<Answer, Rejected> {
+    catalog_list(
+        context,
+        request,
+        "resources",
+        |c| &c.resources,
+        |r| r.to_mcp(),
+    )
+    .await
+}
+
+pub(super) async fn templates(
+    context: &Context<'_>,
+    request: &Request,
+) -> Result<Answer, Rejected> {
+    catalog_list(
+        context,
+        request,
+        "resourceTemplates",
+        |c| &c.resource_templates,
+        |t| t.to_mcp(),
+    )
+    .await
+}
+
+pub(super) async fn prompts(context: &Context<'_>, request: &Request) -> Result<Answer, Rejected> {
+    catalog_list(context, request, "prompts", |c| &c.prompts, |p| p.to_mcp()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_hand_out_cursors_until_the_end() {
+        let (first, next) = page(250, None).expect("first");
+        assert_eq!(first, 0..PAGE_SIZE);
+        let (second, next) = page(250, next.as_deref()).expect("second");
+        assert_eq!(second.start, PAGE_SIZE);
+        let (third, next) = page(250, next.as_deref()).expect("third");
+        assert_eq!(third.len(), 50);
+        assert_eq!(next, None);
+        assert!(page(250, Some("x")).is_err());
+        assert!(page(250, Some("251")).is_err());
+        assert_eq!(page(0, None).expect("empty"), (0..0, None));
+    }
+}

@@ -1,0 +1,115 @@
+//! The MCP methods the server answers, one file per method (or per family
+//! of methods answered alike), over the one transport
+//! ([`super::transport`]): each gets the parsed request and the
+//! [`Context`] it arrived in, and returns the answer.
+//!
+//! The methods the app answers (`resources/read`, `prompts/get`,
+//! `completion/complete`) share one path, [`app_served`], and differ only in
+//! the [`app_served::AppServed`] each declares: which param names what it
+//! asks for, whether it goes in `input_required` rounds at 2026-07-28, and
+//! whether its result is cacheable. A new such method is its own file
+//! declaring one, and a line in [`answer`] (ARCHITECTURE.md, "Adding an MCP
+//! method the app answers").
+
+mod app_served;
+mod completion_complete;
+mod discover;
+mod initialize;
+mod lists;
+mod logging;
+mod prompts_get;
+mod resources_read;
+mod subscriptions;
+mod tools_call;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use axum::response::Response;
+use openclaw_proxy_core::{Caller, escape};
+use rmcp::model::ErrorCode;
+
+use super::McpState;
+use super::transport::answer::Answer;
+use super::transport::request::{Rejected, Request};
+
+pub use tools_call::answer as call_tool;
+
+/// Where a request arrived: the session it was routed to and what the
+/// edge knows of it besides its body.
+pub struct Context<'a> {
+    pub state: &'a McpState,
+    pub session_id: &'a Arc<str>,
+    pub headers: &'a HeaderMap,
+    /// The client's address.
+    pub peer: Option<SocketAddr>,
+    /// Which credential opened the request.
+    pub caller: Caller,
+}
+
+/// How long a client may treat a list as fresh (2026-07-28 `ttlMs`): lists
+/// change only when the app updates them, and clients that hold a stream
+/// hear of that at once; the others look again soon.
+pub const TTL_MS: u64 = 60_000;
+
+/// Answers one request.
+pub async fn answer(context: Context<'_>, request: Request) -> Response {
+    let answered = match request.method.as_str() {
+        "tools/call" => return tools_call::answer(context, request).await,
+        "resources/read" => &resources_read::METHOD,
+        "prompts/get" => &prompts_get::METHOD,
+        "completion/complete" => &completion_complete::METHOD,
+        "subscriptions/listen" => return subscriptions::listen(context, request).await,
+        _ => {
+            return Box::pin(answer_here(context, request))
+                .await
+                .into_response();
+        }
+    };
+    Box::pin(app_served::answer(context, request, answered)).await
+}
+
+/// Answers a request the server answers itself, from what it holds.
+async fn answer_here(context: Context<'_>, request: Request) -> Answer {
+    let answered = match request.method.as_str() {
+        "initialize" => initialize::answer(&context, &request),
+        "server/discover" => Ok(discover::answer(&request)),
+        "ping" => Ok(Answer::result(&request.id, serde_json::json!({}))),
+        "tools/list" => lists::tools(&context, &request).await,
+        "resources/list" => lists::resources(&context, &request).await,
+        "resources/templates/list" => lists::templates(&context, &request).await,
+        "prompts/list" => lists::prompts(&context, &request).await,
+        "logging/setLevel" => logging::set_level(&context, &request).await,
+        "resources/subscribe" | "resources/unsubscribe" => {
+            subscriptions::subscribe(&context, &request).await
+        }
+        method => Err(not_found(method)),
+    };
+    answered.unwrap_or_else(|rejected| rejected.answering(&request.id).into())
+}
+
+/// The refusal of a method this server does not serve, the method quoted
+/// cut short.
+fn not_found(method: &str) -> Rejected {
+    Rejected {
+        id: None,
+        status: axum::http::StatusCode::OK,
+        code: ErrorCode::METHOD_NOT_FOUND,
+        message: format!(
+            "Method not found: this server does not serve {}",
+            escape::quoted(method)
+        ),
+    }
+}
+
+/// The refusal of a request whose session went away, or whose session
+/// state could not be read.
+fn hub_refusal(error: &openclaw_proxy_core::HubError) -> Rejected {
+    Rejected {
+        id: None,
+        status: axum::http::StatusCode::OK,
+        code: ErrorCode::INVALID_REQUEST,
+        message: error.to_string(),
+    }
+}

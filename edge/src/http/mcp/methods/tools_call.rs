@@ -1,0 +1,257 @@
+//! `tools/call`: the request that carries the load. The arguments and
+//! `_meta` go to the app as the exact text the client sent, and an object
+//! result comes back as the exact text the app wrote (no number changes on
+//! the way; docs/mcp.md, "JSON fidelity"). The call runs through the one
+//! [`call_tool`]; its answer is JSON, or an event stream once the app
+//! reports progress, logs or asks the client something first. At
+//! 2026-07-28 a call whose app asks the client goes in `input_required`
+//! rounds ([`crate::http::mcp::rounds`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use std::future::Future;
+
+use futures_util::future::{BoxFuture, Either};
+use openclaw_proxy_core::progress::{Askable, LogLevel, ProgressReceiver};
+use openclaw_proxy_core::{Caller, Hub};
+use openclaw_proxy_proto::mcp::RawToolResult;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ContentBlock, MetaObject, RequestId};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tracing::Instrument;
+
+use super::Context;
+use crate::http::mcp::call::{InFlight, Progress, ToolCall, call_tool, caller_of};
+use crate::http::mcp::rounds::{self, Named};
+use crate::http::mcp::transport::answer::{AbortOnDrop, Answer, Listening, answer_with_progress};
+use crate::http::mcp::transport::request::{Rejected, Request, Revision};
+
+/// The params of a `tools/call`, the arguments unread.
+#[derive(Deserialize)]
+struct Params<'a> {
+    name: String,
+    /// Passed to the app as sent; it must be a JSON object.
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+    /// The client's answers to the requests of an `input_required` result
+    /// (2026-07-28), by key.
+    #[serde(rename = "inputResponses", default)]
+    input_responses: Option<Box<RawValue>>,
+    /// The `requestState` of that result, echoed (2026-07-28).
+    #[serde(rename = "requestState", default)]
+    request_state: Option<String>,
+}
+
+/// A tool's result as this server writes it: `structuredContent` as the
+/// app's exact text, `resultType` at 2026-07-28 only.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolResult<'a> {
+    content: &'a [ContentBlock],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a MetaObject>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result_type: Option<&'static str>,
+}
+
+/// The answer to a call's outcome at `revision`.
+pub(crate) fn render(
+    id: &RequestId,
+    revision: Revision,
+    outcome: Result<RawToolResult, McpError>,
+) -> Answer {
+    match outcome {
+        Ok(RawToolResult { result, structured }) => Answer::result(
+            id,
+            ToolResult {
+                content: &result.content,
+                structured_content: structured.as_deref(),
+                is_error: result.is_error,
+                meta: result.meta.as_ref(),
+                result_type: revision.per_request().then_some("complete"),
+            },
+        ),
+        Err(error) => {
+            let data = error
+                .data
+                .as_ref()
+                .and_then(|data| serde_json::value::to_raw_value(data).ok());
+            Answer::error(Some(id), error.code, &error.message, data.as_deref())
+        }
+    }
+}
+
+/// The owned parts of a [`ToolCall`], so that a call can move to a task of
+/// its own.
+struct Prepared {
+    jsonrpc_id: String,
+    name: String,
+    arguments_json: String,
+    meta_json: String,
+    client: openclaw_proxy_core::proto::CallerInfo,
+    caller: Caller,
+    peer: Option<SocketAddr>,
+    trace_parent: String,
+}
+
+impl Prepared {
+    fn call(self, session_id: &str) -> ToolCall<'_> {
+        ToolCall {
+            session_id,
+            jsonrpc_id: self.jsonrpc_id,
+            client: self.client,
+            caller: self.caller,
+            name: self.name,
+            arguments_json: self.arguments_json,
+            meta_json: self.meta_json,
+            peer: self.peer,
+            trace_parent: self.trace_parent,
+        }
+    }
+}
+
+/// Answers a `tools/call`. A client that goes away drops this future (or
+/// the answer's stream), which releases the call on the bridge.
+///
+/// Not async: the call is prepared here, and the future returned is the one
+/// that listens for what comes before the answer (an async block would keep
+/// room for every value it moved on). A call that may be parked (2026-07-28
+/// rounds) and a refusal are boxed.
+pub fn answer<'a>(
+    context: Context<'a>,
+    request: Request,
+) -> Either<impl Future<Output = Response> + Send + 'a, BoxFuture<'a, Response>> {
+    let refused = |rejected: Rejected| -> Either<_, BoxFuture<'a, Response>> {
+        let response = rejected.answering(&request.id).into_response();
+        Either::Right(Box::pin(std::future::ready(response)))
+    };
+    let params: Params<'_> = match serde_json::from_str(request.params_text()) {
+        Ok(params) => params,
+        Err(error) => {
+            return refused(Rejected::invalid_params(format!(
+                "Invalid params: tools/call needs params {{\"name\": string, \"arguments\"?: object}}: {error}"
+            )));
+        }
+    };
+    if params
+        .arguments
+        .is_some_and(|raw| !raw.get().starts_with('{') && raw.get() != "null")
+    {
+        return refused(Rejected::invalid_params(
+            "Invalid params: tools/call arguments must be a JSON object",
+        ));
+    }
+    let Context {
+        state,
+        session_id,
+        headers,
+        peer,
+        caller,
+    } = context;
+    let (hub, in_flight) = (&state.hub, &state.in_flight);
+    let meta = &request.meta;
+    // The level the request names (2026-07-28), else the session's.
+    let log_level = meta.log_level.or_else(|| hub.log_level(session_id));
+    let version = headers
+        .get(crate::http::mcp::transport::request::PROTOCOL_VERSION)
+        .and_then(|value| value.to_str().ok());
+    let prepared = Prepared {
+        jsonrpc_id: serde_json::to_string(&request.id).unwrap_or_default(),
+        client: caller_of(meta.client_info.as_ref(), version),
+        caller,
+        trace_parent: request.trace_parent(headers),
+        arguments_json: params
+            .arguments
+            .filter(|raw| raw.get() != "null")
+            .map_or_else(|| "{}".to_owned(), |raw| raw.get().to_owned()),
+        meta_json: meta
+            .text
+            .as_deref()
+            .map(|raw| raw.get().to_owned())
+            .unwrap_or_default(),
+        name: params.name,
+        peer,
+    };
+    let askable = meta.askable;
+    let revision = request.revision;
+    // At 2026-07-28 a call whose client can be asked something goes in
+    // rounds; one that declared nothing it can be asked is not parked (the
+    // app's requests are refused naming what the client lacks).
+    if revision == Revision::PerRequest
+        && (askable != Askable::NOTHING_DECLARED || params.request_state.is_some())
+    {
+        let round = rounds::Round {
+            hub,
+            rounds: &state.rounds,
+            session_id,
+            named: Named::tool(prepared.name.clone()),
+            id: request.id.clone(),
+            token: meta.progress.clone(),
+            answers: rounds::answers_of(params.input_responses.as_deref()),
+        };
+        return Either::Right(match params.request_state {
+            Some(state) => Box::pin(async move { round.resume(&state).await }),
+            // An async block: the call's task is spawned when the answer
+            // first runs, inside the request's span, which the task inherits.
+            None => Box::pin(async move {
+                let (running, reports) = spawn_call(
+                    hub, in_flight, session_id, prepared, log_level, askable, &round.id,
+                );
+                round.start(running, reports).await
+            }),
+        });
+    }
+    let listening = Listening {
+        token: meta.progress.clone(),
+        log_level,
+        askable,
+    };
+    let named = prepared.name.clone();
+    let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
+    let id = request.id.clone();
+    let running = move |sink| async move {
+        let call = prepared.call(&session);
+        let progress = Some(Progress::Reports(sink));
+        let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
+        render(&id, revision, outcome)
+    };
+    Either::Left(answer_with_progress(
+        request.id,
+        session_id.clone(),
+        named,
+        running,
+        listening,
+    ))
+}
+
+/// The call's task and its events, for a call that may be parked.
+fn spawn_call(
+    hub: &Hub,
+    in_flight: &Arc<InFlight>,
+    session_id: &Arc<str>,
+    prepared: Prepared,
+    log_level: Option<LogLevel>,
+    askable: Askable,
+    id: &RequestId,
+) -> (AbortOnDrop<Answer>, ProgressReceiver) {
+    let (sink, reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
+    let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
+    let id = id.clone();
+    let running = tokio::spawn(
+        async move {
+            let call = prepared.call(&session);
+            let progress = Some(Progress::Reports(sink));
+            let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
+            render(&id, Revision::PerRequest, outcome)
+        }
+        .in_current_span(),
+    );
+    (AbortOnDrop(running), reports)
+}
