@@ -394,7 +394,7 @@ mod rest_bodies {
 mod mcp_messages {
     use super::*;
     use openclaw_proxy_edge::http::mcp::transport::request::{
-        Message, Rejected, Revision, parse, revision_of,
+        Message, Rejected, Revision, check_media, parse,
     };
     use rmcp::model::{ErrorCode, ProtocolVersion, RequestMetaObject};
 
@@ -416,8 +416,21 @@ mod mcp_messages {
         ]
     }
 
+    /// Reads `body` at `revision`: the 2026-07-28 headers name the revision
+    /// (and a `tools/call`'s method) when `headers` holds none of its own.
     fn read(body: &Value, revision: Revision, headers: &HeaderMap) -> Result<Message, Rejected> {
-        parse(&Bytes::from(body.to_string()), revision, headers)
+        parse(&Bytes::from(body.to_string()), &at(revision, headers))
+    }
+
+    fn at(revision: Revision, headers: &HeaderMap) -> HeaderMap {
+        let mut headers = headers.clone();
+        if revision == Revision::PerRequest && !headers.contains_key("mcp-protocol-version") {
+            headers.insert(
+                "mcp-protocol-version",
+                HeaderValue::from_static("2026-07-28"),
+            );
+        }
+        headers
     }
 
     /// A refusal: a JSON-RPC code, a status a client can act on, and a
@@ -541,9 +554,7 @@ mod mcp_messages {
         // A key the server does not read is not judged: its text reaches the
         // app as sent, as the arguments' does.
         let unread = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"vendor/n":1e400}}}"#;
-        let Ok(Message::Request(request)) =
-            parse(&Bytes::from_static(unread), Revision::PerRequest, &headers)
-        else {
+        let Ok(Message::Request(request)) = parse(&Bytes::from_static(unread), &headers) else {
             panic!("taken");
         };
         assert!(
@@ -554,12 +565,7 @@ mod mcp_messages {
                 .unwrap_or_default()
         );
         let duplicate = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":1,"progressToken":2}}}"#;
-        let rejected = parse(
-            &Bytes::from_static(duplicate),
-            Revision::WithInitialize,
-            &none,
-        )
-        .err();
+        let rejected = parse(&Bytes::from_static(duplicate), &none).err();
         assert_eq!(rejected.map(|r| r.code), Some(ErrorCode::INVALID_PARAMS));
     }
 
@@ -573,7 +579,7 @@ mod mcp_messages {
                 (Revision::WithInitialize, HeaderMap::new()),
                 (Revision::PerRequest, headers_2026("x")),
             ] {
-                match parse(&body, revision, &headers) {
+                match parse(&body, &at(revision, &headers)) {
                     Ok(_) => prop_assert!(is_json),
                     Err(rejected) => {
                         if !is_json {
@@ -598,7 +604,7 @@ mod mcp_messages {
                 (Revision::WithInitialize, HeaderMap::new()),
                 (Revision::PerRequest, headers_2026("x")),
             ] {
-                if let Err(rejected) = parse(&text, revision, &headers) {
+                if let Err(rejected) = parse(&text, &at(revision, &headers)) {
                     check_refusal(&rejected)?;
                 }
             }
@@ -621,7 +627,7 @@ mod mcp_messages {
                 body["id"]
             );
             let Ok(Message::Request(request)) =
-                parse(&Bytes::from(text), Revision::WithInitialize, &HeaderMap::new())
+                parse(&Bytes::from(text), &HeaderMap::new())
             else {
                 return Err(TestCaseError::fail(format!("{body} was not taken")));
             };
@@ -685,14 +691,12 @@ mod mcp_messages {
                     headers.append(names[name].clone(), value);
                 }
             }
-            match revision_of(&headers) {
-                Ok(revision) => {
-                    let body = call_body(json!(1), "x", None, None);
-                    if let Err(rejected) = read(&body, revision, &headers) {
-                        check_text(&rejected.message)?;
-                    }
-                }
-                Err(rejected) => check_text(&rejected.message)?,
+            if let Err(rejected) = check_media(&headers) {
+                check_text(&rejected.message)?;
+            }
+            let body = Bytes::from(call_body(json!(1), "x", None, None).to_string());
+            if let Err(rejected) = parse(&body, &headers) {
+                check_text(&rejected.message)?;
             }
         }
     }

@@ -181,8 +181,8 @@ pub(super) async fn handle_message(
     method: &mut McpMethod,
 ) -> Response {
     *method = McpMethod::Other;
-    let parsed = transport::request::revision_of(&parts.headers)
-        .and_then(|revision| transport::request::parse(&bytes, revision, &parts.headers));
+    let parsed = transport::request::check_media(&parts.headers)
+        .and_then(|()| transport::request::parse(&bytes, &parts.headers));
     let request = match parsed {
         Err(rejected) => return rejected.into_response(),
         Ok(Message::Response) => {
@@ -323,9 +323,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
         );
         let headers = axum::http::HeaderMap::new();
-        let revision = transport::request::Revision::WithInitialize;
-        let Ok(Message::Request(call)) = transport::request::parse(&body, revision, &headers)
-        else {
+        let Ok(Message::Request(call)) = transport::request::parse(&body, &headers) else {
             panic!("a call");
         };
         let session_id: Arc<str> = "s".into();

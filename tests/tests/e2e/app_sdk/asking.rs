@@ -47,7 +47,8 @@ struct User {
 
 impl ClientHandler for User {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {}})).unwrap_or_default();
         let mut info = ClientConfig::new(capabilities, Implementation::new("example-user", "0"));
         info.protocol_version = ProtocolVersion::V_2025_11_25;
         info

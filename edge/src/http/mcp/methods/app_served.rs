@@ -24,7 +24,7 @@ use tracing::Instrument;
 use super::Context;
 use crate::http::mcp::call::{InFlight, caller_of};
 use crate::http::mcp::rounds::{self, Named};
-use crate::http::mcp::transport::answer::{AbortOnDrop, Answer, Listening, answer_with_progress};
+use crate::http::mcp::transport::answer::{AbortOnDrop, Listening, answer_with_progress};
 use crate::http::mcp::transport::request::{PROTOCOL_VERSION, Rejected, Request, Revision};
 
 pub(crate) use answer::render;
@@ -125,15 +125,8 @@ pub(super) async fn answer(
         if let Some(request_state) = retry.request_state {
             return round.resume(&request_state).await;
         }
-        let (running, reports) = spawn_request(
-            state,
-            session_id,
-            asked,
-            context,
-            log_level,
-            askable,
-            &request.id,
-        );
+        let (running, reports) =
+            spawn_request(state, session_id, asked, context, log_level, askable);
         return round.start(running, reports).await;
     }
     let askable = match request.revision {
@@ -206,8 +199,7 @@ fn spawn_request(
     mut context: CallContext,
     log_level: Option<openclaw_proxy_core::progress::LogLevel>,
     askable: Askable,
-    id: &RequestId,
-) -> (AbortOnDrop<Answer>, ProgressReceiver) {
+) -> (AbortOnDrop<rounds::Finished>, ProgressReceiver) {
     let (sink, reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
     context.progress = Some(sink);
     let (hub, in_flight, session) = (
@@ -215,17 +207,18 @@ fn spawn_request(
         state.in_flight.clone(),
         session_id.clone(),
     );
-    let id = id.clone();
     let running = tokio::spawn(
         async move {
             let outcome = asked.send(&hub, &in_flight, &session, context).await;
-            render(
-                &id,
-                Revision::PerRequest,
-                asked.served,
-                &asked.target,
-                outcome,
-            )
+            Box::new(move |id: &RequestId| {
+                render(
+                    id,
+                    Revision::PerRequest,
+                    asked.served,
+                    &asked.target,
+                    outcome,
+                )
+            }) as rounds::Finished
         }
         .in_current_span(),
     );

@@ -32,7 +32,8 @@ use rmcp::model::ErrorCode;
 
 use super::McpState;
 use super::transport::answer::Answer;
-use super::transport::request::{Rejected, Request};
+use super::transport::request::{Rejected, Request, Revision};
+use axum::http::StatusCode;
 
 pub use tools_call::answer as call_tool;
 
@@ -70,9 +71,21 @@ pub async fn answer(context: Context<'_>, request: Request) -> Response {
     Box::pin(app_served::answer(context, request, answered)).await
 }
 
+/// The methods 2026-07-28 removed: unknown at that revision.
+const REMOVED_IN_2026: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
 /// Answers a request the server answers itself, from what it holds.
 async fn answer_here(context: Context<'_>, request: Request) -> Answer {
+    let removed = request.revision == Revision::PerRequest
+        && REMOVED_IN_2026.contains(&request.method.as_str());
     let answered = match request.method.as_str() {
+        _ if removed => Err(not_found(&request.method, request.revision)),
         "initialize" => initialize::answer(&context, &request),
         "server/discover" => Ok(discover::answer(&request)),
         "ping" => Ok(Answer::result(&request.id, serde_json::json!({}))),
@@ -84,32 +97,34 @@ async fn answer_here(context: Context<'_>, request: Request) -> Answer {
         "resources/subscribe" | "resources/unsubscribe" => {
             subscriptions::subscribe(&context, &request).await
         }
-        method => Err(not_found(method)),
+        method => Err(not_found(method, request.revision)),
     };
     answered.unwrap_or_else(|rejected| rejected.answering(&request.id).into())
 }
 
-/// The refusal of a method this server does not serve, the method quoted
-/// cut short.
-fn not_found(method: &str) -> Rejected {
-    Rejected {
-        id: None,
-        status: axum::http::StatusCode::OK,
-        code: ErrorCode::METHOD_NOT_FOUND,
-        message: format!(
+/// The refusal of a method this server does not serve (at this
+/// revision), the method quoted cut short; at 2026-07-28 also a 404.
+fn not_found(method: &str, revision: Revision) -> Rejected {
+    let status = match revision {
+        Revision::WithInitialize => StatusCode::OK,
+        Revision::PerRequest => StatusCode::NOT_FOUND,
+    };
+    Rejected::new(
+        status,
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
             "Method not found: this server does not serve {}",
             escape::quoted(method)
         ),
-    }
+    )
 }
 
 /// The refusal of a request whose session went away, or whose session
 /// state could not be read.
 fn hub_refusal(error: &openclaw_proxy_core::HubError) -> Rejected {
-    Rejected {
-        id: None,
-        status: axum::http::StatusCode::OK,
-        code: ErrorCode::INVALID_REQUEST,
-        message: error.to_string(),
-    }
+    Rejected::new(
+        StatusCode::OK,
+        ErrorCode::INVALID_REQUEST,
+        error.to_string(),
+    )
 }

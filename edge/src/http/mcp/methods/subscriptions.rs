@@ -29,7 +29,7 @@ pub(super) async fn subscribe(
     request: &Request,
 ) -> Result<Answer, Rejected> {
     if request.revision == Revision::PerRequest {
-        return Err(not_found(&request.method));
+        return Err(not_found(&request.method, request.revision));
     }
     #[derive(Deserialize)]
     struct Subscribe {
@@ -98,7 +98,8 @@ fn acknowledgement(id: &RequestId, accepted: &SubscriptionFilter) -> Vec<u8> {
 /// of silence. The stream ends when the session does.
 pub(super) async fn listen(context: Context<'_>, request: Request) -> Response {
     if request.revision == Revision::WithInitialize {
-        return Answer::from(not_found(&request.method).answering(&request.id)).into_response();
+        return Answer::from(not_found(&request.method, request.revision).answering(&request.id))
+            .into_response();
     }
     let listen: Listen = match request.params_as() {
         Ok(listen) => listen,

@@ -201,9 +201,8 @@ pub fn answer<'a>(
             // An async block: the call's task is spawned when the answer
             // first runs, inside the request's span, which the task inherits.
             None => Box::pin(async move {
-                let (running, reports) = spawn_call(
-                    hub, in_flight, session_id, prepared, log_level, askable, &round.id,
-                );
+                let (running, reports) =
+                    spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
                 round.start(running, reports).await
             }),
         });
@@ -239,17 +238,16 @@ fn spawn_call(
     prepared: Prepared,
     log_level: Option<LogLevel>,
     askable: Askable,
-    id: &RequestId,
-) -> (AbortOnDrop<Answer>, ProgressReceiver) {
+) -> (AbortOnDrop<rounds::Finished>, ProgressReceiver) {
     let (sink, reports) = openclaw_proxy_core::progress::call_channel(log_level, askable);
     let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
-    let id = id.clone();
     let running = tokio::spawn(
         async move {
             let call = prepared.call(&session);
             let progress = Some(Progress::Reports(sink));
             let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
-            render(&id, Revision::PerRequest, outcome)
+            Box::new(move |id: &RequestId| render(id, Revision::PerRequest, outcome))
+                as rounds::Finished
         }
         .in_current_span(),
     );

@@ -66,7 +66,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use crate::http::mcp::transport::answer::{
-    AbortOnDrop, Answer, event_message, finished, json_response, sse_response,
+    AbortOnDrop, Answer, event_message, json_response, sse_response,
 };
 use crate::http::sse;
 use wire::{input_requests, input_required};
@@ -111,11 +111,30 @@ impl Named {
 
 const TOOLS_CALL: &str = "tools/call";
 
+/// What a call in rounds ended with, written as the answer to whichever
+/// request finds it ended: a call is answered to the retry that resumed it,
+/// not to the request that started it.
+pub type Finished = Box<dyn FnOnce(&RequestId) -> Answer + Send>;
+
+/// The answer to `id` of a call's task; a task that ended without one (it
+/// panicked) is an internal error.
+fn finished(joined: Result<Finished, tokio::task::JoinError>, id: &RequestId) -> Answer {
+    match joined {
+        Ok(finished) => finished(id),
+        Err(error) => Answer::error(
+            Some(id),
+            ErrorCode::INTERNAL_ERROR,
+            &format!("the call ended: {error}"),
+            None,
+        ),
+    }
+}
+
 /// A call waiting for its client's answers.
 pub(super) struct Parked {
     session_id: Arc<str>,
     named: Named,
-    running: AbortOnDrop<Answer>,
+    running: AbortOnDrop<Finished>,
     reports: ProgressReceiver,
     /// The app's requests the client has not answered.
     asks: Vec<ClientAsk>,
@@ -304,7 +323,7 @@ impl Round<'_> {
     /// `reports` its events.
     pub(crate) async fn start(
         self,
-        running: AbortOnDrop<Answer>,
+        running: AbortOnDrop<Finished>,
         reports: ProgressReceiver,
     ) -> Response {
         self.run(running, reports, Vec::new(), Vec::new()).await
@@ -334,7 +353,7 @@ impl Round<'_> {
     /// answered; notifications are gathered and go out with the answer.
     async fn run(
         mut self,
-        mut running: AbortOnDrop<Answer>,
+        mut running: AbortOnDrop<Finished>,
         mut reports: ProgressReceiver,
         mut waiting: Vec<ClientAsk>,
         mut notes: Vec<u8>,
@@ -419,7 +438,7 @@ impl Round<'_> {
     /// Parks the call and answers with its requests.
     fn ask(
         &self,
-        running: AbortOnDrop<Answer>,
+        running: AbortOnDrop<Finished>,
         reports: ProgressReceiver,
         waiting: Vec<ClientAsk>,
         notes: Vec<u8>,

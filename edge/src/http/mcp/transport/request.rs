@@ -65,17 +65,26 @@ pub struct Rejected {
     pub status: StatusCode,
     pub code: ErrorCode,
     pub message: String,
+    /// The error's `data`, where the specification gives it one.
+    pub data: Option<Box<RawValue>>,
 }
 
 impl Rejected {
-    fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+    /// A refusal with `status`, `code` and `message` (cut short).
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         let message = message.into();
         Self {
             id: None,
             status,
             code,
             message: escape::truncated_to(&message, MESSAGE_LIMIT).into_owned(),
+            data: None,
         }
+    }
+
+    /// A header that does not agree with the body (SEP-2243): `-32020`, 400.
+    fn header_mismatch(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH, message)
     }
 
     /// A body that is JSON but not a JSON-RPC message the server takes.
@@ -111,11 +120,9 @@ fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     value.to_str().ok()
 }
 
-/// The revision a POST speaks, from its headers, once they are acceptable:
-/// a JSON body, a client that accepts JSON and event streams, and at most
-/// one `MCP-Protocol-Version` naming a revision served here (none means
-/// 2025-03-26).
-pub fn revision_of(headers: &HeaderMap) -> Result<Revision, Rejected> {
+/// Checks the headers every POST needs: a JSON body and a client that
+/// accepts JSON and event streams.
+pub fn check_media(headers: &HeaderMap) -> Result<(), Rejected> {
     let accept = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -146,27 +153,34 @@ pub fn revision_of(headers: &HeaderMap) -> Result<Revision, Rejected> {
             "Unsupported Media Type: post JSON-RPC messages with Content-Type: application/json",
         ));
     }
+    Ok(())
+}
+
+/// The `MCP-Protocol-Version` header's one value, if there is one.
+fn header_version(headers: &HeaderMap) -> Result<Option<&str>, Rejected> {
     if !headers.contains_key(&PROTOCOL_VERSION) {
-        return Ok(Revision::WithInitialize);
+        return Ok(None);
     }
-    let unsupported = |named: &str| {
+    single(headers, &PROTOCOL_VERSION).map(Some).ok_or_else(|| {
         Rejected::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::INVALID_REQUEST,
-            format!(
-                "Bad Request: unsupported MCP-Protocol-Version {}; this server speaks {}",
-                escape::quoted(named),
-                supported_list()
-            ),
+            "Bad Request: send one MCP-Protocol-Version header, in visible ASCII",
         )
-    };
-    let Some(version) = single(headers, &PROTOCOL_VERSION) else {
-        return Err(unsupported("(more than one, or not text)"));
-    };
-    match supported(version) {
-        Some(revision) => Ok(revision),
-        None => Err(unsupported(version)),
-    }
+    })
+}
+
+/// The refusal of a header naming a revision this server does not speak.
+fn unsupported_header(version: &str) -> Rejected {
+    Rejected::new(
+        StatusCode::BAD_REQUEST,
+        ErrorCode::INVALID_REQUEST,
+        format!(
+            "Bad Request: Unsupported MCP-Protocol-Version {}; this server speaks {}",
+            escape::quoted(version),
+            supported_list()
+        ),
+    )
 }
 
 /// The revision a version names, if this server speaks it.
@@ -328,7 +342,17 @@ pub fn is_empty_object(text: &str) -> bool {
 
 /// Reads one message at `revision`; a body that is no message the server
 /// takes is [`Rejected`] with the reason.
-pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Result<Message, Rejected> {
+/// Reads one message; a body that is no message the server takes is
+/// [`Rejected`] with the reason.
+///
+/// The revision a request speaks: the one its `_meta` names (which the
+/// `MCP-Protocol-Version` header must repeat: SEP-2243), else the header's,
+/// else 2025-03-26. `initialize` names its own, which a header must not
+/// contradict. At 2026-07-28 `_meta` must name the revision and the
+/// client's capabilities, and the `Mcp-Method` / `Mcp-Name` headers the
+/// method and what it names.
+pub fn parse(body: &Bytes, headers: &HeaderMap) -> Result<Message, Rejected> {
+    let header = header_version(headers)?;
     let value: &RawValue = serde_json::from_slice(body).map_err(|error| {
         Rejected::new(
             StatusCode::BAD_REQUEST,
@@ -360,6 +384,9 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Result<Me
         ),
     };
     let Some(method) = envelope.method else {
+        if let Some(version) = header.filter(|version| supported(version).is_none()) {
+            return Err(unsupported_header(version));
+        }
         if id.is_some() && (envelope.result.is_some() || envelope.error.is_some()) {
             return Ok(Message::Response);
         }
@@ -385,6 +412,9 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Result<Me
         }
     };
     let Some(id) = id else {
+        if let Some(version) = header.filter(|version| supported(version).is_none()) {
+            return Err(unsupported_header(version));
+        }
         return Ok(Message::Notification { method, params });
     };
     if !nesting_within(body, MAX_NESTING) {
@@ -393,8 +423,7 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Result<Me
         ))
         .answering(&id));
     }
-    let meta = read_meta(params.as_deref(), revision)
-        .and_then(|meta| check_2026(meta, revision, &method, params.as_deref(), headers))
+    let (revision, meta) = read_request(&method, params.as_deref(), header, headers)
         .map_err(|rejected| rejected.answering(&id))?;
     Ok(Message::Request(Box::new(Request {
         id,
@@ -405,26 +434,35 @@ pub fn parse(body: &Bytes, revision: Revision, headers: &HeaderMap) -> Result<Me
     })))
 }
 
-/// What the server reads of the `_meta` in `params`, checked.
-fn read_meta(params: Option<&RawValue>, revision: Revision) -> Result<Meta, Rejected> {
+/// The revision a request speaks and what the server reads of its
+/// `_meta`, checked as [`parse`] says.
+fn read_request(
+    method: &str,
+    params: Option<&RawValue>,
+    header: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<(Revision, Meta), Rejected> {
     let only: MetaOnly<'_> = match params {
         Some(params) => serde_json::from_str(params.get())
             .map_err(|error| Rejected::invalid_params(format!("Invalid params: {error}")))?,
         None => MetaOnly { meta: None },
     };
-    let Some(raw) = only.meta.filter(|raw| raw.get() != "null") else {
-        if revision == Revision::PerRequest {
-            check_meta_2026(&MetaKeys::default())?;
-        }
-        return Ok(Meta::default_at(revision));
-    };
-    if !raw.get().starts_with('{') {
+    let raw = only.meta.filter(|raw| raw.get() != "null");
+    if raw.is_some_and(|raw| !raw.get().starts_with('{')) {
         return Err(Rejected::invalid_params(
             "Invalid params: _meta must be a JSON object",
         ));
     }
-    let keys: MetaKeys<'_> = serde_json::from_str(raw.get())
-        .map_err(|error| Rejected::invalid_params(format!("Invalid params: _meta: {error}")))?;
+    let keys: MetaKeys<'_> = match raw {
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|error| Rejected::invalid_params(format!("Invalid params: _meta: {error}")))?,
+        None => MetaKeys::default(),
+    };
+    let revision = revision_of(method, params, &keys, header)?;
+    if revision == Revision::PerRequest {
+        check_standard_headers(method, params, headers)?;
+        check_meta_2026(&keys)?;
+    }
     let log_level = match &keys.log_level {
         None => None,
         Some(level) => Some(LogLevel::parse(level).ok_or_else(|| {
@@ -438,30 +476,111 @@ fn read_meta(params: Option<&RawValue>, revision: Revision) -> Result<Meta, Reje
         Revision::WithInitialize => Askable::Any,
         Revision::PerRequest => askable_of(keys.client_capabilities),
     };
-    if revision == Revision::PerRequest {
-        check_meta_2026(&keys)?;
-    }
-    Ok(Meta {
-        text: (!is_empty_object(raw.get())).then(|| raw.to_owned()),
-        progress: keys.progress_token,
-        client_info: keys.client_info,
-        trace_parent: keys.traceparent,
-        log_level,
-        askable,
-    })
+    Ok((
+        revision,
+        Meta {
+            text: raw
+                .filter(|raw| !is_empty_object(raw.get()))
+                .map(RawValue::to_owned),
+            progress: keys.progress_token,
+            client_info: keys.client_info,
+            trace_parent: keys.traceparent,
+            log_level,
+            askable,
+        },
+    ))
 }
 
-impl Meta {
-    /// A request without `_meta`.
-    fn default_at(revision: Revision) -> Self {
-        Self {
-            askable: match revision {
-                Revision::WithInitialize => Askable::Any,
-                Revision::PerRequest => Askable::Nothing,
-            },
-            ..Self::default()
+/// The revision a request speaks ([`parse`] says how it is decided).
+fn revision_of(
+    method: &str,
+    params: Option<&RawValue>,
+    keys: &MetaKeys<'_>,
+    header: Option<&str>,
+) -> Result<Revision, Rejected> {
+    if method == "initialize" {
+        #[derive(Deserialize)]
+        struct Initialize {
+            #[serde(rename = "protocolVersion", default)]
+            protocol_version: Option<String>,
+        }
+        let named = params
+            .and_then(|raw| serde_json::from_str::<Initialize>(raw.get()).ok())
+            .and_then(|params| params.protocol_version);
+        if let (Some(header), Some(named)) = (header, named.as_deref())
+            && header != named
+        {
+            return Err(Rejected::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "Invalid Request: the MCP-Protocol-Version header ({}) does not match initialize params.protocolVersion ({})",
+                    escape::quoted(header),
+                    escape::quoted(named)
+                ),
+            ));
+        }
+        if keys.protocol_version.is_none() {
+            return Ok(Revision::WithInitialize);
         }
     }
+    let named = keys
+        .protocol_version
+        .filter(|raw| raw.get() != "null")
+        .map(|raw| serde_json::from_str::<String>(raw.get()));
+    match named {
+        Some(Ok(version)) => {
+            let Some(header) = header else {
+                return Err(Rejected::header_mismatch(
+                    "Header mismatch: a request whose _meta names its protocolVersion names it in the MCP-Protocol-Version header too",
+                ));
+            };
+            if header != version {
+                return Err(Rejected::header_mismatch(format!(
+                    "Header mismatch: the MCP-Protocol-Version header ({}) does not match the request's _meta protocolVersion ({})",
+                    escape::quoted(header),
+                    escape::quoted(&version)
+                )));
+            }
+            supported(&version).ok_or_else(|| unsupported_version(&version))
+        }
+        // A revision that is not text is a malformed required field.
+        Some(Err(_)) => Ok(Revision::PerRequest),
+        None => match header {
+            Some(version) => match supported(version) {
+                None => Err(unsupported_header(version)),
+                // A 2026-07-28 request without its revision in `_meta`.
+                Some(Revision::PerRequest) => Ok(Revision::PerRequest),
+                Some(Revision::WithInitialize) if method == "server/discover" => {
+                    Ok(Revision::PerRequest)
+                }
+                Some(Revision::WithInitialize) => Ok(Revision::WithInitialize),
+            },
+            None if method == "server/discover" => Ok(Revision::PerRequest),
+            None => Ok(Revision::WithInitialize),
+        },
+    }
+}
+
+/// The refusal of a request whose `_meta` names a revision this server
+/// does not speak: `-32022` with the revisions it does speak (SEP-2575).
+fn unsupported_version(version: &str) -> Rejected {
+    let mut rejected = Rejected::new(
+        StatusCode::BAD_REQUEST,
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        format!(
+            "Unsupported protocol version {}: this server speaks {}",
+            escape::quoted(version),
+            supported_list()
+        ),
+    );
+    let requested = escape::truncated_to(version, 64);
+    rejected.data = serde_json::value::to_raw_value(&serde_json::json!({
+        "supported": supported_versions(),
+        "requested": requested,
+    }))
+    .ok();
+    rejected
 }
 
 /// The requests a 2026-07-28 client's declared capabilities allow.
@@ -485,77 +604,62 @@ fn askable_of(capabilities: Option<&RawValue>) -> Askable {
     }
 }
 
-/// A 2026-07-28 request's `_meta` names that revision and declares the
-/// client's capabilities, both readable.
+/// A 2026-07-28 request's `_meta` names its revision and declares the
+/// client's capabilities, both readable (`-32602`, 400, naming what is
+/// missing).
 fn check_meta_2026(keys: &MetaKeys<'_>) -> Result<(), Rejected> {
     let version = keys
         .protocol_version
-        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+        .is_some_and(|raw| serde_json::from_str::<String>(raw.get()).is_ok());
     let capabilities = keys
         .client_capabilities
         .is_some_and(|raw| serde_json::from_str::<ClientCapabilities>(raw.get()).is_ok());
     let mut missing = Vec::new();
-    if version.is_none() {
+    if !version {
         missing.push("io.modelcontextprotocol/protocolVersion");
     }
     if !capabilities {
         missing.push("io.modelcontextprotocol/clientCapabilities");
     }
-    if !missing.is_empty() {
-        return Err(Rejected::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::INVALID_PARAMS,
-            format!(
-                "request _meta is missing or has malformed required fields: {}",
-                missing.join(", ")
-            ),
-        ));
+    if missing.is_empty() {
+        return Ok(());
     }
-    match version.as_deref() {
-        Some(version) if version == ProtocolVersion::V_2026_07_28.as_str() => Ok(()),
-        other => Err(Rejected::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
-            format!(
-                "Unsupported protocol version: _meta names {} where the MCP-Protocol-Version header names 2026-07-28",
-                escape::quoted(other.unwrap_or_default())
-            ),
-        )),
-    }
+    Err(Rejected::new(
+        StatusCode::BAD_REQUEST,
+        ErrorCode::INVALID_PARAMS,
+        format!(
+            "Invalid params: request _meta is missing or has malformed required fields: {}",
+            missing.join(", ")
+        ),
+    ))
 }
 
 /// At 2026-07-28, the `Mcp-Method` and `Mcp-Name` headers must name the
-/// request's method and what it names (SEP-2243).
-fn check_2026(
-    meta: Meta,
-    revision: Revision,
+/// request's method and what it names (SEP-2243; values compared without
+/// the whitespace around them, names in their Base64 form decoded).
+fn check_standard_headers(
     method: &str,
     params: Option<&RawValue>,
     headers: &HeaderMap,
-) -> Result<Meta, Rejected> {
-    if revision == Revision::WithInitialize {
-        return Ok(meta);
-    }
-    let mismatch =
-        |what: String| Rejected::new(StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH, what);
-    match single(headers, &MCP_METHOD) {
+) -> Result<(), Rejected> {
+    let ows = |value: &'_ str| value.trim_matches([' ', '\t']).to_owned();
+    match single(headers, &MCP_METHOD).map(ows) {
         Some(named) if named == method => {}
         Some(named) => {
-            return Err(mismatch(format!(
+            return Err(Rejected::header_mismatch(format!(
                 "Header mismatch: Mcp-Method {} does not name the request's method {}",
-                escape::quoted(named),
+                escape::quoted(&named),
                 escape::quoted(method)
             )));
         }
         None => {
-            return Err(mismatch(
-                "Header mismatch: a 2026-07-28 request names its method in one Mcp-Method header"
-                    .into(),
+            return Err(Rejected::header_mismatch(
+                "Header mismatch: a 2026-07-28 request names its method in one Mcp-Method header",
             ));
         }
     }
     let Some(key) = named_key(method) else {
-        return Ok(meta);
+        return Ok(());
     };
     #[derive(Deserialize)]
     struct Names {
@@ -572,20 +676,19 @@ fn check_2026(
         });
     let Some(target) = (if key == "uri" { names.uri } else { names.name }) else {
         // The method's own check names the missing param.
-        return Ok(meta);
+        return Ok(());
     };
-    let header = single(headers, &MCP_NAME).map(decode_header);
-    match header {
-        Some(Some(named)) if named == target => Ok(meta),
-        Some(Some(named)) => Err(mismatch(format!(
+    match single(headers, &MCP_NAME).map(|value| decode_header(&ows(value))) {
+        Some(Some(named)) if named == target => Ok(()),
+        Some(Some(named)) => Err(Rejected::header_mismatch(format!(
             "Header mismatch: Mcp-Name {} does not name the request's {key} {}",
             escape::quoted(&named),
             escape::quoted(&target)
         ))),
-        Some(None) => Err(mismatch(
-            "Header mismatch: Mcp-Name is not valid Base64 in its =?base64?…?= form".into(),
+        Some(None) => Err(Rejected::header_mismatch(
+            "Header mismatch: Mcp-Name is not valid Base64 in its =?base64?…?= form",
         )),
-        None => Err(mismatch(format!(
+        None => Err(Rejected::header_mismatch(format!(
             "Header mismatch: a 2026-07-28 {method} names its {key} in one Mcp-Name header"
         ))),
     }
@@ -639,20 +742,78 @@ mod tests {
     }
 
     #[test]
-    fn the_headers_decide_the_revision() {
+    fn the_body_and_the_headers_decide_the_revision() {
+        let revision =
+            |body: &str, headers: &HeaderMap| match parse(&Bytes::from(body.to_owned()), headers) {
+                Ok(Message::Request(request)) => Ok(request.revision),
+                Ok(_) => panic!("not a request"),
+                Err(rejected) => Err((rejected.status, rejected.code)),
+            };
+        let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        assert_eq!(revision(list, &headers(None)), Ok(Revision::WithInitialize));
         assert_eq!(
-            revision_of(&headers(None)).ok(),
-            Some(Revision::WithInitialize)
+            revision(list, &headers(Some("2025-06-18"))),
+            Ok(Revision::WithInitialize)
         );
         assert_eq!(
-            revision_of(&headers(Some("2026-07-28"))).ok(),
-            Some(Revision::PerRequest)
+            revision(list, &headers(Some("1999-01-01"))),
+            Err((StatusCode::BAD_REQUEST, ErrorCode::INVALID_REQUEST))
         );
-        let refused = revision_of(&headers(Some("1999-01-01"))).err();
-        assert_eq!(refused.map(|r| r.status), Some(StatusCode::BAD_REQUEST));
+        // 2026-07-28 without its `_meta`.
+        assert_eq!(
+            revision(list, &headers(Some("2026-07-28")))
+                .err()
+                .map(|e| e.1),
+            Some(ErrorCode::HEADER_MISMATCH),
+            "no Mcp-Method"
+        );
+        let mut named = headers(Some("2026-07-28"));
+        named.insert(MCP_METHOD, HeaderValue::from_static("tools/list"));
+        assert_eq!(
+            revision(list, &named),
+            Err((StatusCode::BAD_REQUEST, ErrorCode::INVALID_PARAMS))
+        );
+        let meta = |version: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"{version}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+            )
+        };
+        assert_eq!(
+            revision(&meta("2026-07-28"), &named),
+            Ok(Revision::PerRequest)
+        );
+        // The header must repeat the revision `_meta` names.
+        assert_eq!(
+            revision(&meta("2026-07-28"), &headers(None)),
+            Err((StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH))
+        );
+        let mut v999 = named.clone();
+        v999.insert(PROTOCOL_VERSION, HeaderValue::from_static("v999"));
+        assert_eq!(
+            revision(&meta("v999"), &v999),
+            Err((
+                StatusCode::BAD_REQUEST,
+                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            ))
+        );
+        // `initialize` names its own; a header must not contradict it.
+        let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
+        assert_eq!(
+            revision(initialize, &headers(None)),
+            Ok(Revision::WithInitialize)
+        );
+        assert_eq!(
+            revision(initialize, &headers(Some("2025-11-25"))),
+            Err((StatusCode::BAD_REQUEST, ErrorCode::INVALID_REQUEST))
+        );
+    }
+
+    #[test]
+    fn media_types_are_checked() {
+        assert!(check_media(&headers(None)).is_ok());
         let mut json_only = headers(None);
         json_only.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        let refused = revision_of(&json_only).err();
+        let refused = check_media(&json_only).err();
         assert_eq!(refused.map(|r| r.status), Some(StatusCode::NOT_ACCEPTABLE));
     }
 
@@ -681,13 +842,7 @@ mod tests {
     #[test]
     fn messages_are_told_apart_and_bad_ones_named() {
         let none = HeaderMap::new();
-        let read = |text: &str| {
-            parse(
-                &Bytes::from(text.to_owned()),
-                Revision::WithInitialize,
-                &none,
-            )
-        };
+        let read = |text: &str| parse(&Bytes::from(text.to_owned()), &none);
         let Ok(Message::Request(request)) = read(
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"n":1e400},"_meta":{"progressToken":3}}}"#,
         ) else {
@@ -745,17 +900,15 @@ mod tests {
         ));
         let headers = |method: &str, name: Option<&str>| {
             let mut headers = HeaderMap::new();
+            headers.insert(PROTOCOL_VERSION, HeaderValue::from_static("2026-07-28"));
             headers.insert("mcp-method", method.parse().expect("header"));
             if let Some(name) = name {
                 headers.insert("mcp-name", name.parse().expect("header"));
             }
             headers
         };
-        let Ok(Message::Request(taken)) = parse(
-            &read,
-            Revision::PerRequest,
-            &headers("resources/read", Some("a:1")),
-        ) else {
+        let Ok(Message::Request(taken)) = parse(&read, &headers("resources/read", Some("a:1")))
+        else {
             panic!("taken");
         };
         assert_eq!(
@@ -763,24 +916,19 @@ mod tests {
             Some("c")
         );
         let encoded = headers("resources/read", Some("=?base64?YTox?="));
-        assert!(parse(&read, Revision::PerRequest, &encoded).is_ok());
+        assert!(parse(&read, &encoded).is_ok());
         for wrong in [
             headers("resources/read", None),
             headers("resources/read", Some("a:2")),
             headers("prompts/get", Some("a:1")),
         ] {
-            let rejected = parse(&read, Revision::PerRequest, &wrong).err();
+            let rejected = parse(&read, &wrong).err();
             assert_eq!(rejected.map(|r| r.code), Some(ErrorCode::HEADER_MISMATCH));
         }
         let no_capabilities = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a:1","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
         );
-        let rejected = parse(
-            &no_capabilities,
-            Revision::PerRequest,
-            &headers("resources/read", Some("a:1")),
-        )
-        .err();
+        let rejected = parse(&no_capabilities, &headers("resources/read", Some("a:1"))).err();
         assert_eq!(rejected.map(|r| r.status), Some(StatusCode::BAD_REQUEST));
     }
 }
