@@ -259,21 +259,3 @@ pub fn sse_messages(body: &str) -> Vec<Value> {
         })
         .collect()
 }
-
-/// `request` (a JSON-RPC request whose params are an object) as text with
-/// `io.modelcontextprotocol/clientInfo` in its `_meta` twice, the same
-/// both times: a shape the server's direct path leaves to rmcp (which keeps
-/// the last), so a test can compare the two paths' answers to one request.
-pub fn with_a_meta_key_twice(request: &Value) -> String {
-    const KEY: &str = "io.modelcontextprotocol/clientInfo";
-    let info = serde_json::json!({"name": "openclaw-proxy-tests", "version": "0"});
-    let mut request = request.clone();
-    let params = &mut request["params"];
-    if !params["_meta"].is_object() {
-        params["_meta"] = serde_json::json!({});
-    }
-    params["_meta"][KEY] = info.clone();
-    let text = request.to_string();
-    let twice = format!("\"_meta\":{{{}:{info},", Value::from(KEY));
-    text.replacen("\"_meta\":{", &twice, 1)
-}

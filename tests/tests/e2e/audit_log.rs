@@ -1,7 +1,7 @@
 //! The log, tried as an attacker would: values that spell fields of their
 //! own (`x outcome="ok" … forged=1`), a line of their own, or a very long
-//! one, sent through every route a caller or an app reaches (MCP on the
-//! direct path and rmcp's, at 2025-11-25 and 2026-07-28, legacy SSE, the
+//! one, sent through every route a caller or an app reaches (MCP, at
+//! 2025-11-25 and 2026-07-28, legacy SSE, the
 //! WebSocket and gRPC bridges' frames, REST bodies and paths, headers).
 //! Every audit line must then hold exactly its documented fields, each
 //! outside value as one field, and no line anywhere a field named by the
@@ -49,38 +49,29 @@ fn segment(value: &str) -> String {
         .collect()
 }
 
-/// POSTs a JSON-RPC request to `url` with `headers`; the reply, and whether
-/// the direct path served it.
-async fn post(url: &str, body: impl std::fmt::Display, headers: &[(&str, &str)]) -> (Reply, bool) {
+/// POSTs a JSON-RPC request to `url` with `headers`; the reply.
+async fn post(url: &str, body: impl std::fmt::Display, headers: &[(&str, &str)]) -> Reply {
     let request = headers.iter().fold(
         Rest::default()
             .mcp_raw(url, body.to_string())
             .bearer_auth(OPENCLAW_TOKEN),
         |request, (name, value)| request.header(name, value),
     );
-    let reply = no_hang(request.send()).await;
-    let direct = reply.header("openclaw-proxy-served-by") == Some("direct");
-    (reply, direct)
+    no_hang(request.send()).await
 }
 
-/// A request of `method` with `params`, and the same as the direct path
-/// leaves it to rmcp: a tool call with a params field it does not know, a
-/// request with a `_meta` key twice.
-fn both_paths(method: &str, params: &Value) -> [(String, bool); 2] {
+/// A request of `method` with `params`, as sent and with a params field
+/// the server does not know (which it ignores).
+fn both_shapes(method: &str, params: &Value) -> [String; 2] {
     let request =
         |params: &Value| json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-    let for_rmcp = if method == "tools/call" {
-        let mut for_rmcp = params.clone();
-        for_rmcp["x-extension"] = json!({});
-        request(&for_rmcp).to_string()
-    } else {
-        with_a_meta_key_twice(&request(params))
-    };
-    [(request(params).to_string(), true), (for_rmcp, false)]
+    let mut extended = params.clone();
+    extended["x-extension"] = json!({});
+    [request(params).to_string(), request(&extended).to_string()]
 }
 
-/// Calls, reads and gets each forgery on the streamable endpoint, on both
-/// paths: each is refused, and audited.
+/// Calls, reads and gets each forgery on the streamable endpoint, in both
+/// shapes: each is refused, and audited.
 async fn mcp_requests(url: &str, forged: &str) {
     let requests = [
         ("tools/call", json!({"name": forged, "arguments": {}})),
@@ -88,9 +79,8 @@ async fn mcp_requests(url: &str, forged: &str) {
         ("prompts/get", json!({"name": forged})),
     ];
     for (method, params) in &requests {
-        for (body, direct) in both_paths(method, params) {
-            let (reply, served_directly) = post(url, &body, &[]).await;
-            assert_eq!(served_directly, direct, "{body}: {}", reply.text());
+        for body in both_shapes(method, params) {
+            let reply = post(url, &body, &[]).await;
             assert!(
                 reply.json()["error"].is_object(),
                 "{body}: {}",
@@ -111,7 +101,7 @@ async fn mcp_2026(url: &str, forged: &str) {
     });
     for tool in [forged, "echo_text"] {
         let params = json!({"name": tool, "arguments": {}, "_meta": meta});
-        for (body, _) in both_paths("tools/call", &params) {
+        for body in both_shapes("tools/call", &params) {
             let headers = [
                 ("mcp-protocol-version", "2026-07-28"),
                 ("mcp-method", "tools/call"),
@@ -119,7 +109,7 @@ async fn mcp_2026(url: &str, forged: &str) {
                 ("traceparent", forged),
                 ("user-agent", forged),
             ];
-            let (reply, _) = post(url, &body, &headers).await;
+            let reply = post(url, &body, &headers).await;
             assert!(reply.status().as_u16() < 500, "{body}: {}", reply.text());
         }
     }
@@ -153,7 +143,7 @@ async fn legacy_sse(base: &str, session_id: &str, bodies: &[Value]) {
     };
     let endpoint = format!("{base}{}", next_data().await);
     for body in bodies {
-        let (reply, _) = post(&endpoint, body, &[]).await;
+        let reply = post(&endpoint, body, &[]).await;
         assert_eq!(reply.status(), 202, "{}", reply.text());
         // Notifications may come first.
         let answer = loop {
@@ -261,10 +251,10 @@ async fn sessions_api(proxy: &ServerProcess, forged: &str) {
         no_hang(app.closed()).await;
     }
     let url = format!("{}/v1/mcp/{path}", proxy.url());
-    let (reply, _) = post(&url, &initialize_body(1, "2025-11-25"), &[]).await;
+    let reply = post(&url, &initialize_body(1, "2025-11-25"), &[]).await;
     assert_eq!(reply.status(), 404);
     if !forged.contains('\n') {
-        let (reply, _) = post(
+        let reply = post(
             &format!("{}/v1/mcp", proxy.url()),
             &initialize_body(1, "2025-11-25"),
             &[("mcp-session-id", forged)],
@@ -308,7 +298,7 @@ async fn drive(proxy: &ServerProcess) {
             mcp_requests(&session.mcp_url, forged).await;
             let known = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
                                "params": {"name": "echo_text", "arguments": {}}});
-            let (reply, _) = post(&session.mcp_url, &known, &[]).await;
+            let reply = post(&session.mcp_url, &known, &[]).await;
             assert_eq!(reply.json()["result"]["isError"], true, "{}", reply.text());
         }
         // A header holds no line break.
@@ -601,7 +591,7 @@ async fn answered_requests_are_audited_and_counted_per_method_on_both_bridges() 
         .await;
         let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
                           "params": {"uri": "notes:///1"}});
-        let (reply, _) = post(&session.mcp_url, &read, &[]).await;
+        let reply = post(&session.mcp_url, &read, &[]).await;
         assert_eq!(
             reply.json()["result"]["contents"][0]["text"],
             "one",
@@ -611,7 +601,7 @@ async fn answered_requests_are_audited_and_counted_per_method_on_both_bridges() 
         );
         let prompt = json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
                             "params": {"name": "greet"}});
-        let (reply, _) = post(&session.mcp_url, &prompt, &[]).await;
+        let reply = post(&session.mcp_url, &prompt, &[]).await;
         assert_eq!(
             reply.json()["error"]["code"],
             -32001,

@@ -313,16 +313,14 @@ async fn at_2026_07_28_a_missing_resource_is_invalid_params_and_lists_carry_cach
 }
 
 #[tokio::test]
-async fn at_2026_07_28_requests_take_the_direct_path_and_answer_as_rmcp_does() {
+async fn at_2026_07_28_the_apps_answers_keep_their_text_and_get_the_revisions_hints() {
     let server = TestServer::start().await;
     let session = server.rest().register(&declaring_body()).await;
     let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
         .await
         .expect("bridge");
     let _served = serve_notes(app);
-    // A `_meta` key given twice leaves a request to rmcp: both answers must
-    // be the same.
-    let ask = |method: &'static str, params: Value, via_rmcp: bool| {
+    let ask = |method: &'static str, params: Value| {
         let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                           "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
                           "io.modelcontextprotocol/clientCapabilities": {}});
@@ -333,10 +331,7 @@ async fn at_2026_07_28_requests_take_the_direct_path_and_answer_as_rmcp_does() {
             .or(params["name"].as_str())
             .map(str::to_owned);
         let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
-        let body = match via_rmcp {
-            true => with_a_meta_key_twice(&body),
-            false => body.to_string(),
-        };
+        let body = body.to_string();
         let mut request = Rest::default()
             .mcp_raw(&session.mcp_url, body)
             .bearer_auth(OPENCLAW_TOKEN)
@@ -347,17 +342,13 @@ async fn at_2026_07_28_requests_take_the_direct_path_and_answer_as_rmcp_does() {
         }
         async move {
             let response = request.send().await;
-            let served_by = response
-                .headers()
-                .get("openclaw-proxy-served-by")
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned);
+            let status = response.status().as_u16();
             let text = response.text();
             let answer = match serde_json::from_str::<Value>(&text) {
                 Ok(answer) => answer,
                 Err(_) => sse_messages(&text).pop().unwrap_or_default(),
             };
-            (served_by, text, answer)
+            (status, text, answer)
         }
     };
     let requests = [
@@ -375,18 +366,21 @@ async fn at_2026_07_28_requests_take_the_direct_path_and_answer_as_rmcp_does() {
         ),
     ];
     for (method, params) in requests {
-        let (served_by, direct_text, direct) = ask(method, params.clone(), false).await;
-        assert_eq!(
-            served_by.as_deref(),
-            Some("direct"),
-            "{method} {params}: {direct_text}"
-        );
-        let (served_by, _, typed) = ask(method, params.clone(), true).await;
-        assert_eq!(served_by, None, "{method} {params}");
-        assert_eq!(direct, typed, "{method} {params}");
+        let (status, text, answer) = ask(method, params.clone()).await;
+        assert_eq!(status, 200, "{method} {params}: {text}");
+        if params["uri"] == "notes://missing" {
+            assert_eq!(answer["error"]["code"], -32602, "{text}");
+            assert_eq!(answer["error"]["data"]["uri"], "notes://missing", "{text}");
+        } else {
+            assert_eq!(
+                answer["result"]["resultType"], "complete",
+                "{method} {params}: {text}"
+            );
+        }
     }
-    // The app's text is kept as written; the hints rmcp would add follow it.
-    let (_, text, read) = ask("resources/read", json!({"uri": "notes://welcome"}), false).await;
+    // The app's text is kept as written; the hints 2026-07-28 asks for follow
+    // it.
+    let (_, text, read) = ask("resources/read", json!({"uri": "notes://welcome"})).await;
     assert_eq!(
         text,
         r#"{"jsonrpc":"2.0","id":9,"result":{"contents":[{"mimeType":"text/plain","text":"Hello, agent!","uri":"notes://welcome"}],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#,
@@ -532,13 +526,6 @@ async fn a_websocket_apps_log_records_reach_the_client_at_its_level_and_are_coun
             .header("accept", "application/json, text/event-stream")
             .send()
             .await;
-        if method != "tools/call" {
-            assert_eq!(
-                reply.header("openclaw-proxy-served-by"),
-                Some("direct"),
-                "{method}"
-            );
-        }
         let messages = sse_messages(&reply.text());
         let logs: Vec<&Value> = messages
             .iter()

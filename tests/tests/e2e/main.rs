@@ -24,7 +24,6 @@ mod observability;
 mod quiet_logs;
 mod refusals;
 mod rest;
-mod rmcp_asks;
 mod sdk_asks;
 mod security;
 mod sign_in;

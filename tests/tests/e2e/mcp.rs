@@ -809,9 +809,9 @@ async fn the_tool_timeout_holds_while_the_client_leaves_its_progress_unread() {
 }
 
 #[tokio::test]
-async fn direct_and_sdk_paths_answer_tools_call_identically() {
-    // A plain tools/call takes the edge's direct path; the same call with a
-    // `_meta` goes through rmcp's transport. Their answers must not differ.
+async fn a_params_field_the_server_does_not_know_leaves_a_tools_call_answer_unchanged() {
+    // A params field MCP may add later is ignored: the answer is the same,
+    // at every revision, for every kind of result.
     let server = TestServer::builder()
         .tool_timeout(Duration::from_millis(300))
         .start()
@@ -839,9 +839,7 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
     ] {
         for (tool, arguments) in &cases {
             let mut bodies = Vec::new();
-            // An unknown params field is left to rmcp; `_meta` is not.
             for extra in [None, Some(json!({"trace": "x"}))] {
-                let direct = extra.is_none();
                 let mut params = json!({"name": tool, "arguments": arguments, "_meta": {"k": 1}});
                 if let Some(extra) = extra {
                     params["x-extension"] = extra;
@@ -860,18 +858,6 @@ async fn direct_and_sdk_paths_answer_tools_call_identically() {
                         .get("content-type")
                         .and_then(|v| v.to_str().ok()),
                     Some("application/json")
-                );
-                // The plain call really took the direct path, and the other
-                // really went through rmcp.
-                let served_by = response
-                    .headers()
-                    .get("openclaw-proxy-served-by")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                assert_eq!(
-                    served_by.as_deref(),
-                    direct.then_some("direct"),
-                    "{tool} at {version:?}"
                 );
                 bodies.push(response.json());
             }
@@ -946,14 +932,14 @@ fn meta_2026() -> Value {
 }
 
 /// Posts a `tools/call` with `params`, at `version` (with the 2026-07-28
-/// headers naming `method` and `name` when given); status, content type,
-/// the path that served it and the body, exactly.
+/// headers naming `method` and `name` when given); status, content type
+/// and the body, exactly.
 async fn post_call(
     url: &str,
     params: Value,
     version: Option<&str>,
     standard_headers: Option<(&str, &str)>,
-) -> (u16, Option<String>, Option<String>, String) {
+) -> (u16, Option<String>, String) {
     let body = json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params});
     let mut request = mcp_post(url, &body).bearer_auth(OPENCLAW_TOKEN);
     if let Some(version) = version {
@@ -972,19 +958,19 @@ async fn post_call(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let (content_type, served_by) = (header("content-type"), header("openclaw-proxy-served-by"));
+    let content_type = header("content-type");
     let status = response.status().as_u16();
     let text = response.text();
-    (status, content_type, served_by, text)
+    (status, content_type, text)
 }
 
 #[tokio::test]
-async fn direct_and_sdk_paths_answer_progress_and_2026_calls_byte_for_byte() {
+async fn progress_and_2026_calls_answer_byte_for_byte_alike_with_an_unknown_params_field() {
     // Calls with a progress token (at every revision with `initialize`) and
-    // valid 2026-07-28 calls take the direct path; the same call with an
-    // unknown params field goes through rmcp. Status, content type and body
-    // must be the same bytes: JSON when the result comes first, SSE with the
-    // progress events in order when the app reports.
+    // valid 2026-07-28 calls, with and without a params field the server
+    // does not know: status, content type and body are the same bytes, JSON
+    // when the result comes first, SSE with the progress events in order
+    // when the app reports.
     let server = TestServer::builder()
         .tool_timeout(Duration::from_millis(300))
         .start()
@@ -1026,7 +1012,7 @@ async fn direct_and_sdk_paths_answer_progress_and_2026_calls_byte_for_byte() {
             let progress: [Option<u64>; 4] = [None, Some(0), Some(1), Some(3)];
             for (case, reports) in progress.into_iter().enumerate() {
                 if reports.is_none() && !per_request {
-                    // The plain call: `direct_and_sdk_paths_answer_tools_call_identically`.
+                    // The plain call: `a_params_field_the_server_does_not_know_leaves_a_tools_call_answer_unchanged`.
                     continue;
                 }
                 let mut meta = if per_request {
@@ -1040,20 +1026,13 @@ async fn direct_and_sdk_paths_answer_progress_and_2026_calls_byte_for_byte() {
                 let arguments = json!({"text": "héllo", "big": 9007199254740993_i64, "reports": reports.unwrap_or(0)});
                 let params = json!({"name": tool, "arguments": arguments, "_meta": meta});
                 let mut answers = Vec::new();
-                for via_rmcp in [false, true] {
+                for extended in [false, true] {
                     let mut params = params.clone();
-                    if via_rmcp {
+                    if extended {
                         params["x-extension"] = json!({"trace": "x"});
                     }
                     let headers = per_request.then_some(("tools/call", tool));
-                    let (status, content_type, served_by, text) =
-                        post_call(url, params, version, headers).await;
-                    assert_eq!(
-                        served_by.as_deref(),
-                        (!via_rmcp).then_some("direct"),
-                        "{tool} at {version:?}, {reports:?} reports"
-                    );
-                    answers.push((status, content_type, text));
+                    answers.push(post_call(url, params, version, headers).await);
                 }
                 assert_eq!(
                     answers[0], answers[1],
@@ -1099,9 +1078,9 @@ async fn direct_and_sdk_paths_answer_progress_and_2026_calls_byte_for_byte() {
 }
 
 #[tokio::test]
-async fn invalid_2026_calls_are_left_to_rmcp() {
-    // Whatever rmcp would refuse or judge on its own never takes the direct
-    // path: its refusal stays rmcp's.
+async fn invalid_2026_calls_are_refused_with_400_naming_the_problem() {
+    // Headers that disagree with the body, or a `_meta` without what
+    // 2026-07-28 requires: a 400 before the app sees anything.
     let server = TestServer::start().await;
     let app = TestApp::start(
         &server,
@@ -1130,22 +1109,22 @@ async fn invalid_2026_calls_are_left_to_rmcp() {
         (params(json!({})), Some(("tools/call", "object"))),
     ];
     for (params, headers) in cases {
-        let (status, _, served_by, text) =
-            post_call(url, params.clone(), Some("2026-07-28"), headers).await;
-        assert_eq!(served_by, None, "{params} {headers:?}: {text}");
+        let (status, _, text) = post_call(url, params.clone(), Some("2026-07-28"), headers).await;
         assert_eq!(status, 400, "{params} {headers:?}: {text}");
+        let answer: Value = serde_json::from_str(&text).expect("a JSON-RPC error");
+        assert!(answer["error"]["code"].is_i64(), "{text}");
     }
-    // A revision named in `_meta` at an older revision is negotiated by rmcp.
-    let (status, _, served_by, text) =
-        post_call(url, params(meta_2026()), Some("2025-11-25"), None).await;
-    assert_eq!(served_by, None, "{text}");
+    // A revision named in `_meta` that the header does not repeat.
+    let (status, _, text) = post_call(url, params(meta_2026()), Some("2025-11-25"), None).await;
     assert_eq!(status, 400, "{text}");
+    let answer: Value = serde_json::from_str(&text).expect("a JSON-RPC error");
+    assert_eq!(answer["error"]["code"], -32020, "{text}");
 }
 
-/// A direct `tools/call` of `echo_text` with a progress token, on a new
+/// A `tools/call` of `echo_text` with a progress token, on a new
 /// bridge of `session`, whose app has reported once (1 of 2) and not
 /// answered: the app, the call's request id on the bridge, the answer
-/// (served directly, a live stream) and its first event, read.
+/// (a live stream) and its first event, read.
 async fn streaming_call(
     session: &TestSession,
     id: u64,
@@ -1172,9 +1151,9 @@ async fn streaming_call(
     assert_eq!(
         response
             .headers()
-            .get("openclaw-proxy-served-by")
+            .get("content-type")
             .and_then(|v| v.to_str().ok()),
-        Some("direct")
+        Some("text/event-stream")
     );
     let mut text = String::new();
     while !text.contains("\n\n") {
@@ -1188,7 +1167,7 @@ async fn streaming_call(
 }
 
 #[tokio::test]
-async fn a_streaming_direct_call_sends_each_report_as_it_comes_then_the_result() {
+async fn a_streaming_call_sends_each_report_as_it_comes_then_the_result() {
     // The result waits until the client has read the first report, so the
     // answer is a live stream, not one body: report 1, then report 2 and
     // the result once the app sends them.
@@ -1235,7 +1214,7 @@ async fn a_streaming_direct_call_sends_each_report_as_it_comes_then_the_result()
 }
 
 #[tokio::test]
-async fn a_client_that_leaves_a_streaming_direct_call_cancels_it_in_the_app() {
+async fn a_client_that_leaves_a_streaming_call_cancels_it_in_the_app() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
     let (mut app, request_id, response, first) =
