@@ -32,7 +32,7 @@ pub const WAV_SILENCE: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZ
 pub const JSON_SCHEMA_2020_12: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}"##;
 
 /// The fixture's tools: name, description, input schema.
-const FIXTURE_TOOLS: [(&str, &str, &str); 11] = [
+const FIXTURE_TOOLS: [(&str, &str, &str); 12] = [
     ("test_simple_text", "Returns simple text content.", PLAIN),
     ("test_image_content", "Returns image content.", PLAIN),
     ("test_audio_content", "Returns audio content.", PLAIN),
@@ -75,6 +75,11 @@ const FIXTURE_TOOLS: [(&str, &str, &str); 11] = [
         "echo",
         "Echoes its arguments.",
         r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#,
+    ),
+    (
+        "test_header_param",
+        "Echoes its region, which 2026-07-28 clients repeat in the Mcp-Param-Region header.",
+        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}"#,
     ),
 ];
 
@@ -124,7 +129,7 @@ fn answer(tool: &str, arguments: Value) -> (Vec<f64>, Result<Value, &'static str
             Ok(json!([text("Tool with logging executed successfully")])),
         ),
         "json_schema_2020_12_tool" => (vec![], Ok(json!([text("ok")]))),
-        "echo" => (vec![], Ok(arguments)),
+        "echo" | "test_header_param" => (vec![], Ok(arguments)),
         _ => (vec![], Err("unknown tool")),
     }
 }

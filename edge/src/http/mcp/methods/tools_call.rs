@@ -27,7 +27,7 @@ use super::Context;
 use crate::http::mcp::call::{InFlight, Progress, ToolCall, call_tool, caller_of};
 use crate::http::mcp::rounds::{self, Named};
 use crate::http::mcp::transport::answer::{AbortOnDrop, Answer, Listening, answer_with_progress};
-use crate::http::mcp::transport::request::{Rejected, Request, Revision};
+use crate::http::mcp::transport::request::{Rejected, Request, Revision, check_param_headers};
 
 /// The params of a `tools/call`, the arguments unread.
 #[derive(Deserialize)]
@@ -201,6 +201,10 @@ pub fn answer<'a>(
             // An async block: the call's task is spawned when the answer
             // first runs, inside the request's span, which the task inherits.
             None => Box::pin(async move {
+                let named = (prepared.name.as_str(), prepared.arguments_json.as_str());
+                if let Err(rejected) = param_headers(hub, session_id, named, headers).await {
+                    return rejected.answering(&round.id).into_response();
+                }
                 let (running, reports) =
                     spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
                 round.start(running, reports).await
@@ -215,7 +219,22 @@ pub fn answer<'a>(
     let named = prepared.name.clone();
     let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
     let id = request.id.clone();
+    // At 2026-07-28 the `Mcp-Param-*` headers are checked against the
+    // session's own tool before the call is made.
+    let param_headers_sent = (revision == Revision::PerRequest).then(|| {
+        headers
+            .iter()
+            .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect::<axum::http::HeaderMap>()
+    });
     let running = move |sink| async move {
+        if let Some(sent) = param_headers_sent {
+            let call = (prepared.name.as_str(), prepared.arguments_json.as_str());
+            if let Err(rejected) = param_headers(&hub, &session, call, &sent).await {
+                return rejected.answering(&id).into();
+            }
+        }
         let call = prepared.call(&session);
         let progress = Some(Progress::Reports(sink));
         let outcome = call_tool(&hub, &in_flight, call, progress, std::future::pending()).await;
@@ -228,6 +247,24 @@ pub fn answer<'a>(
         running,
         listening,
     ))
+}
+
+/// The `Mcp-Param-*` headers of a 2026-07-28 call, checked against the
+/// schema of the session's tool `named` (name, arguments); a tool the
+/// session does not have is the call's own error to report.
+async fn param_headers(
+    hub: &Hub,
+    session_id: &str,
+    (tool, arguments): (&str, &str),
+    headers: &axum::http::HeaderMap,
+) -> Result<(), Rejected> {
+    let Ok(tools) = hub.tools(session_id).await else {
+        return Ok(());
+    };
+    match tools.iter().find(|known| &*known.name == tool) {
+        Some(known) => check_param_headers(known.input_schema.as_str(), arguments, headers),
+        None => Ok(()),
+    }
 }
 
 /// The call's task and its events, for a call that may be parked.

@@ -109,7 +109,12 @@ impl Answer {
 
 impl From<Rejected> for Answer {
     fn from(rejected: Rejected) -> Self {
-        let mut answer = Self::error(rejected.id.as_ref(), rejected.code, &rejected.message, None);
+        let mut answer = Self::error(
+            rejected.id.as_ref(),
+            rejected.code,
+            &rejected.message,
+            rejected.data.as_deref(),
+        );
         answer.status = rejected.status;
         answer
     }

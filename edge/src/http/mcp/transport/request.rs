@@ -83,7 +83,7 @@ impl Rejected {
     }
 
     /// A header that does not agree with the body (SEP-2243): `-32020`, 400.
-    fn header_mismatch(message: impl Into<String>) -> Self {
+    pub fn header_mismatch(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH, message)
     }
 
@@ -704,6 +704,88 @@ fn named_key(method: &str) -> Option<&'static str> {
     }
 }
 
+/// The `Mcp-Param-*` headers of a 2026-07-28 `tools/call` (SEP-2243): each
+/// argument whose property in the tool's `schema` carries `x-mcp-header`
+/// is repeated in the header that names, so that a balancer can route by
+/// it without reading the body. A header that is missing while the body
+/// holds the value, that does not decode, or that says otherwise than the
+/// body is `-32020`, 400. Only schemas that name the annotation are read.
+pub fn check_param_headers(
+    schema: &str,
+    arguments: &str,
+    headers: &HeaderMap,
+) -> Result<(), Rejected> {
+    const ANNOTATION: &str = "x-mcp-header";
+    if !schema.contains(ANNOTATION) {
+        return Ok(());
+    }
+    #[derive(Deserialize)]
+    struct Schema {
+        #[serde(default)]
+        properties: std::collections::HashMap<String, Property>,
+    }
+    #[derive(Deserialize)]
+    struct Property {
+        #[serde(rename = "x-mcp-header", default)]
+        header: Option<String>,
+    }
+    let Ok(schema) = serde_json::from_str::<Schema>(schema) else {
+        return Ok(());
+    };
+    let annotated: Vec<(String, String)> = schema
+        .properties
+        .into_iter()
+        .filter_map(|(name, property)| property.header.map(|header| (name, header)))
+        .collect();
+    if annotated.is_empty() {
+        return Ok(());
+    }
+    let arguments: std::collections::HashMap<String, Box<RawValue>> =
+        serde_json::from_str(arguments).unwrap_or_default();
+    for (property, suffix) in annotated {
+        let Some(value) = arguments.get(&property) else {
+            continue;
+        };
+        // A string is compared as text; a number or a boolean as written.
+        let expected = match serde_json::from_str::<String>(value.get()) {
+            Ok(text) => text,
+            Err(_) if value.get().starts_with(['{', '[', 'n']) => continue,
+            Err(_) => value.get().to_owned(),
+        };
+        let header = format!("mcp-param-{suffix}");
+        let Ok(name) = HeaderName::from_bytes(header.as_bytes()) else {
+            continue;
+        };
+        let named = match single(headers, &name) {
+            Some(value) => decode_header(value.trim_matches([' ', '\t'])),
+            None => {
+                return Err(Rejected::header_mismatch(format!(
+                    "Header mismatch: argument {} is sent in the Mcp-Param-{} header too (x-mcp-header)",
+                    escape::quoted(&property),
+                    escape::truncated_to(&suffix, 64)
+                )));
+            }
+        };
+        match named {
+            Some(named) if named == expected => {}
+            Some(_) => {
+                return Err(Rejected::header_mismatch(format!(
+                    "Header mismatch: Mcp-Param-{} does not say what argument {} says",
+                    escape::truncated_to(&suffix, 64),
+                    escape::quoted(&property)
+                )));
+            }
+            None => {
+                return Err(Rejected::header_mismatch(format!(
+                    "Header mismatch: Mcp-Param-{} is not valid Base64 in its =?base64?…?= form",
+                    escape::truncated_to(&suffix, 64)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A header value as text: its Base64 form decoded (`None` when that does
 /// not decode to UTF-8), any other value as it is.
 fn decode_header(value: &str) -> Option<String> {
@@ -806,6 +888,59 @@ mod tests {
             revision(initialize, &headers(Some("2025-11-25"))),
             Err((StatusCode::BAD_REQUEST, ErrorCode::INVALID_REQUEST))
         );
+    }
+
+    #[test]
+    fn param_headers_must_repeat_the_annotated_arguments() {
+        let schema = r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"},"free":{"type":"string"}}}"#;
+        let with = |pairs: &[(&'static str, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(*name, HeaderValue::from_static(value));
+            }
+            headers
+        };
+        let arguments = r#"{"region":"Hello","n":3,"free":"x"}"#;
+        let check = |headers: &HeaderMap| check_param_headers(schema, arguments, headers);
+        assert!(
+            check(&with(&[
+                ("mcp-param-region", "Hello"),
+                ("mcp-param-n", "3")
+            ]))
+            .is_ok()
+        );
+        assert!(
+            check(&with(&[
+                ("mcp-param-region", "=?base64?SGVsbG8=?="),
+                ("mcp-param-n", " 3 ")
+            ]))
+            .is_ok()
+        );
+        for wrong in [
+            with(&[("mcp-param-n", "3")]),
+            with(&[("mcp-param-region", "Hullo"), ("mcp-param-n", "3")]),
+            with(&[
+                ("mcp-param-region", "=?base64?SGVsbG8?="),
+                ("mcp-param-n", "3"),
+            ]),
+            with(&[
+                ("mcp-param-region", "=?base64?SGVs!!!bG8=?="),
+                ("mcp-param-n", "3"),
+            ]),
+        ] {
+            let rejected = check(&wrong).err();
+            assert_eq!(
+                rejected.map(|r| r.code),
+                Some(ErrorCode::HEADER_MISMATCH),
+                "{wrong:?}"
+            );
+        }
+        // A literal that merely looks like Base64 is compared as it is.
+        let literal = r#"{"region":"SGVsbG8="}"#;
+        let headers = with(&[("mcp-param-region", "SGVsbG8=")]);
+        assert!(check_param_headers(schema, literal, &headers).is_ok());
+        // No annotation, nothing to check.
+        assert!(check_param_headers(r#"{"type":"object"}"#, arguments, &HeaderMap::new()).is_ok());
     }
 
     #[test]
