@@ -13,11 +13,7 @@
 //!
 //! With `RUST_LOG` unset or empty the filter is [`DEFAULT_FILTER`]: the
 //! proxy's own lines at INFO (one audit line per call, one line per MCP
-//! client that initializes, with its name and version) and rmcp's at WARN.
-//! rmcp writes several INFO lines for every MCP session it serves (one of
-//! them the client's whole capability structure); on a busy server they
-//! would be most of the log and tell an operator nothing the proxy's own
-//! lines do not. `RUST_LOG=info,rmcp=debug` brings them back.
+//! client that initializes, with its name and version).
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
@@ -72,7 +68,7 @@ fn export_configured() -> bool {
 }
 
 /// The log filter when `RUST_LOG` is unset or empty.
-pub const DEFAULT_FILTER: &str = "info,rmcp=warn";
+pub const DEFAULT_FILTER: &str = "info";
 
 /// `RUST_LOG`'s filter, or [`DEFAULT_FILTER`] when it is unset or empty (an
 /// empty value, as unit files and compose files write it, means the default).

@@ -71,7 +71,7 @@ fn cases() -> Vec<Case> {
 
 #[tokio::test]
 async fn echoes_of_hostile_input_are_bounded_in_answers_and_in_the_log() {
-    // The production default filter (`info,rmcp=warn`).
+    // The production default filter (`info`).
     let server = TestServer::builder().env("RUST_LOG", "").spawn().await;
     let session = server
         .rest()

@@ -114,10 +114,7 @@ pub(super) async fn answer(
             hub: &state.hub,
             rounds: &state.rounds,
             session_id,
-            named: Named {
-                method: served.method,
-                name: asked.target.clone(),
-            },
+            named: Named::of(served.method, asked.target.clone()),
             id: request.id.clone(),
             token: None,
             answers: rounds::answers_of(retry.input_responses.as_deref()),

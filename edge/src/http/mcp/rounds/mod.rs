@@ -88,24 +88,25 @@ const MAX_PARKED: usize = 10_000;
 /// tool called, the prompt got, the URI read). A retry must name the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Named {
-    pub(crate) method: &'static str,
+    /// The method: one this node serves, or the one a retry forwarded from
+    /// another node names (which resumes nothing unless a call of that
+    /// method is parked here).
+    pub(crate) method: std::borrow::Cow<'static, str>,
     pub(crate) name: String,
 }
 
 impl Named {
     /// A `tools/call` of `tool`.
     pub(crate) fn tool(tool: String) -> Self {
-        Self {
-            method: TOOLS_CALL,
-            name: tool,
-        }
+        Self::of(TOOLS_CALL, tool)
     }
 
-    /// The method of a forwarded retry, among those that go in rounds.
-    fn method_of(method: &str) -> Option<&'static str> {
-        [TOOLS_CALL, "prompts/get", "resources/read"]
-            .into_iter()
-            .find(|known| *known == method)
+    /// A request of `method` naming `name`.
+    pub(crate) fn of(method: &'static str, name: String) -> Self {
+        Self {
+            method: std::borrow::Cow::Borrowed(method),
+            name,
+        }
     }
 }
 

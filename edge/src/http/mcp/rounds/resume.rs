@@ -57,19 +57,12 @@ impl Resumer for ResumeHere {
             let response = match serde_json::from_slice::<Retry>(&retry) {
                 Ok(retry) => {
                     let session_id: Arc<str> = retry.session_id.into();
-                    let Some(method) = Named::method_of(&retry.method) else {
-                        let message = format!(
-                            "a retry of {} cannot resume a call: only tools/call, prompts/get and resources/read go in rounds",
-                            openclaw_proxy_core::escape::quoted(&retry.method)
-                        );
-                        return resumed_of(refused(&retry.id, &message)).await;
-                    };
                     let round = Round {
                         hub: &hub,
                         rounds: &rounds,
                         session_id: &session_id,
                         named: Named {
-                            method,
+                            method: retry.method.into(),
                             name: retry.tool,
                         },
                         id: retry.id,
@@ -156,7 +149,7 @@ impl Round<'_> {
         let retry = Retry {
             session_id: self.session_id.to_string(),
             tool: self.named.name,
-            method: self.named.method.to_owned(),
+            method: self.named.method.to_string(),
             id: self.id,
             token: self.token,
             answers: self.answers,
