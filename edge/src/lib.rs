@@ -7,7 +7,6 @@
 //! - [`config`]: every setting, parsed once from flags and environment.
 //! - [`http`]: the axum router (health, and the REST, WebSocket and MCP routes).
 //! - [`server`]: one listener for gRPC and HTTP, and graceful shutdown.
-//! - [`hyper_refusals`]: hyper's own empty refusals of an HTTP/1.1 head, given a JSON body.
 //! - [`stall`]: connections that leave their answers unread are closed.
 //! - [`tls`]: optional native TLS on that listener, reloaded when the files change.
 //! - [`oauth`]: OAuth access tokens on the MCP endpoints (JWT checks, the issuer's keys).
@@ -19,7 +18,6 @@
 pub mod config;
 pub mod first_bytes;
 pub mod http;
-pub mod hyper_refusals;
 pub mod oauth;
 pub mod self_probe;
 pub mod server;

@@ -33,11 +33,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tower_service::Service;
 
 use crate::config::{ConnectionLimits, EdgeConfig, HeadLimits};
-use crate::first_bytes::{PREFACE, Rewind, read_until_known};
+use crate::first_bytes::{Rewind, read_until_known};
 use crate::http;
 use crate::http::guard::HostGuard;
 use crate::http::request::ConnectionInfo;
-use crate::hyper_refusals::{HeadRoom, JsonRefusals};
 use crate::stall::Watch;
 use crate::tls::Tls;
 
@@ -100,7 +99,6 @@ pub async fn serve(
         tls,
         header_read_timeout: limits.header_read_timeout,
         response_write_timeout: limits.response_write_timeout,
-        head_room: HeadRoom::new(head),
     };
     let admission = Admission::new(limits.max_connections);
     tokio::pin!(shutdown);
@@ -170,8 +168,6 @@ struct Connections {
     tls: Option<Arc<Tls>>,
     header_read_timeout: Duration,
     response_write_timeout: Duration,
-    /// What hyper's own refusals of an HTTP/1.1 head name in JSON.
-    head_room: Arc<HeadRoom>,
 }
 
 impl Connections {
@@ -193,7 +189,6 @@ impl Connections {
         let (builder, watcher) = (self.builder.clone(), self.graceful.watcher());
         let limit = self.header_read_timeout;
         let write_limit = self.response_write_timeout;
-        let room = self.head_room.clone();
         let Some(tls) = &self.tls else {
             tokio::spawn(async move {
                 // A client that sends nothing, or part of the HTTP/2
@@ -208,7 +203,7 @@ impl Connections {
                         return;
                     }
                 };
-                let stream = watched(first, stream, room);
+                let stream = Rewind::new(first, stream);
                 let connection = builder
                     .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                     .into_owned();
@@ -226,7 +221,7 @@ impl Connections {
                 Ok::<_, std::io::Error>((first, stream))
             });
             let stream = match opened.await {
-                Ok(Ok((first, stream))) if !first.is_empty() => watched(first, stream, room),
+                Ok(Ok((first, stream))) if !first.is_empty() => Rewind::new(first, stream),
                 Ok(Ok(_)) => return,
                 Ok(Err(error)) => {
                     tracing::debug!(%error, "TLS handshake failed");
@@ -243,14 +238,6 @@ impl Connections {
             served(watcher.watch(connection), &watch, remote, write_limit).await;
         });
     }
-}
-
-/// A connection's stream as hyper reads it: its first bytes again, then the
-/// rest; an HTTP/1.1 one has hyper's own refusals given a JSON body
-/// ([`crate::hyper_refusals`]).
-fn watched<S>(first: Vec<u8>, stream: S, room: Arc<HeadRoom>) -> JsonRefusals<Rewind<S>> {
-    let http1 = first.as_slice() != PREFACE.as_slice();
-    JsonRefusals::new(Rewind::new(first, stream), http1.then_some(room))
 }
 
 /// Serves a connection until it ends, or until one of its answers has
@@ -340,8 +327,9 @@ const HTTP2_MAX_SEND_BUF: usize = crate::stall::SLICE;
 /// hyper and h2 are given room for request heads above the server's own
 /// limits ([`http::head`]), so that a head over those limits reaches the
 /// check that answers it naming the setting; only one over about twice
-/// them is refused by hyper (given a JSON body by
-/// [`crate::hyper_refusals`]) or h2 (an empty `431`).
+/// them, or one hyper cannot parse at all, is refused by hyper (its
+/// bodiless `400`/`414`/`431`, then the connection is closed, as linkerd and
+/// nginx answer such a head) or h2 (an empty `431`).
 fn connection_builder(
     max_concurrent_streams: u32,
     limits: &ConnectionLimits,

@@ -56,7 +56,7 @@ pub struct HeadLimits {
 
 impl HeadLimits {
     /// The longest request target HTTP/1 allows at all: hyper refuses a
-    /// longer one itself (`414`, see [`crate::hyper_refusals`]), so no limit may be higher.
+    /// longer one itself (its bodiless `414`), so no limit may be higher.
     pub const TARGET_CEILING: usize = u16::MAX as usize - 1;
 }
 

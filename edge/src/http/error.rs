@@ -173,8 +173,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The JSON body of every refusal: `{"error": {"code", "message"}}`. Also
-/// written by [`crate::hyper_refusals`] in place of hyper's bodiless ones.
+/// The JSON body of every refusal: `{"error": {"code", "message"}}`.
 pub fn body(code: &str, message: &str) -> serde_json::Value {
     json!({"error": {"code": code, "message": message}})
 }

@@ -11,9 +11,9 @@
 //! `OPENCLAW_PROXY_MAX_HEADER_BYTES`, `OPENCLAW_PROXY_MAX_HEADERS`) to every
 //! request hyper lets through: `414` or `431` with the JSON error every
 //! refusal has, or `RESOURCE_EXHAUSTED` to gRPC, naming the setting. A head
-//! beyond hyper's room gets hyper's own refusal, which
-//! [`crate::hyper_refusals`] gives a JSON body on its way out; h2's `431`
-//! for a head beyond its room stays empty.
+//! beyond hyper's room gets hyper's own bodiless refusal (and the
+//! connection closes), as does one hyper cannot parse; h2's `431` for a
+//! head beyond its room is empty too.
 
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};

@@ -387,8 +387,26 @@ async fn an_http1_head_over_the_limits_is_refused_in_json_naming_the_setting() {
     no_hang(call).await.expect("join").expect("the call");
 }
 
+/// Asserts hyper's own refusal of a head it cannot take: the status, and
+/// the connection closed after it.
+async fn assert_closed_after(stream: &mut tokio::net::TcpStream, status: &str) {
+    let (line, headers, body) = read_answer(stream).await;
+    assert!(line.starts_with(status), "{line}: {headers} {body}");
+    // Closed: the end of the stream, or a reset when the server closed with
+    // the rest of the head unread.
+    let mut rest = Vec::new();
+    match no_hang(stream.read_to_end(&mut rest)).await {
+        Ok(_) => assert!(rest.is_empty(), "{rest:?}"),
+        Err(error) => assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset, "{error}"),
+    }
+}
+
 #[tokio::test]
-async fn an_http1_head_hyper_cannot_read_is_refused_in_json_too() {
+async fn an_http1_head_hyper_cannot_read_gets_hyper_s_refusal_and_the_connection_closes() {
+    // Heads within about twice the limits get the server's JSON refusal
+    // naming the setting (above); beyond that room, and for bytes that are
+    // not HTTP, hyper answers itself, without a body, and closes the
+    // connection, as linkerd and nginx do. Nothing else is disturbed.
     let server = TestServer::start().await;
     let connect = || async {
         tokio::net::TcpStream::connect(server.addr)
@@ -404,19 +422,7 @@ async fn an_http1_head_hyper_cannot_read_is_refused_in_json_too() {
         .expect("send");
     let (line, _, body) = read_answer(&mut stream).await;
     assert!(line.starts_with("http/1.1 200"), "{line}: {body}");
-    let answer = read_answer(&mut stream).await;
-    assert_head_refusal(
-        &answer,
-        "http/1.1 400",
-        "malformed_request",
-        &["not HTTP/1.1"],
-    );
-    assert!(answer.1.contains("connection: close"), "{}", answer.1);
-    let mut rest = Vec::new();
-    no_hang(stream.read_to_end(&mut rest))
-        .await
-        .expect("closed");
-    assert!(rest.is_empty(), "{rest:?}");
+    assert_closed_after(&mut stream, "http/1.1 400").await;
 
     // A target longer than HTTP/1.1 allows here, whatever the settings.
     let mut stream = connect().await;
@@ -425,24 +431,14 @@ async fn an_http1_head_hyper_cannot_read_is_refused_in_json_too() {
         "a".repeat(100_000)
     );
     stream.write_all(request.as_bytes()).await.expect("send");
-    assert_head_refusal(
-        &read_answer(&mut stream).await,
-        "http/1.1 414",
-        "request_target_too_long",
-        &["65534", "OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", "8192"],
-    );
+    assert_closed_after(&mut stream, "http/1.1 414").await;
 
     // More header fields than hyper keeps (twice the limit, at least 100).
     let mut stream = connect().await;
     let fields: String = (0..150).map(|n| format!("X-Field-{n}: v\r\n")).collect();
     let request = format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n{fields}\r\n");
     stream.write_all(request.as_bytes()).await.expect("send");
-    assert_head_refusal(
-        &read_answer(&mut stream).await,
-        "http/1.1 431",
-        "headers_too_large",
-        &["100 header fields", "OPENCLAW_PROXY_MAX_HEADERS is 50"],
-    );
+    assert_closed_after(&mut stream, "http/1.1 431").await;
 
     // The server serves on.
     assert_health_answers(&mut connect().await).await;
