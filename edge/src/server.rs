@@ -450,7 +450,7 @@ impl ConnectionService {
                         // Before the Host guard and any route: a head over
                         // the limits is answered as the limit it broke.
                         // Then Host and Origin, before any route runs.
-                        let mut response = match refused {
+                        let response = match refused {
                             Ok(()) => match guard.refusal(&request, grpc) {
                                 None => router.call(request).await?,
                                 Some(refusal) => refusal,
@@ -460,10 +460,6 @@ impl ConnectionService {
                                 refusal.answer(grpc)
                             }
                         };
-                        if grpc {
-                            // tonic calls a badly framed request INTERNAL.
-                            response = openclaw_proxy_core::grpc::refine_trailers_only(response);
-                        }
                         let response = match watch {
                             Some(watch) => http::deadline::finish(
                                 response,

@@ -9,8 +9,7 @@
 //! all; [`encode`] writes each message into one allocation of exactly its
 //! size.
 //!
-//! Refusals name the sender's mistake as `INVALID_ARGUMENT`, as
-//! [`super::refine_request_status`] does for the RPCs tonic serves, except a
+//! Refusals name the sender's mistake as `INVALID_ARGUMENT`, except a
 //! compressed flag without `grpc-encoding`, which the gRPC compression spec
 //! requires to be `INTERNAL`. A message over the size limit is told apart
 //! ([`FrameError::TooLarge`]) because the bridge ends with that cause.

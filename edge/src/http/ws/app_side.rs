@@ -166,7 +166,7 @@ impl Stream for AppFrames {
                 Some(Err(error)) => {
                     // A message over OPENCLAW_PROXY_MAX_BODY_BYTES, invalid
                     // UTF-8, a protocol violation: the close code says which.
-                    if let Some(found) = violation_of(&error.to_string()) {
+                    if let Some(found) = violation_of(&error) {
                         let _ = self.shared.violation.set(found);
                     }
                     tracing::debug!(%error, "bridge socket error");

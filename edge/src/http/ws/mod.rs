@@ -73,22 +73,23 @@ const TOO_BIG_REASON: &str = "a message was larger than OPENCLAW_PROXY_MAX_BODY_
 
 /// The close code and reason of a socket error of the app's, or `None` for
 /// a connection that merely broke (no close frame can reach it anyway).
-fn violation_of(error: &str) -> Option<(u16, String)> {
-    // tungstenite's errors, by their (stable) wording.
-    if error.contains("too long") || error.starts_with("Space limit exceeded") {
-        Some((CLOSE_TOO_BIG, TOO_BIG_REASON.to_owned()))
-    } else if error.starts_with("UTF-8 encoding error") {
-        Some((
+/// Told by tungstenite's error variant, which axum's error carries as its
+/// source.
+fn violation_of(error: &axum::Error) -> Option<(u16, String)> {
+    use tungstenite::error::{Error, ProtocolError};
+    let error = std::error::Error::source(error)?.downcast_ref::<Error>()?;
+    match error {
+        Error::Capacity(_) => Some((CLOSE_TOO_BIG, TOO_BIG_REASON.to_owned())),
+        Error::Utf8(_) => Some((
             CLOSE_INVALID_DATA,
             "a text frame was not valid UTF-8".to_owned(),
-        ))
-    } else if error.starts_with("WebSocket protocol error")
-        && !error.contains("without closing handshake")
-    {
-        let detail = error.trim_start_matches("WebSocket protocol error: ");
-        Some((CLOSE_PROTOCOL_ERROR, format!("protocol error: {detail}")))
-    } else {
-        None
+        )),
+        // The app went away without a close frame: nothing to tell it.
+        Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => None,
+        Error::Protocol(violation) => {
+            Some((CLOSE_PROTOCOL_ERROR, format!("protocol error: {violation}")))
+        }
+        _ => None,
     }
 }
 
