@@ -22,10 +22,10 @@ use rmcp::model::RequestId;
 use tracing::Instrument;
 
 use super::Context;
-use crate::http::mcp::call::{InFlight, caller_of};
+use crate::http::mcp::call::InFlight;
 use crate::http::mcp::rounds::{self, Named};
 use crate::http::mcp::transport::answer::{AbortOnDrop, Listening, answer_with_progress};
-use crate::http::mcp::transport::request::{PROTOCOL_VERSION, Rejected, Request, Revision};
+use crate::http::mcp::transport::request::{Rejected, Request, Revision};
 
 pub(crate) use answer::render;
 
@@ -78,6 +78,7 @@ pub(super) async fn answer(
             request_state: None,
         },
     };
+    let (log_level, client) = (context.log_level(&request), context.client(&request));
     let Context {
         state,
         session_id,
@@ -86,14 +87,9 @@ pub(super) async fn answer(
         caller,
     } = context;
     let meta = &request.meta;
-    // The level the request names (2026-07-28), else the session's.
-    let log_level = meta.log_level.or_else(|| state.hub.log_level(session_id));
-    let version = headers
-        .get(PROTOCOL_VERSION)
-        .and_then(|value| value.to_str().ok());
     let mut context = CallContext {
         meta_json: String::new(),
-        client: caller_of(meta.client_info.as_ref(), version),
+        client,
         caller,
         progress: None,
         trace_parent: request.trace_parent(headers),

@@ -49,6 +49,27 @@ pub struct Context<'a> {
     pub caller: Caller,
 }
 
+impl Context<'_> {
+    /// The least severe log record the client of `request` wants: the
+    /// level the request names (2026-07-28), else the session's.
+    fn log_level(&self, request: &Request) -> Option<openclaw_proxy_core::progress::LogLevel> {
+        request
+            .meta
+            .log_level
+            .or_else(|| self.state.hub.log_level(self.session_id))
+    }
+
+    /// Who is calling, as the client names itself (2026-07-28 `_meta`), and
+    /// the revision its header names.
+    fn client(&self, request: &Request) -> openclaw_proxy_core::proto::CallerInfo {
+        let version = self
+            .headers
+            .get(super::transport::request::PROTOCOL_VERSION)
+            .and_then(|value| value.to_str().ok());
+        super::call::caller_of(request.meta.client_info.as_ref(), version)
+    }
+}
+
 /// How long a client may treat a list as fresh (2026-07-28 `ttlMs`): lists
 /// change only when the app updates them, and clients that hold a stream
 /// hear of that at once; the others look again soon.

@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use tracing::Instrument;
 
 use super::Context;
-use crate::http::mcp::call::{InFlight, Progress, ToolCall, call_tool, caller_of};
+use crate::http::mcp::call::{InFlight, Progress, ToolCall, call_tool};
 use crate::http::mcp::rounds::{self, Named};
 use crate::http::mcp::transport::answer::{AbortOnDrop, Answer, Listening, answer_with_progress};
 use crate::http::mcp::transport::request::{Rejected, Request, Revision, check_param_headers};
@@ -148,6 +148,7 @@ pub fn answer<'a>(
             "Invalid params: tools/call arguments must be a JSON object",
         ));
     }
+    let (log_level, client) = (context.log_level(&request), context.client(&request));
     let Context {
         state,
         session_id,
@@ -157,14 +158,9 @@ pub fn answer<'a>(
     } = context;
     let (hub, in_flight) = (&state.hub, &state.in_flight);
     let meta = &request.meta;
-    // The level the request names (2026-07-28), else the session's.
-    let log_level = meta.log_level.or_else(|| hub.log_level(session_id));
-    let version = headers
-        .get(crate::http::mcp::transport::request::PROTOCOL_VERSION)
-        .and_then(|value| value.to_str().ok());
     let prepared = Prepared {
         jsonrpc_id: serde_json::to_string(&request.id).unwrap_or_default(),
-        client: caller_of(meta.client_info.as_ref(), version),
+        client,
         caller,
         trace_parent: request.trace_parent(headers),
         arguments_json: params
