@@ -393,8 +393,9 @@ mod rest_bodies {
 
 mod mcp_messages {
     use super::*;
+    use openclaw_proxy_edge::http::mcp::transport::Rejected;
     use openclaw_proxy_edge::http::mcp::transport::request::{
-        Message, Rejected, Revision, check_media, parse,
+        Message, Revision, check_media, parse,
     };
     use rmcp::model::{ErrorCode, ProtocolVersion, RequestMetaObject};
 

@@ -94,7 +94,7 @@ impl IntoResponse for Refusal {
         let body = json!({
             "jsonrpc": "2.0",
             "id": self.id(),
-            "error": {"code": code.0, "message": escape::truncated_to(&message, super::transport::request::MESSAGE_LIMIT)},
+            "error": {"code": code.0, "message": escape::truncated_to(&message, super::transport::MESSAGE_LIMIT)},
         });
         let mut response = (status, Body::from(Bytes::from(body.to_string()))).into_response();
         response.headers_mut().insert(

@@ -24,8 +24,9 @@ use tracing::Instrument;
 use super::Context;
 use crate::http::mcp::call::InFlight;
 use crate::http::mcp::rounds::{self, Named};
+use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::{AbortOnDrop, Listening, answer_with_progress};
-use crate::http::mcp::transport::request::{Rejected, Request, Revision};
+use crate::http::mcp::transport::request::{Request, Revision};
 
 pub(crate) use answer::render;
 

@@ -8,8 +8,9 @@ use rmcp::model::{
 };
 
 use super::Context;
+use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::Answer;
-use crate::http::mcp::transport::request::{Rejected, Request, supported};
+use crate::http::mcp::transport::request::{Request, supported};
 
 /// What the server serves: tools, resources with subscriptions, prompts,
 /// completions and logging (deprecated from 2026-07-28; clients of every

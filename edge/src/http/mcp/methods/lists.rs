@@ -14,8 +14,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::{Context, TTL_MS, hub_refusal};
+use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::Answer;
-use crate::http::mcp::transport::request::{Rejected, Request, Revision};
+use crate::http::mcp::transport::request::{Request, Revision};
 
 /// Entries per page of a list; a longer list hands out a `nextCursor`.
 pub const PAGE_SIZE: usize = 100;

@@ -8,8 +8,9 @@ use openclaw_proxy_core::progress::LogLevel;
 use serde::Deserialize;
 
 use super::{Context, hub_refusal};
+use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::Answer;
-use crate::http::mcp::transport::request::{Rejected, Request};
+use crate::http::mcp::transport::request::Request;
 
 #[derive(Deserialize)]
 struct SetLevel {

@@ -31,8 +31,9 @@ use openclaw_proxy_core::{Caller, escape};
 use rmcp::model::ErrorCode;
 
 use super::McpState;
+use super::transport::Rejected;
 use super::transport::answer::Answer;
-use super::transport::request::{Rejected, Request, Revision};
+use super::transport::request::{Request, Revision};
 use axum::http::StatusCode;
 
 pub use tools_call::answer as call_tool;

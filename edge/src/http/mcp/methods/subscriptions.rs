@@ -16,10 +16,11 @@ use rmcp::model::{RequestId, SubscriptionFilter};
 use serde::{Deserialize, Serialize};
 
 use super::{Context, hub_refusal, not_found};
+use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::{
     Answer, SubscriptionMeta, change_message, notification, sse_response,
 };
-use crate::http::mcp::transport::request::{Rejected, Request, Revision};
+use crate::http::mcp::transport::request::{Request, Revision};
 use crate::http::sse;
 
 /// `resources/subscribe` and `resources/unsubscribe`: the session must

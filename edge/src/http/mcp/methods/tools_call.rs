@@ -26,8 +26,10 @@ use tracing::Instrument;
 use super::Context;
 use crate::http::mcp::call::{InFlight, Progress, ToolCall, call_tool};
 use crate::http::mcp::rounds::{self, Named};
+use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::{AbortOnDrop, Answer, Listening, answer_with_progress};
-use crate::http::mcp::transport::request::{Rejected, Request, Revision, check_param_headers};
+use crate::http::mcp::transport::headers::check_param_headers;
+use crate::http::mcp::transport::request::{Request, Revision};
 
 /// The params of a `tools/call`, the arguments unread.
 #[derive(Deserialize)]

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tracing::Instrument;
 
-use super::request::{MESSAGE_LIMIT, Rejected};
+use super::{MESSAGE_LIMIT, Rejected};
 use crate::http::sse;
 
 /// One JSON-RPC message answering a request, ready to write, and its HTTP
