@@ -63,12 +63,9 @@ pub enum ServeError {
 /// `Host`/`Origin` guard is not part of it: [`serve`] checks every request
 /// before the router sees it.
 async fn app(hub: Hub, edge: EdgeConfig) -> Result<Router, ServeError> {
-    let grpc = GrpcService::new(hub.clone());
-    let bridges = grpc.bridges();
-    let grpc = grpc.routes().await?;
+    let grpc = GrpcService::new(hub.clone()).routes().await?;
     Ok(http::router(hub, edge)
         .merge(grpc.prepare().into_axum_router())
-        .route_service(openclaw_proxy_core::grpc::BRIDGE_SERVICE_ROUTE, bridges)
         .fallback(http::unknown_route))
 }
 

@@ -31,15 +31,13 @@ use crate::metrics::{Surface, Transport};
 use crate::outcome::BridgeEnd;
 use crate::proto::{
     self,
-    bridge_service_server::SERVICE_NAME as BRIDGE_SERVICE,
+    bridge_service_server::BridgeServiceServer,
     session_service_server::{SessionService, SessionServiceServer},
 };
 
-pub use bridge::{BRIDGE_SERVICE_ROUTE, BridgeAttach};
 pub use tonic_reflection::server::Error as ReflectionError;
 
-mod bridge;
-mod framing;
+mod attach;
 
 /// The one RPC that takes the app token alone.
 const CREATE_SESSION_PATH: &str = "/openclaw.proxy.v1.SessionService/CreateSession";
@@ -56,17 +54,16 @@ impl GrpcService {
         Self { hub }
     }
 
-    /// The gRPC services tonic serves, as one set of routes: sessions, health
-    /// (every service, the bridge's too, reported serving) and reflection (v1
-    /// and v1alpha). The bridge service is [`GrpcService::bridges`], served
-    /// on its own [`BRIDGE_SERVICE_ROUTE`].
+    /// The gRPC services tonic serves, as one set of routes: sessions and
+    /// bridges (both behind [`Authenticated`]), health (every service
+    /// reported serving) and reflection (v1 and v1alpha).
     pub async fn routes(self) -> Result<tonic::service::Routes, ReflectionError> {
         let (health_reporter, health) = tonic_health::server::health_reporter();
         health_reporter
             .set_serving::<SessionServiceServer<GrpcService>>()
             .await;
         health_reporter
-            .set_service_status(BRIDGE_SERVICE, tonic_health::ServingStatus::Serving)
+            .set_serving::<BridgeServiceServer<GrpcService>>()
             .await;
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(openclaw_proxy_proto::FILE_DESCRIPTOR_SET)
@@ -82,17 +79,16 @@ impl GrpcService {
         let sessions = SessionServiceServer::new(self.clone())
             .max_decoding_message_size(limit)
             .max_encoding_message_size(limit);
+        let bridges = BridgeServiceServer::new(self.clone())
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit);
         Ok(
-            tonic::service::Routes::new(Authenticated::new(sessions, hub))
+            tonic::service::Routes::new(Authenticated::new(sessions, hub.clone()))
+                .add_service(Authenticated::new(bridges, hub))
                 .add_service(health)
                 .add_service(reflection_v1)
                 .add_service(reflection_v1alpha),
         )
-    }
-
-    /// `BridgeService`, served below tonic ([`bridge`]).
-    pub fn bridges(&self) -> BridgeAttach {
-        BridgeAttach::new(self.hub.clone())
     }
 
     /// Checks the app token for CreateSession.
