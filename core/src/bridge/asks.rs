@@ -189,10 +189,13 @@ impl Bridge {
                 ),
             )));
         }
-        if !request.params_json.trim_start().starts_with('{') {
+        if let Some(problem) = not_an_object(&request.params_json) {
             return Err(Some((
                 INVALID_PARAMS,
-                format!("the params of {} must be a JSON object", method.as_str()),
+                format!(
+                    "the params of {} must be a JSON object: {problem}",
+                    method.as_str()
+                ),
             )));
         }
         let sink = waiting.progress.as_ref();
@@ -338,4 +341,17 @@ fn response(request_id: String, id: String, answer: ClientAnswer) -> proto::Prox
         id,
         outcome: Some(outcome),
     }))
+}
+
+/// What keeps `params_json` from being one JSON object, if anything. The
+/// text is passed to the client as written, so it is checked whole here
+/// (without building a tree of it): a client must never receive params it
+/// cannot read.
+fn not_an_object(params_json: &str) -> Option<String> {
+    if !params_json.trim_start().starts_with('{') {
+        return Some("the text does not start with `{`".to_owned());
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(params_json)
+        .err()
+        .map(|error| error.to_string())
 }

@@ -499,3 +499,63 @@ async fn a_flood_of_requests_and_oversized_params_are_refused_each_with_why() {
     let result = no_hang(stream.next()).await.expect("the next result");
     assert_eq!(result["result"]["isError"], false, "{result}");
 }
+
+#[tokio::test]
+async fn a_grpc_apps_request_whose_params_are_not_json_is_refused_to_the_app_and_the_call_goes_on()
+{
+    use openclaw_proxy_core::proto::{self, app_message, proxy_message};
+
+    let server = TestServer::start().await;
+    let session = TestSession::register_grpc(&server, vec![tool("echo_text", "")]).await;
+    let mut app = GrpcBridge::open(server.channel().await, APP_TOKEN, &session.id)
+        .await
+        .expect("the bridge");
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "echo_text", "arguments": {"text": "hi"}}});
+    let reply = tokio::spawn(post(&session, &call).send());
+    let invoke = no_hang(app.next_invoke()).await;
+
+    // Cut JSON, JSON that does not end where the object does, and a
+    // control character: each refused to the app as invalid params.
+    for (id, params_json) in [
+        ("cut", r#"{"a":"#),
+        ("trailing", r#"{"message": "x"} {"#),
+        ("control", "{\"message\": \"a\u{1}b\"}"),
+    ] {
+        app.send(app_message::Kind::ClientRequest(proto::ClientRequest {
+            request_id: invoke.request_id.clone(),
+            id: id.into(),
+            method: "elicitation/create".into(),
+            params_json: params_json.into(),
+        }))
+        .await;
+        let refused = loop {
+            match no_hang(app.raw_message()).await {
+                Ok(Some(proxy_message::Kind::ClientResponse(response))) => break response,
+                Ok(Some(proxy_message::Kind::Ping(ping))) => app.pong(ping.nonce).await,
+                other => panic!("expected the refusal of {id}, got {other:?}"),
+            }
+        };
+        assert_eq!(refused.id, id, "{refused:?}");
+        let Some(proto::client_response::Outcome::Error(error)) = refused.outcome else {
+            panic!("{id}: expected an error, got {refused:?}");
+        };
+        assert_eq!(error.code, -32602, "{id}: {error:?}");
+        assert!(
+            error.message.contains("must be a JSON object"),
+            "{id}: {error:?}"
+        );
+    }
+
+    // The call itself is untouched and ends with the app's answer.
+    app.answer(
+        &invoke.request_id,
+        true,
+        r#"[{"type":"text","text":"done"}]"#,
+        "",
+    )
+    .await;
+    let reply = no_hang(reply).await.expect("the call's answer");
+    assert_eq!(reply.status(), 200, "{}", reply.text());
+    assert!(reply.text().contains("done"), "{}", reply.text());
+}
