@@ -33,6 +33,9 @@ pub struct Definition {
     /// `Some` when the user must confirm each call: what they are asked
     /// (empty for the proxy's wording alone).
     pub confirm: Option<String>,
+    /// The client capabilities every call needs, by name
+    /// ([`ClientCapability`]).
+    pub requires_client: Vec<String>,
 }
 
 #[cfg(feature = "grpc")]
@@ -45,6 +48,10 @@ impl From<crate::v1::ToolDefinition> for Definition {
             path: definition.path,
             timeout_seconds: definition.timeout_seconds,
             confirm: definition.confirm.map(|confirm| confirm.message),
+            requires_client: definition
+                .requires
+                .map(|requires| requires.client_capabilities)
+                .unwrap_or_default(),
         }
     }
 }
@@ -72,6 +79,85 @@ pub struct Tool {
     /// `Some` when the user must confirm each call: what they are asked
     /// (empty for the proxy's wording alone).
     pub confirm: Option<Arc<str>>,
+    /// The client capabilities every call needs.
+    pub requires_client: ClientNeeds,
+}
+
+/// A client capability a tool may need of its caller: what the app may ask
+/// the client during a call (MCP's client capabilities, by the names a
+/// `ClientCapabilities` object gives them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClientCapability {
+    /// `elicitation` in form mode (what `elicitation: {}` declares).
+    Elicitation,
+    /// `elicitation` in URL mode (`elicitation.url`).
+    ElicitationUrl,
+    /// `sampling`.
+    Sampling,
+    /// `roots`.
+    Roots,
+}
+
+impl ClientCapability {
+    /// Every capability, in the order they are reported.
+    pub const ALL: [Self; 4] = [
+        Self::Elicitation,
+        Self::ElicitationUrl,
+        Self::Sampling,
+        Self::Roots,
+    ];
+
+    /// Its name in a tool definition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::ElicitationUrl => "elicitation.url",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// The capability a tool definition names, if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|known| known.as_str() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// The set of client capabilities a tool needs: one byte per tool, since a
+/// node holds every session's tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientNeeds(u8);
+
+impl ClientNeeds {
+    /// Nothing needed.
+    pub const NONE: Self = Self(0);
+
+    /// These needs and `capability`.
+    #[must_use]
+    pub fn with(self, capability: ClientCapability) -> Self {
+        Self(self.0 | capability.bit())
+    }
+
+    /// Whether `capability` is needed.
+    pub fn contains(self, capability: ClientCapability) -> bool {
+        self.0 & capability.bit() != 0
+    }
+
+    /// Whether nothing is needed.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The capabilities needed, in [`ClientCapability::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = ClientCapability> {
+        ClientCapability::ALL
+            .into_iter()
+            .filter(move |capability| self.contains(*capability))
+    }
 }
 
 #[cfg(feature = "grpc")]
@@ -90,6 +176,13 @@ impl Tool {
                 .map(|message| crate::v1::ConfirmCalls {
                     message: message.to_string(),
                 }),
+            requires: (!self.requires_client.is_empty()).then(|| crate::v1::ToolRequirements {
+                client_capabilities: self
+                    .requires_client
+                    .iter()
+                    .map(|capability| capability.as_str().to_owned())
+                    .collect(),
+            }),
         }
     }
 }
@@ -125,6 +218,11 @@ pub enum ToolError {
         "tools[{index}].confirm.message has {chars} characters: at most {MAX_CONFIRM_MESSAGE_CHARS} are shown to the user"
     )]
     ConfirmMessageTooLong { index: usize, chars: usize },
+    #[error(
+        "tools[{index}].requires.client_capabilities names {}: the capabilities a tool may need are \"elicitation\", \"elicitation.url\", \"sampling\" and \"roots\"",
+        crate::escape::quoted(.name)
+    )]
+    UnknownClientCapability { index: usize, name: String },
 }
 
 /// Whether `name` is a valid MCP tool name.
@@ -159,6 +257,12 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
                 return Err(ToolError::ConfirmMessageTooLong { index, chars });
             }
         }
+        let mut requires_client = ClientNeeds::NONE;
+        for name in definition.requires_client {
+            let capability = ClientCapability::parse(&name)
+                .ok_or(ToolError::UnknownClientCapability { index, name })?;
+            requires_client = requires_client.with(capability);
+        }
         tools.push(Tool {
             name: name.into(),
             description: definition.description.into(),
@@ -166,6 +270,7 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
             path: definition.path.into(),
             timeout_seconds: definition.timeout_seconds,
             confirm: definition.confirm.map(Into::into),
+            requires_client,
         });
     }
     Ok(tools)
@@ -266,6 +371,35 @@ mod tests {
             error
                 .to_string()
                 .starts_with("tools[0].input_schema is not valid JSON")
+        );
+    }
+
+    #[test]
+    fn a_tool_names_the_client_capabilities_it_needs_and_nothing_else() {
+        let mut wanting = def("ask", "");
+        wanting.requires_client = vec!["sampling".into(), "elicitation.url".into()];
+        let tools = validate_tools(vec![wanting]).expect("valid");
+        let needs: Vec<_> = tools[0].requires_client.iter().collect();
+        assert_eq!(
+            needs,
+            [ClientCapability::ElicitationUrl, ClientCapability::Sampling]
+        );
+        assert!(!tools[0].requires_client.contains(ClientCapability::Roots));
+
+        let mut unknown = def("ask", "");
+        unknown.requires_client = vec!["telepathy".into()];
+        let error = validate_tools(vec![def("plain", ""), unknown]).expect_err("refused");
+        assert_eq!(
+            error,
+            ToolError::UnknownClientCapability {
+                index: 1,
+                name: "telepathy".into()
+            }
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("tools[1].requires.client_capabilities")
         );
     }
 }

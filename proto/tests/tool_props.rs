@@ -128,6 +128,7 @@ proptest! {
                 path: path.clone(),
                 timeout_seconds,
                 confirm: None,
+                requires_client: Vec::new(),
             })
             .collect();
         let tools = validate_tools(definitions);

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use openclaw_proxy_app::{
-    App, AppBuilder, CacheScope, CallContext, Completion, CompletionRequest, Content, Elicitation,
-    GetPromptResult, LogLevel, McpError, Prompt, PromptMessage, ReadRequest, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate, Sampling, Serving, Tool, ToolError, Update,
-    schemars,
+    App, AppBuilder, CacheScope, CallContext, ClientCapability, Completion, CompletionRequest,
+    Content, Elicitation, GetPromptResult, LogLevel, McpError, Prompt, PromptMessage, ReadRequest,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Sampling, Serving, Tool,
+    ToolError, Update, schemars,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -378,6 +378,18 @@ fn fixture_tools(changes: &ListChanges) -> Vec<Tool> {
         let schema: Value = serde_json::from_str(schema).unwrap_or_default();
         tools.push(Tool::with_schema(name, description, schema, ask_client));
     }
+    // Declares that it samples: the proxy refuses a call from a client that
+    // did not declare `sampling` before the tool runs (SEP-2575).
+    let schema: Value = serde_json::from_str(PLAIN).unwrap_or_default();
+    tools.push(
+        Tool::with_schema(
+            "test_missing_capability",
+            "Asks the client's model something, so it needs sampling.",
+            schema,
+            ask_client,
+        )
+        .requires_client(ClientCapability::Sampling),
+    );
     for (name, description) in ROUND_TRIP_TOOLS {
         let schema: Value = serde_json::from_str(PLAIN).unwrap_or_default();
         tools.push(Tool::with_schema(name, description, schema, round_trips));
@@ -433,7 +445,7 @@ async fn ask_client(arguments: Value, call: CallContext) -> Result<Value, ToolEr
     let argument = |name: &str| arguments[name].as_str().unwrap_or_default().to_owned();
     let failed = |error: openclaw_proxy_app::AskError| ToolError::new(error.to_string());
     let form = match call.tool_name() {
-        "test_sampling" => {
+        "test_sampling" | "test_missing_capability" => {
             let sampled = call
                 .sample(Sampling::new(100).user(argument("prompt")))
                 .await

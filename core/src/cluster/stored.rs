@@ -15,7 +15,7 @@ use crate::caller::Owner;
 use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::proto;
-use crate::tools::{Schema, Tool};
+use crate::tools::{ClientCapability, ClientNeeds, Schema, Tool};
 
 /// A session as stored in the KV bucket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -111,6 +111,10 @@ pub struct StoredTool {
     /// What the user is asked to confirm each call, when they must.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm: Option<String>,
+    /// The client capabilities each call needs, by name; a name this node
+    /// does not know (stored by a newer one) is left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires_client: Vec<String>,
 }
 
 impl StoredSession {
@@ -148,6 +152,11 @@ impl StoredSession {
                 path: tool.path.to_string(),
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(str::to_owned),
+                requires_client: tool
+                    .requires_client
+                    .iter()
+                    .map(|capability| capability.as_str().to_owned())
+                    .collect(),
             })
             .collect()
     }
@@ -163,6 +172,11 @@ impl StoredSession {
                 path: tool.path.as_str().into(),
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(Into::into),
+                requires_client: tool
+                    .requires_client
+                    .iter()
+                    .filter_map(|name| ClientCapability::parse(name))
+                    .fold(ClientNeeds::NONE, ClientNeeds::with),
             })
             .collect()
     }

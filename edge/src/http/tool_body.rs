@@ -28,6 +28,18 @@ pub struct ToolBody {
     /// Whether each call needs the user's confirmation: `true`, or an
     /// object naming what they are asked ([`confirm_of`]).
     confirm: Option<Value>,
+    /// What the tool needs of its caller.
+    requires: Option<RequiresBody>,
+}
+
+/// A tool's `requires`: `{"client_capabilities": ["sampling", ...]}`
+/// (`clientCapabilities` too).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequiresBody {
+    client_capabilities: Option<Vec<String>>,
+    #[serde(rename = "clientCapabilities")]
+    client_capabilities_camel: Option<Vec<String>>,
 }
 
 /// A tool's `confirm`: `true`/`false`/`null`, or `{"message": "..."}`.
@@ -67,6 +79,21 @@ impl ToolBody {
             self.timeout_seconds_camel,
         )
         .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
+        let requires = match self.requires {
+            None => None,
+            Some(requires) => pick(
+                "client_capabilities",
+                requires.client_capabilities,
+                "clientCapabilities",
+                requires.client_capabilities_camel,
+            )
+            .map_err(|problem| {
+                ApiError::InvalidBody(format!("tools[{index}].requires: {problem}"))
+            })?
+            .map(|client_capabilities| proto::ToolRequirements {
+                client_capabilities,
+            }),
+        };
         Ok(proto::ToolDefinition {
             name: self.name,
             description: self.description.unwrap_or_default(),
@@ -77,6 +104,7 @@ impl ToolBody {
             path: self.path.unwrap_or_default(),
             timeout_seconds: timeout_seconds.unwrap_or_default(),
             confirm: confirm_of(index, self.confirm)?,
+            requires,
         })
     }
 }

@@ -15,6 +15,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use openclaw_proxy_proto::tools::ClientCapability;
+
 use crate::call::CallContext;
 use crate::error::{AppError, with_causes};
 
@@ -73,6 +75,7 @@ pub struct Tool {
     pub(crate) description: String,
     pub(crate) input_schema: Value,
     pub(crate) path: String,
+    pub(crate) requires_client: Vec<ClientCapability>,
     pub(crate) handler: Arc<Handler>,
 }
 
@@ -155,6 +158,7 @@ impl Tool {
             description: description.into(),
             input_schema,
             path: String::new(),
+            requires_client: Vec::new(),
             handler: Arc::new(handler),
         }
     }
@@ -164,6 +168,18 @@ impl Tool {
     #[must_use]
     pub fn path(mut self, path: impl Into<String>) -> Self {
         self.path = path.into();
+        self
+    }
+
+    /// Declares a client capability every call of the tool needs (because
+    /// the tool asks the client during the call, say). The proxy refuses a
+    /// 2026-07-28 call from a client that did not declare it, with the
+    /// specification's `-32021`, before the tool runs.
+    #[must_use]
+    pub fn requires_client(mut self, capability: ClientCapability) -> Self {
+        if !self.requires_client.contains(&capability) {
+            self.requires_client.push(capability);
+        }
         self
     }
 
@@ -206,6 +222,15 @@ impl Tool {
             description: self.description.clone(),
             input_schema_json: self.input_schema.to_string(),
             path: self.path.clone(),
+            requires: (!self.requires_client.is_empty()).then(|| {
+                openclaw_proxy_proto::v1::ToolRequirements {
+                    client_capabilities: self
+                        .requires_client
+                        .iter()
+                        .map(|capability| capability.as_str().to_owned())
+                        .collect(),
+                }
+            }),
             ..Default::default()
         }
     }

@@ -317,3 +317,92 @@ async fn each_decision_is_an_audit_line() {
         assert!(line.contains(field), "{field} in {line}");
     }
 }
+
+#[tokio::test]
+async fn a_tool_that_needs_client_capabilities_refuses_a_2026_call_whose_client_lacks_them() {
+    let server = TestServer::start().await;
+    let mut body = legacy_session_body();
+    body["tools"] = json!([body["tools"][0], {"name": "summarise",
+        "requires": {"clientCapabilities": ["sampling", "elicitation.url"]}}]);
+    let session = TestSession::register(&server, &body).await;
+    let mut app = WsApp::attached(&server, &session).await;
+    let call = ToolsCall2026 {
+        tool: "summarise",
+        arguments: json!({}),
+        client_info: None,
+    };
+
+    // Neither declared, then one of the two: refused before the app sees
+    // anything, naming what is missing as a ClientCapabilities object.
+    for (declared, missing, named) in [
+        (
+            json!({}),
+            json!({"elicitation": {"url": {}}, "sampling": {}}),
+            "elicitation.url, sampling",
+        ),
+        (
+            json!({"sampling": {}, "elicitation": {}}),
+            json!({"elicitation": {"url": {}}}),
+            "elicitation.url",
+        ),
+    ] {
+        let refused = call
+            .post(&session.mcp_url, &declared, &json!({}))
+            .send()
+            .await;
+        assert_eq!(refused.status(), 400, "{declared}: {}", refused.text());
+        let refused = refused.json();
+        assert_eq!(refused["id"], 9, "{refused}");
+        assert_eq!(refused["error"]["code"], -32021, "{refused}");
+        assert_eq!(
+            refused["error"]["data"]["requiredCapabilities"], missing,
+            "{refused}"
+        );
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("summarise") && message.ends_with(named),
+            "{refused}"
+        );
+    }
+
+    plain_call_comes_next(&session, &mut app).await;
+
+    // Both declared: the call reaches the app and its answer comes back.
+    let declared = json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}});
+    let reply = tokio::spawn(call.post(&session.mcp_url, &declared, &json!({})).send());
+    answer_invocation(&mut app, "summarise").await;
+    let reply = no_hang(reply).await.expect("the call");
+    assert_eq!(reply.status(), 200, "{}", reply.text());
+    assert!(reply.text().contains("done"), "{}", reply.text());
+
+    // Before 2026-07-28 the capabilities are not known per request: the
+    // call goes through.
+    let old = tokio::spawn(post(&session, &call_of("summarise")).send());
+    answer_invocation(&mut app, "summarise").await;
+    let old = no_hang(old).await.expect("the 2025-11-25 call");
+    assert_eq!(old.status(), 200, "{}", old.text());
+    assert!(!old.text().contains("-32021"), "{}", old.text());
+
+    // A capability no client has is refused at registration, by name, on
+    // the REST surface and in a tool update alike.
+    let mut unknown = legacy_session_body();
+    unknown["tools"][0]["requires"] = json!({"client_capabilities": ["telepathy"]});
+    let unknown_tools = json!({"tools": unknown["tools"]});
+    let refused = server.rest().create_session(&unknown).await;
+    assert_eq!(refused.status(), 400, "{}", refused.text());
+    assert!(
+        refused
+            .text()
+            .contains("tools[0].requires.client_capabilities")
+            && refused.text().contains("telepathy"),
+        "{}",
+        refused.text()
+    );
+    let refused = server.rest().put_tools(&session.id, &unknown_tools).await;
+    assert_eq!(refused.status(), 400, "{}", refused.text());
+    assert!(refused.text().contains("telepathy"), "{}", refused.text());
+}
+
+fn call_of(tool: &str) -> Value {
+    call(31, tool, json!({}))
+}

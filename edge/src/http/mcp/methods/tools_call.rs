@@ -15,6 +15,7 @@ use std::future::Future;
 
 use futures_util::future::{BoxFuture, Either};
 use openclaw_proxy_core::progress::{Askable, LogLevel, ProgressReceiver};
+use openclaw_proxy_core::tools::ClientCapability;
 use openclaw_proxy_core::{Caller, Hub};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
@@ -200,7 +201,7 @@ pub fn answer<'a>(
             // first runs, inside the request's span, which the task inherits.
             None => Box::pin(async move {
                 let named = (prepared.name.as_str(), prepared.arguments_json.as_str());
-                if let Err(rejected) = param_headers(hub, session_id, named, headers).await {
+                if let Err(rejected) = preflight(hub, session_id, named, headers, askable).await {
                     return rejected.answering(&round.id).into_response();
                 }
                 let (running, reports) =
@@ -217,8 +218,8 @@ pub fn answer<'a>(
     let named = prepared.name.clone();
     let (hub, in_flight, session) = (hub.clone(), in_flight.clone(), session_id.clone());
     let id = request.id.clone();
-    // At 2026-07-28 the `Mcp-Param-*` headers are checked against the
-    // session's own tool before the call is made.
+    // At 2026-07-28 the client's capabilities and the `Mcp-Param-*` headers
+    // are checked against the session's own tool before the call is made.
     let param_headers_sent = (revision == Revision::PerRequest).then(|| {
         headers
             .iter()
@@ -229,7 +230,7 @@ pub fn answer<'a>(
     let running = move |sink| async move {
         if let Some(sent) = param_headers_sent {
             let call = (prepared.name.as_str(), prepared.arguments_json.as_str());
-            if let Err(rejected) = param_headers(&hub, &session, call, &sent).await {
+            if let Err(rejected) = preflight(&hub, &session, call, &sent, askable).await {
                 return rejected.answering(&id).into();
             }
         }
@@ -247,21 +248,57 @@ pub fn answer<'a>(
     ))
 }
 
-/// The `Mcp-Param-*` headers of a 2026-07-28 call, checked against the
-/// schema of the session's tool `named` (name, arguments); a tool the
-/// session does not have is the call's own error to report.
-async fn param_headers(
+/// A 2026-07-28 call checked against the session's tool `named` (name,
+/// arguments) before it is made: the client capabilities the tool needs
+/// (`-32021`, 400, naming the missing ones), then the `Mcp-Param-*`
+/// headers against its schema. A tool the session does not have is the
+/// call's own error to report.
+async fn preflight(
     hub: &Hub,
     session_id: &str,
     (tool, arguments): (&str, &str),
     headers: &axum::http::HeaderMap,
+    askable: Askable,
 ) -> Result<(), Rejected> {
     let Ok(tools) = hub.tools(session_id).await else {
         return Ok(());
     };
-    match tools.iter().find(|known| &*known.name == tool) {
-        Some(known) => check_param_headers(known.input_schema.as_str(), arguments, headers),
-        None => Ok(()),
+    let Some(known) = tools.iter().find(|known| &*known.name == tool) else {
+        return Ok(());
+    };
+    let missing: Vec<ClientCapability> = known
+        .requires_client
+        .iter()
+        .filter(|capability| !declares(askable, *capability))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Rejected::missing_capabilities(tool, &missing));
+    }
+    check_param_headers(known.input_schema.as_str(), arguments, headers)
+}
+
+/// Whether a client that can be asked `askable` declared `capability`. A
+/// client whose capabilities are not known here (before 2026-07-28) is
+/// taken at its word, as for the app's own requests.
+fn declares(askable: Askable, capability: ClientCapability) -> bool {
+    match askable {
+        Askable::Any => true,
+        Askable::Nothing => false,
+        Askable::Declared {
+            elicitation,
+            sampling,
+            roots,
+        }
+        | Askable::OnePiece {
+            elicitation,
+            sampling,
+            roots,
+        } => match capability {
+            ClientCapability::Elicitation => elicitation.form,
+            ClientCapability::ElicitationUrl => elicitation.url,
+            ClientCapability::Sampling => sampling,
+            ClientCapability::Roots => roots,
+        },
     }
 }
 

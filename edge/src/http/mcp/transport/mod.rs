@@ -45,6 +45,51 @@ impl Rejected {
         }
     }
 
+    /// A call whose tool needs client capabilities the request did not
+    /// declare (SEP-2575): `-32021`, 400, its `data.requiredCapabilities` a
+    /// `ClientCapabilities` object of the missing ones.
+    pub fn missing_capabilities(
+        tool: &str,
+        missing: &[openclaw_proxy_core::tools::ClientCapability],
+    ) -> Self {
+        use openclaw_proxy_core::tools::ClientCapability;
+        let names: Vec<&str> = missing
+            .iter()
+            .map(|capability| capability.as_str())
+            .collect();
+        let mut required = serde_json::Map::new();
+        for capability in missing {
+            let (key, value) = match capability {
+                ClientCapability::Elicitation => ("elicitation", serde_json::json!({"form": {}})),
+                ClientCapability::ElicitationUrl => ("elicitation", serde_json::json!({"url": {}})),
+                ClientCapability::Sampling => ("sampling", serde_json::json!({})),
+                ClientCapability::Roots => ("roots", serde_json::json!({})),
+            };
+            match (required.get_mut(key), value) {
+                (Some(serde_json::Value::Object(modes)), serde_json::Value::Object(more)) => {
+                    modes.extend(more);
+                }
+                (_, value) => {
+                    required.insert(key.to_owned(), value);
+                }
+            }
+        }
+        let mut rejected = Self::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!(
+                "the tool {} needs client capabilities this request did not declare in io.modelcontextprotocol/clientCapabilities: {}",
+                escape::quoted(tool),
+                names.join(", ")
+            ),
+        );
+        rejected.data = serde_json::value::to_raw_value(
+            &serde_json::json!({ "requiredCapabilities": required }),
+        )
+        .ok();
+        rejected
+    }
+
     /// A header that does not agree with the body (SEP-2243): `-32020`, 400.
     pub fn header_mismatch(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH, message)
