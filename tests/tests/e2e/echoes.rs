@@ -23,7 +23,13 @@ struct Case {
     body: Value,
     headers: Vec<(&'static str, String)>,
     word: &'static str,
+    /// Bytes of the answer that are the client's own id, which JSON-RPC
+    /// has every answer echo whole.
+    echoed_id: usize,
 }
+
+/// The size of the ids some cases send.
+const HUGE_ID: usize = 3 * 1024 * 1024;
 
 fn cases() -> Vec<Case> {
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
@@ -36,12 +42,14 @@ fn cases() -> Vec<Case> {
             body: json!({"jsonrpc": "2.0", "id": 3, "method": "m".repeat(100_000)}),
             headers: vec![],
             word: "Method not found",
+            echoed_id: 0,
         },
         Case {
             what: "a 20 KB Mcp-Method",
             body: list.clone(),
             headers: vec![revision(), ("mcp-method", "x".repeat(20_000))],
             word: "Mcp-Method",
+            echoed_id: 0,
         },
         Case {
             what: "a 20 KB Mcp-Name",
@@ -52,6 +60,7 @@ fn cases() -> Vec<Case> {
                 ("mcp-name", "y".repeat(20_000)),
             ],
             word: "Mcp-Name",
+            echoed_id: 0,
         },
         Case {
             what: "a 20 KB _meta protocol version",
@@ -59,12 +68,30 @@ fn cases() -> Vec<Case> {
                 "_meta": {"io.modelcontextprotocol/protocolVersion": "z".repeat(20_000)}}}),
             headers: vec![revision(), ("mcp-method", "tools/list".to_owned())],
             word: "protocolVersion",
+            echoed_id: 0,
         },
         Case {
             what: "a 20 KB MCP-Protocol-Version",
             body: list,
             headers: vec![("mcp-protocol-version", "9".repeat(20_000))],
             word: "MCP-Protocol-Version",
+            echoed_id: 0,
+        },
+        Case {
+            what: "a 3 MB id on an unknown method",
+            body: json!({"jsonrpc": "2.0", "id": "i".repeat(HUGE_ID), "method": "no/such"}),
+            headers: vec![],
+            word: "Method not found",
+            echoed_id: HUGE_ID,
+        },
+        Case {
+            what: "a 3 MB initialize protocolVersion that disagrees with the header",
+            body: json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {
+                "protocolVersion": "v".repeat(HUGE_ID), "capabilities": {},
+                "clientInfo": {"name": "echoes", "version": "1"}}}),
+            headers: vec![("mcp-protocol-version", "2025-11-25".to_owned())],
+            word: "",
+            echoed_id: 0,
         },
     ]
 }
@@ -88,7 +115,7 @@ async fn echoes_of_hostile_input_are_bounded_in_answers_and_in_the_log() {
             let reply = no_hang(request.send()).await;
             let text = reply.text();
             assert!(
-                text.len() <= ANSWER_LIMIT,
+                text.len() <= ANSWER_LIMIT + case.echoed_id,
                 "{}: an answer of {} bytes: {:.300}",
                 case.what,
                 text.len(),
