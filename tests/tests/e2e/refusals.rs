@@ -208,30 +208,68 @@ async fn websocket_protocol_violations_close_with_1002_or_1007() {
 }
 
 #[tokio::test]
-async fn a_result_with_a_duplicate_key_fails_its_call_at_once_and_the_bridge_stays_up() {
+async fn a_result_that_cannot_be_read_whole_fails_its_call_at_once_and_the_bridge_stays_up() {
     let server = TestServer::start().await;
     let session = TestSession::legacy(&server).await;
     let mut app = WsApp::attached(&server, &session).await;
-    let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
-    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
-    let request_id = invoke["request_id"]
-        .as_str()
-        .expect("request id")
-        .to_owned();
-    let frame = format!(
-        r#"{{"type":"invoke_result","request_id":"{request_id}","ok":true,"ok":false,"content":{{}}}}"#
-    );
-    app.send(Message::Text(frame.into())).await;
-    // Well before the tool timeout (120 s): no_hang gives up after 30 s.
-    let error = no_hang(call).await.expect("join").expect_err("malformed");
-    let sentence = error.to_string();
-    assert!(
-        sentence.contains("malformed") && sentence.contains("duplicate field"),
-        "{sentence}"
-    );
-    // The app is told, and its bridge serves the next call.
-    let notice = no_hang(app.next_json()).await.expect("the bridge stays up");
-    assert_eq!(notice["type"], "error", "{notice}");
+    // Each frame names its call before it goes wrong: a key twice,
+    // characters after the object, a number JSON does not allow, a raw
+    // control character in a string.
+    let cases: [(fn(&str) -> String, &str); 4] = [
+        (
+            |id| {
+                format!(
+                    r#"{{"type":"invoke_result","request_id":"{id}","ok":true,"ok":false,"content":{{}}}}"#
+                )
+            },
+            "duplicate field",
+        ),
+        (
+            |id| {
+                format!(
+                    r#"{{"type":"invoke_result","request_id":"{id}","ok":true,"content":{{}}}} and more"#
+                )
+            },
+            "trailing characters",
+        ),
+        (
+            |id| {
+                format!(
+                    r#"{{"type":"invoke_result","request_id":"{id}","ok":true,"content":{{"n":01}}}}"#
+                )
+            },
+            "malformed",
+        ),
+        (
+            |id| {
+                format!(
+                    "{{\"type\":\"invoke_result\",\"request_id\":\"{id}\",\"ok\":true,\"content\":\"a\u{1}b\"}}"
+                )
+            },
+            "control character",
+        ),
+    ];
+    for (frame_of, word) in cases {
+        let call = server.spawn_invoke(&session.id, "echo_text", json!({}));
+        let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+        let request_id = invoke["request_id"]
+            .as_str()
+            .expect("request id")
+            .to_owned();
+        let frame = frame_of(&request_id);
+        app.send(Message::Text(frame.clone().into())).await;
+        // Well before the tool timeout (120 s): no_hang gives up after 30 s.
+        let error = no_hang(call).await.expect("join").expect_err("malformed");
+        let sentence = error.to_string();
+        assert!(
+            sentence.contains("malformed") && sentence.contains(word),
+            "{frame}: {sentence}"
+        );
+        // The app is told.
+        let notice = no_hang(app.next_json()).await.expect("the bridge stays up");
+        assert_eq!(notice["type"], "error", "{frame}: {notice}");
+    }
+    // The bridge serves the next call.
     let call = server.spawn_invoke(&session.id, "echo_text", json!({"text": "again"}));
     let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
     app.send_json(json!({

@@ -12,40 +12,47 @@ use std::borrow::Cow;
 use std::fmt;
 
 use openclaw_proxy_core::Inbound;
-use serde::Deserialize;
-use serde::de::{MapAccess, Visitor};
+use serde::de::{DeserializeSeed, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-/// A JSON object's members, in order, duplicates kept, values as text.
-struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// A JSON object's members, in order, duplicates kept, values as text: as
+/// many as can be read before the text goes wrong.
+struct Members<'a, 'b>(&'b mut Vec<(Cow<'a, str>, &'a RawValue)>);
 
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Each;
-        impl<'de> Visitor<'de> for Each {
-            type Value = Members<'de>;
+impl<'de> DeserializeSeed<'de> for Members<'de, '_> {
+    type Value = ();
 
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
-                    members.push(member);
-                }
-                Ok(Members(members))
-            }
+impl<'de> Visitor<'de> for Members<'de, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // Each member is kept as soon as it is read, so that a fault
+        // further on (a number such as `01`, a raw control character,
+        // characters after the object) leaves those before it readable.
+        while let Some(member) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+            self.0.push(member);
         }
-        deserializer.deserialize_map(Each)
+        Ok(())
     }
 }
 
 /// The malformed answer `text` is, when it is a result or a progress report
-/// whose `type` and request id can still be read; the call it names then
-/// fails with `problem`.
+/// whose `type` and request id can still be read (they come before whatever
+/// is wrong with it); the call it names then fails with `problem`.
 pub(super) fn naming_call(text: &str, problem: &str) -> Option<Inbound> {
-    let Members(members) = serde_json::from_str(text).ok()?;
+    let mut members = Vec::new();
+    let mut reader = serde_json::Deserializer::from_str(text);
+    // The text is known to be wrong; what matters is what was read first.
+    let _ = Members(&mut members).deserialize(&mut reader);
     let string = |name: &str| {
         members
             .iter()
@@ -93,5 +100,22 @@ mod tests {
         assert!(naming_call(r#"{"type":"invoke_result","ok":1,"ok":2}"#, "x").is_none());
         assert!(naming_call(r#"{"type":"pong","a":1,"a":2}"#, "x").is_none());
         assert!(naming_call("not json", "x").is_none());
+    }
+
+    #[test]
+    fn a_result_that_goes_wrong_after_its_request_id_still_names_its_call() {
+        for frame in [
+            r#"{"type":"invoke_result","request_id":"s:1","ok":true,"content":"x"} trailing"#,
+            r#"{"type":"invoke_result","request_id":"s:1","ok":true,"count":01}"#,
+            "{\"type\":\"invoke_result\",\"request_id\":\"s:1\",\"content\":\"a\u{1}b\"}",
+        ] {
+            match naming_call(frame, "unreadable") {
+                Some(Inbound::Malformed { request_id, .. }) => assert_eq!(request_id, "s:1"),
+                other => panic!("{frame}: {other:?}"),
+            }
+        }
+        // Gone wrong before the request id: nothing can be named.
+        let early = r#"{"type":"invoke_result","ok":01,"request_id":"s:1"}"#;
+        assert!(naming_call(early, "x").is_none());
     }
 }
