@@ -559,3 +559,47 @@ async fn a_grpc_apps_request_whose_params_are_not_json_is_refused_to_the_app_and
     assert_eq!(reply.status(), 200, "{}", reply.text());
     assert!(reply.text().contains("done"), "{}", reply.text());
 }
+
+#[tokio::test]
+async fn a_2026_call_in_rounds_streams_its_notifications_as_they_come_not_at_its_end() {
+    let server = TestServer::start().await;
+    let (session, mut app) = session_with_app(&server).await;
+    // The client can be asked something, so the call goes in rounds.
+    let capabilities = json!({"elicitation": {}});
+    let more = json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/logLevel": "info",
+        "progressToken": "p-1"}});
+    let response = tokio::spawn(call_2026(&session, &capabilities, more).send_streaming());
+    let invoke = no_hang(app.next_json()).await.expect("invoke_tool");
+    let request_id = invoke["request_id"].clone();
+    app.send_json(json!({"type": "progress", "request_id": request_id,
+                         "progress": 1, "total": 3, "message": "one"}))
+        .await;
+    // The answer's head and its first notification come while the app is
+    // still working: nothing waits for the call's end.
+    let response = no_hang(response).await.expect("the answer's head");
+    assert_eq!(response.status(), 200);
+    let mut stream = SseStream::of(response);
+    let first = no_hang(stream.next())
+        .await
+        .expect("the first notification");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    assert_eq!(first["params"]["progressToken"], "p-1", "{first}");
+    app.send_json(
+        json!({"type": "log", "request_id": request_id, "level": "info",
+                         "data": "two"}),
+    )
+    .await;
+    let second = no_hang(stream.next()).await.expect("the log record");
+    assert_eq!(second["method"], "notifications/message", "{second}");
+    app.send_json(json!({"type": "invoke_result", "request_id": request_id,
+                         "ok": true, "content": "three"}))
+        .await;
+    let last = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(last["id"], 9, "{last}");
+    assert_eq!(last["result"]["resultType"], "complete", "{last}");
+    assert!(last.to_string().contains("three"), "{last}");
+    assert!(no_hang(stream.next()).await.is_none(), "the stream ends");
+}

@@ -108,9 +108,9 @@ pub(super) async fn answer(
         && (askable != Askable::NOTHING_DECLARED || retry.request_state.is_some());
     if in_rounds {
         let round = rounds::Round {
-            hub: &state.hub,
-            rounds: &state.rounds,
-            session_id,
+            hub: state.hub.clone(),
+            rounds: state.rounds.clone(),
+            session_id: session_id.clone(),
             named: Named::of(served.method, asked.target.clone()),
             id: request.id.clone(),
             token: None,

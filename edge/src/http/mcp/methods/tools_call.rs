@@ -187,9 +187,9 @@ pub fn answer<'a>(
         && (askable != Askable::NOTHING_DECLARED || params.request_state.is_some())
     {
         let round = rounds::Round {
-            hub,
-            rounds: &state.rounds,
-            session_id,
+            hub: hub.clone(),
+            rounds: state.rounds.clone(),
+            session_id: session_id.clone(),
             named: Named::tool(prepared.name.clone()),
             id: request.id.clone(),
             token: meta.progress.clone(),

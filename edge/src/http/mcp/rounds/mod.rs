@@ -249,11 +249,12 @@ fn unix_now() -> u64 {
         .map_or(0, |since| since.as_secs())
 }
 
-/// What a round needs to answer the call and reach its app.
-pub(crate) struct Round<'a> {
-    pub(crate) hub: &'a Hub,
-    pub(crate) rounds: &'a Rounds,
-    pub(crate) session_id: &'a Arc<str>,
+/// What a round needs to answer the call and reach its app. Owned: once a
+/// notification has gone out, the round goes on inside the answer's stream.
+pub(crate) struct Round {
+    pub(crate) hub: Hub,
+    pub(crate) rounds: Arc<Rounds>,
+    pub(crate) session_id: Arc<str>,
     pub(crate) named: Named,
     pub(crate) id: RequestId,
     pub(crate) token: Option<ProgressToken>,
@@ -281,14 +282,14 @@ fn error_response(id: &RequestId, code: ErrorCode, message: &str, status: Status
     answer.into_response()
 }
 
-impl Round<'_> {
+impl Round {
     /// A retried call: the parked call its state names goes on with the
     /// client's answers, here or on the node it is parked on.
     pub(crate) async fn resume(self, state: &str) -> Response {
         let here = self.hub.node_id();
         match self
             .rounds
-            .resume(state, self.session_id, &self.named, here)
+            .resume(state, &self.session_id, &self.named, here)
         {
             Ok(Found::Here(parked)) => self.resume_parked(parked).await,
             Ok(Found::Elsewhere(node)) => self.resume_on(&node, state).await,
@@ -317,7 +318,12 @@ impl Round<'_> {
                 waiting.push(ask);
             }
         }
-        self.run(running, reports, waiting, Vec::new()).await
+        self.run(Going {
+            running,
+            reports,
+            waiting,
+        })
+        .await
     }
 
     /// A call's rounds from its start: `running` is the call's task,
@@ -327,7 +333,12 @@ impl Round<'_> {
         running: AbortOnDrop<Finished>,
         reports: ProgressReceiver,
     ) -> Response {
-        self.run(running, reports, Vec::new(), Vec::new()).await
+        self.run(Going {
+            running,
+            reports,
+            waiting: Vec::new(),
+        })
+        .await
     }
 
     /// Answers `ask` from the client's answers given ahead, if it gave one
@@ -345,44 +356,78 @@ impl Round<'_> {
         // A call that ended meanwhile needs no answer.
         let _ = self
             .hub
-            .answer_client(self.session_id, &minted, answer)
+            .answer_client(&self.session_id, &minted, answer)
             .await;
         true
     }
 
     /// Runs the call until it ends or asks what the client has not
-    /// answered; notifications are gathered and go out with the answer.
-    async fn run(
-        mut self,
-        mut running: AbortOnDrop<Finished>,
-        mut reports: ProgressReceiver,
-        mut waiting: Vec<ClientAsk>,
-        mut notes: Vec<u8>,
-    ) -> Response {
+    /// answered. The answer is JSON when that comes first; once a
+    /// notification (progress, a log record) comes first it is an event
+    /// stream, each notification sent as it comes and the answer last, so
+    /// nothing of a long call waits in memory for its end (the core thins
+    /// what a slow reader leaves waiting, as at 2025-11-25).
+    async fn run(mut self, going: Going) -> Response {
+        let (first, going) = match self.next(going).await {
+            Next::Answer(answered) => return answered.into_response(),
+            Next::Notes(first, going) => (first, going),
+        };
+        let first = futures_util::stream::once(std::future::ready(first));
+        let rest = futures_util::stream::unfold(Some((self, going)), |state| async move {
+            let (mut round, going) = state?;
+            Some(match round.next(going).await {
+                Next::Notes(notes, going) => (notes, Some((round, going))),
+                Next::Answer(Answered {
+                    mut notes, message, ..
+                }) => {
+                    sse::push_json_event(&mut notes, &message);
+                    (notes, None)
+                }
+            })
+        });
+        let events =
+            futures_util::StreamExt::map(futures_util::StreamExt::chain(first, rest), |bytes| {
+                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(bytes))
+            });
+        sse_response(Body::from_stream(events))
+    }
+
+    /// What the call comes to next: notifications for its client, or its
+    /// answer (its result, or `input_required` once it is parked).
+    async fn next(&mut self, mut going: Going) -> Next {
+        let mut notes = Vec::new();
         loop {
-            if !waiting.is_empty() {
-                self.gather(&mut reports, &mut waiting, &mut notes).await;
-                if !waiting.is_empty() {
-                    return self.ask(running, reports, waiting, notes);
+            if !going.waiting.is_empty() {
+                self.gather(&mut going, &mut notes).await;
+                if !going.waiting.is_empty() {
+                    let (message, status) = self.ask(going);
+                    return Next::Answer(Answered {
+                        notes,
+                        message,
+                        status,
+                    });
                 }
             }
+            if !notes.is_empty() {
+                return Next::Notes(notes, going);
+            }
             tokio::select! {
-                joined = &mut running.0 => {
-                    while let Some(event) = reports.try_recv_event() {
+                joined = &mut going.running.0 => {
+                    while let Some(event) = going.reports.try_recv_event() {
                         self.note(event, &mut notes);
                     }
-                    return self.finish(finished(joined, &self.id), notes);
+                    return Next::Answer(Answered::of(finished(joined, &self.id), notes));
                 }
-                event = reports.recv_event() => match event {
+                event = going.reports.recv_event() => match event {
                     Some(CallEvent::Ask(ask)) => {
                         if !self.answered(&ask).await {
-                            waiting.push(ask);
+                            going.waiting.push(ask);
                         }
                     }
                     Some(event) => self.note(event, &mut notes),
                     None => {
-                        let outcome = finished((&mut running.0).await, &self.id);
-                        return self.finish(outcome, notes);
+                        let outcome = finished((&mut going.running.0).await, &self.id);
+                        return Next::Answer(Answered::of(outcome, notes));
                     }
                 },
             }
@@ -391,25 +436,21 @@ impl Round<'_> {
 
     /// More of the app's requests, each within [`QUIET`] of the one before
     /// and all within [`GATHER`] of now.
-    async fn gather(
-        &mut self,
-        reports: &mut ProgressReceiver,
-        waiting: &mut Vec<ClientAsk>,
-        notes: &mut Vec<u8>,
-    ) {
+    async fn gather(&mut self, going: &mut Going, notes: &mut Vec<u8>) {
         let until = Instant::now() + GATHER;
         loop {
             if Instant::now() >= until {
                 return;
             }
             let quiet = (Instant::now() + QUIET).min(until);
-            let Ok(Some(event)) = tokio::time::timeout_at(quiet, reports.recv_event()).await else {
+            let Ok(Some(event)) = tokio::time::timeout_at(quiet, going.reports.recv_event()).await
+            else {
                 return;
             };
             match event {
                 CallEvent::Ask(ask) => {
                     if !self.answered(&ask).await {
-                        waiting.push(ask);
+                        going.waiting.push(ask);
                     }
                 }
                 event => self.note(event, notes),
@@ -423,27 +464,14 @@ impl Round<'_> {
         }
     }
 
-    /// The answer: JSON, or an event stream when notifications came first.
-    fn respond(&self, message: Vec<u8>, status: StatusCode, mut notes: Vec<u8>) -> Response {
-        if notes.is_empty() {
-            return json_response(status, message);
-        }
-        sse::push_json_event(&mut notes, &message);
-        sse_response(Body::from(notes))
-    }
-
-    fn finish(&self, answer: Answer, notes: Vec<u8>) -> Response {
-        self.respond(answer.message, answer.status, notes)
-    }
-
-    /// Parks the call and answers with its requests.
-    fn ask(
-        &self,
-        running: AbortOnDrop<Finished>,
-        reports: ProgressReceiver,
-        waiting: Vec<ClientAsk>,
-        notes: Vec<u8>,
-    ) -> Response {
+    /// Parks the call; the answer with its requests (or the refusal when
+    /// this node holds too many).
+    fn ask(&self, going: Going) -> (Vec<u8>, StatusCode) {
+        let Going {
+            running,
+            reports,
+            waiting,
+        } = going;
         let requests = input_requests(&waiting);
         let parked = Parked {
             session_id: self.session_id.clone(),
@@ -454,15 +482,63 @@ impl Round<'_> {
             expires: Instant::now() + self.rounds.wait,
         };
         match self.rounds.park(parked, self.hub.node_id()) {
-            Ok(state) => self.respond(
-                input_required(&self.id, &requests, &state),
-                StatusCode::OK,
-                notes,
-            ),
-            Err(_) => refused(
-                &self.id,
-                "this server holds too many calls waiting for their clients; try again later",
-            ),
+            Ok(state) => (input_required(&self.id, &requests, &state), StatusCode::OK),
+            Err(_) => {
+                let refusal = Answer::error(
+                    Some(&self.id),
+                    ErrorCode::INVALID_PARAMS,
+                    "this server holds too many calls waiting for their clients; try again later",
+                    None,
+                );
+                (refusal.message, refusal.status)
+            }
         }
+    }
+}
+
+/// A call of a round, between its events.
+struct Going {
+    running: AbortOnDrop<Finished>,
+    reports: ProgressReceiver,
+    /// The app's requests the client has not answered.
+    waiting: Vec<ClientAsk>,
+}
+
+/// What a call's rounds come to next.
+enum Next {
+    /// Notifications for the client (SSE events); the call goes on.
+    Notes(Vec<u8>, Going),
+    /// The answer.
+    Answer(Answered),
+}
+
+/// A round's answer and the notifications that came just before it.
+struct Answered {
+    notes: Vec<u8>,
+    message: Vec<u8>,
+    status: StatusCode,
+}
+
+impl Answered {
+    fn of(answer: Answer, notes: Vec<u8>) -> Self {
+        Self {
+            notes,
+            message: answer.message,
+            status: answer.status,
+        }
+    }
+
+    /// JSON, or an event stream when notifications came with it.
+    fn into_response(self) -> Response {
+        let Self {
+            mut notes,
+            message,
+            status,
+        } = self;
+        if notes.is_empty() {
+            return json_response(status, message);
+        }
+        sse::push_json_event(&mut notes, &message);
+        sse_response(Body::from(notes))
     }
 }

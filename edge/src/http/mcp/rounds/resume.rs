@@ -58,9 +58,9 @@ impl Resumer for ResumeHere {
                 Ok(retry) => {
                     let session_id: Arc<str> = retry.session_id.into();
                     let round = Round {
-                        hub: &hub,
-                        rounds: &rounds,
-                        session_id: &session_id,
+                        hub,
+                        rounds,
+                        session_id,
                         named: Named {
                             method: retry.method.into(),
                             name: retry.tool,
@@ -125,14 +125,14 @@ fn unavailable(id: &RequestId, why: &str) -> Response {
     )
 }
 
-impl Round<'_> {
+impl Round {
     /// A retry another node received and sent here: resumed here or not
     /// at all.
     async fn resume_here(self, state: &str) -> Response {
         let here = self.hub.node_id();
         match self
             .rounds
-            .resume(state, self.session_id, &self.named, here)
+            .resume(state, &self.session_id, &self.named, here)
         {
             Ok(Found::Here(parked)) => self.resume_parked(parked).await,
             Ok(Found::Elsewhere(_)) => self.bad_state(
