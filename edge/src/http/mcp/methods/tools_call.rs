@@ -14,7 +14,8 @@ use axum::response::{IntoResponse, Response};
 use std::future::Future;
 
 use futures_util::future::{BoxFuture, Either};
-use openclaw_proxy_core::progress::{Askable, LogLevel, ProgressReceiver};
+use openclaw_proxy_core::asking::Askable;
+use openclaw_proxy_core::progress::{LogLevel, ProgressReceiver};
 use openclaw_proxy_core::{Caller, Hub};
 use openclaw_proxy_proto::mcp::RawToolResult;
 use rmcp::ErrorData as McpError;
