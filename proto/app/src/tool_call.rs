@@ -1,8 +1,8 @@
-//! Running one tool call: the wrapper that turns whatever a tool handler
-//! does (returns, fails, panics; or the tool is unknown, or its arguments
-//! are not JSON) into exactly one `ToolResult`, which none of them stops
-//! the app. MCP requests other than `tools/call` are run alike in `mcp`;
-//! both begin a call the same way (`call`).
+//! Running one tool call: whatever happens to it (the handler returns,
+//! fails or panics, the tool is unknown, the arguments are not JSON) ends
+//! in exactly one `ToolResult`, and none of it stops the app. MCP requests
+//! other than `tools/call` are run alike in `mcp`; both begin a call the
+//! same way (`call`).
 
 use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
