@@ -166,8 +166,9 @@ pub trait RemoteDelivery: Send + Sync + 'static {
         None
     }
 
-    /// Resumes a retry (as the edge's [`Resumer`](crate::hub::Resumer) reads it) on the process
-    /// `node`, where its call is parked; that process's answer.
+    /// Resumes a retry (as the edge's [`Resumer`](crate::hub::Resumer)
+    /// reads it) on the process `node`, where its call is parked; that
+    /// process's answer.
     fn resume<'a>(
         &'a self,
         _node: &'a str,
