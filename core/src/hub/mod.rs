@@ -332,9 +332,7 @@ impl Inner {
 /// The edge's side of a resumed retry: runs a retry that another process
 /// received for a call parked here, and makes its answer.
 pub trait Resumer: Send + Sync + 'static {
-    /// Resumes `retry` (the message
-    /// [`RemoteDelivery::resume`](crate::delivery::RemoteDelivery::resume)
-    /// carried).
+    /// Resumes `retry` (the message [`RemoteDelivery::resume`] carried).
     fn resume(
         &self,
         hub: Hub,
