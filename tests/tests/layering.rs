@@ -1,7 +1,7 @@
-//! Sibling modules depend in one direction (`ARCHITECTURE.md`, "Modules"):
-//! in every crate of the workspace, the modules directly under one parent
-//! form no cycle, so that each can be read, and changed, knowing only those
-//! it builds on.
+//! Sibling modules depend in one direction (`ARCHITECTURE.md`, "The layering
+//! rule"): in every crate of the workspace, the modules directly under one
+//! parent form no cycle, so that each can be read, and changed, knowing only
+//! those it builds on.
 //!
 //! The test reads each crate's `src/` tree as Rust (with `syn`, so that
 //! comments, strings and doc links are never taken for code), follows `mod`
