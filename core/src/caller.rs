@@ -13,44 +13,9 @@
 
 use std::sync::Arc;
 
+pub use openclaw_proxy_proto::CallerKind;
+
 use crate::proto;
-
-/// Which credential opened a request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CallerKind {
-    /// No credential was needed (the side's global token is empty), or the
-    /// call did not come through an authenticated surface.
-    #[default]
-    None,
-    /// The session's own token (`mcp_token`).
-    SessionToken,
-    /// The side's global token (`OPENCLAW_PROXY_OPENCLAW_TOKEN`).
-    GlobalToken,
-    /// A verified OAuth access token.
-    OAuth,
-}
-
-impl CallerKind {
-    /// The wire name: `none`, `session_token`, `global_token`, `oauth`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::SessionToken => "session_token",
-            Self::GlobalToken => "global_token",
-            Self::OAuth => "oauth",
-        }
-    }
-
-    /// The kind of a wire name; an unknown one is [`CallerKind::None`].
-    pub fn parse(name: &str) -> Self {
-        match name {
-            "session_token" => Self::SessionToken,
-            "global_token" => Self::GlobalToken,
-            "oauth" => Self::OAuth,
-            _ => Self::None,
-        }
-    }
-}
 
 /// What a verified OAuth access token says about its bearer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

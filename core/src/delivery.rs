@@ -20,7 +20,8 @@
 //! reaches a process without the app's bridge goes to the one that holds
 //! it ([`RemoteDelivery::answer_client`]), and a 2026-07-28 retry whose
 //! call is parked in another process is resumed there
-//! ([`RemoteDelivery::resume`], served by the edge's [`Resumer`]).
+//! ([`RemoteDelivery::resume`], served by the edge's
+//! [`Resumer`](crate::hub::Resumer)).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +31,8 @@ use futures_util::future::BoxFuture;
 
 use crate::bridge::{ClientAnswer, Unanswerable};
 use crate::call::CallContext;
+use crate::change::SessionEvent;
 use crate::directory::SessionRecord;
-use crate::hub::SessionEvent;
 use crate::outcome::{InvokeError, McpReply, Reply, ToolOutcome};
 
 /// A call for a session whose bridge is not attached to this process.
@@ -165,8 +166,9 @@ pub trait RemoteDelivery: Send + Sync + 'static {
         None
     }
 
-    /// Resumes a retry (as the edge's [`Resumer`] reads it) on the process
-    /// `node`, where its call is parked; that process's answer.
+    /// Resumes a retry (as the edge's [`Resumer`](crate::hub::Resumer)
+    /// reads it) on the process `node`, where its call is parked; that
+    /// process's answer.
     fn resume<'a>(
         &'a self,
         _node: &'a str,
@@ -199,13 +201,6 @@ pub struct Resumed {
     pub event_stream: bool,
     /// The body, complete.
     pub body: Bytes,
-}
-
-/// The edge's side of a resumed retry: runs a retry that another process
-/// received for a call parked here, and makes its answer.
-pub trait Resumer: Send + Sync + 'static {
-    /// Resumes `retry` (the message [`RemoteDelivery::resume`] carried).
-    fn resume(&self, hub: crate::hub::Hub, retry: Bytes) -> BoxFuture<'static, Resumed>;
 }
 
 /// A single node: no bridge exists anywhere but here.

@@ -9,12 +9,14 @@
 //! ([`directory`], [`delivery`]), [`hub`], and above it [`cluster`] and
 //! [`grpc`]. The module map and the rule in full: `ARCHITECTURE.md#modules`.
 
+pub mod asking;
 pub mod audit;
 pub mod auth;
 pub mod bridge;
 pub mod call;
 pub mod caller;
 pub mod catalog;
+pub mod change;
 pub mod cluster;
 pub mod config;
 pub mod delivery;

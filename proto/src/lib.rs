@@ -15,14 +15,22 @@
 //! - [`escape`]: how a value from outside a process is written in a log
 //!   line or a message, the same way in the proxy, the apps and the stdio
 //!   binary.
+//! - [`LogLevel`] and [`CallerKind`]: the words both sides of the bridge
+//!   use for a log record's severity and for the credential that opened a
+//!   request.
 
+pub mod caller;
 pub mod catalog;
 pub mod escape;
+pub mod log;
 pub mod schema;
 pub mod tools;
 
 #[cfg(feature = "mcp")]
 pub mod mcp;
+
+pub use caller::CallerKind;
+pub use log::LogLevel;
 
 #[cfg(feature = "grpc")]
 pub mod codec;

@@ -19,7 +19,8 @@ use tonic::Status;
 use crate::grpc_app::{GrpcBridge, Received};
 use crate::server::{APP_TOKEN, TestServer};
 use crate::session::TestSession;
-use crate::ws_app::{WsApp, legacy_session_body};
+use crate::session::legacy_session_body;
+use crate::ws_app::WsApp;
 use openclaw_proxy_core::proto;
 
 /// Which bridge an app uses.
@@ -104,6 +105,23 @@ pub fn serve_app<B: AppBridge>(
             }
         }
     })
+}
+
+impl WsApp {
+    /// Answers every `invoke_tool` with its own arguments as content, in the
+    /// original implementation's spelling (`requestId`), until the bridge
+    /// closes; returns the close code.
+    pub fn serve_echo(self) -> JoinHandle<(u16, String)> {
+        serve_app(self, echo)
+    }
+}
+
+impl GrpcBridge {
+    /// Answers every call with its own arguments until the bridge ends;
+    /// returns the end status.
+    pub fn serve_echo(self) -> JoinHandle<Status> {
+        serve_app(self, echo)
+    }
 }
 
 /// The legacy app speaks the original implementation's spelling: it reads
@@ -360,7 +378,7 @@ impl RequestBridge {
             }
             BridgeKind::Grpc => Self::Grpc(Box::new(
                 GrpcBridge::open(
-                    crate::server::channel_to(base.to_owned()).await,
+                    crate::http_client::channel_to(base.to_owned()).await,
                     token,
                     session_id,
                 )

@@ -8,13 +8,12 @@ use openclaw_proxy_core::proto::{
     session_service_client::SessionServiceClient,
 };
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Request, Status, Streaming};
 
-use crate::server::APP_TOKEN;
+use crate::server::{APP_TOKEN, TestServer};
 use crate::session::TestSession;
 
 /// Adds `authorization: Bearer <token>` to a request.
@@ -298,12 +297,6 @@ impl GrpcBridge {
     pub fn sender(&self) -> AppSender {
         AppSender(self.outbound.clone())
     }
-
-    /// Answers every call with its own arguments until the bridge ends;
-    /// returns the end status.
-    pub fn serve_echo(self) -> JoinHandle<Status> {
-        crate::app::serve_app(self, crate::app::echo)
-    }
 }
 
 /// Sends on a [`GrpcBridge`] from another task.
@@ -317,5 +310,25 @@ impl AppSender {
             .send(proto::AppMessage { kind: Some(kind) })
             .await
             .is_ok()
+    }
+}
+
+impl TestSession {
+    /// Registers a session over gRPC with `tools` and the sample metadata;
+    /// the registration must succeed.
+    pub async fn register_grpc(server: &TestServer, tools: Vec<proto::ToolDefinition>) -> Self {
+        server
+            .sessions()
+            .await
+            .create(tools)
+            .await
+            .expect("CreateSession")
+    }
+}
+
+impl TestServer {
+    /// A gRPC session client on this server, carrying the test app token.
+    pub async fn sessions(&self) -> Sessions {
+        Sessions::new(self.addr, self.channel().await)
     }
 }

@@ -57,3 +57,12 @@ where
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     http2_over(stream).await
 }
+
+/// A gRPC channel to the server at `url` (`http://127.0.0.1:PORT`).
+pub(crate) async fn channel_to(url: String) -> tonic::transport::Channel {
+    tonic::transport::Channel::from_shared(url)
+        .expect("valid uri")
+        .connect()
+        .await
+        .expect("connect to test server")
+}

@@ -38,5 +38,5 @@ pub use oauth::{SigningKey, TestIssuer};
 pub use rest::{Method, RawRequest, Reply, Rest, StatusCode, mcp_post};
 pub use server::*;
 pub use server_process::ServerProcess;
-pub use session::TestSession;
+pub use session::{TestSession, legacy_session_body};
 pub use ws_app::*;

@@ -4,7 +4,7 @@
 //! bodies and headers included, through [`Rest::request`]. Every answer is a
 //! [`Reply`]: the status, the headers and the whole body, read once.
 //!
-//! A test starts from [`TestServer::rest`] (the app token) or
+//! A test starts from [`TestServer::rest`](crate::TestServer::rest) (the app token) or
 //! [`Rest::new`] (a base URL and no token) and swaps the token per request
 //! with [`Rest::token`] or [`RawRequest::bearer_auth`].
 
@@ -15,7 +15,6 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 pub use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::server::{APP_TOKEN, TestServer};
 use crate::session::TestSession;
 
 /// A client of one server, with the bearer token it sends (if any).
@@ -169,13 +168,6 @@ impl Rest {
 /// for a test that holds only the URL.
 pub fn mcp_post(url: &str, body: &Value) -> RawRequest {
     Rest::default().mcp(url, body)
-}
-
-impl TestServer {
-    /// A client of this server carrying the app token.
-    pub fn rest(&self) -> Rest {
-        Rest::new(self.http_url()).token(APP_TOKEN)
-    }
 }
 
 fn bearer(token: &str) -> HeaderValue {

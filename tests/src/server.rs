@@ -16,7 +16,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
+use crate::http_client::channel_to;
+use crate::rest::Rest;
 use crate::server_process::ServerProcess;
+use crate::session::{TestSession, legacy_session_body};
 
 /// The app token test servers are configured with.
 pub const APP_TOKEN: &str = "app-secret";
@@ -320,13 +323,24 @@ impl Drop for TestServer {
     }
 }
 
-/// A gRPC channel to the server at `url` (`http://127.0.0.1:PORT`).
-pub(crate) async fn channel_to(url: String) -> Channel {
-    Channel::from_shared(url)
-        .expect("valid uri")
-        .connect()
-        .await
-        .expect("connect to test server")
+impl TestServer {
+    /// A client of this server carrying the app token.
+    pub fn rest(&self) -> Rest {
+        Rest::new(self.http_url()).token(APP_TOKEN)
+    }
+}
+
+impl TestSession {
+    /// Registers a session over REST with `body`; the registration must
+    /// succeed.
+    pub async fn register(server: &TestServer, body: &serde_json::Value) -> Self {
+        server.rest().register(body).await
+    }
+
+    /// Registers the documented body with one `echo_text` tool over REST.
+    pub async fn legacy(server: &TestServer) -> Self {
+        Self::register(server, &legacy_session_body()).await
+    }
 }
 
 /// Polls `condition` every 10 ms until it holds; panics after `limit`.

@@ -141,7 +141,7 @@ impl ServerProcess {
 
     /// A gRPC channel to the server.
     pub async fn channel(&self) -> tonic::transport::Channel {
-        crate::server::channel_to(self.url()).await
+        crate::http_client::channel_to(self.url()).await
     }
 
     /// A client of this server that sends no token.

@@ -1,16 +1,14 @@
 //! A registered session, typed: its id, its two URLs and, when the proxy
-//! mints them, its own tokens. Registered over REST (the documented body) or
-//! over gRPC (`SessionService.CreateSession`), the test gets the same shape.
+//! mints them, its own tokens. Registered over REST (the documented body,
+//! [`legacy_session_body`]; [`TestSession::register`] in `server`) or over
+//! gRPC (`SessionService.CreateSession`; [`TestSession::register_grpc`] in
+//! `grpc_app`), the test gets the same shape. A plain value, below the
+//! server and the clients that make one.
 
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use openclaw_proxy_core::proto;
-use serde_json::Value;
-
-use crate::grpc_app::Sessions;
-use crate::server::TestServer;
-use crate::ws_app::legacy_session_body;
+use serde_json::{Value, json};
 
 /// A session as the app that registered it knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,28 +26,6 @@ pub struct TestSession {
 }
 
 impl TestSession {
-    /// Registers a session over REST with `body`; the registration must
-    /// succeed.
-    pub async fn register(server: &TestServer, body: &Value) -> Self {
-        server.rest().register(body).await
-    }
-
-    /// Registers the documented body with one `echo_text` tool over REST.
-    pub async fn legacy(server: &TestServer) -> Self {
-        Self::register(server, &legacy_session_body()).await
-    }
-
-    /// Registers a session over gRPC with `tools` and the sample metadata;
-    /// the registration must succeed.
-    pub async fn register_grpc(server: &TestServer, tools: Vec<proto::ToolDefinition>) -> Self {
-        server
-            .sessions()
-            .await
-            .create(tools)
-            .await
-            .expect("CreateSession")
-    }
-
     /// Reads the REST reply `{"mcpSessionId", "bridge_url", "mcp_url"}`, and
     /// `session_token` / `mcp_token` when present; an error names the field
     /// that is missing or not a string.
@@ -88,9 +64,18 @@ impl TestSession {
     }
 }
 
-impl TestServer {
-    /// A gRPC session client on this server, carrying the test app token.
-    pub async fn sessions(&self) -> Sessions {
-        Sessions::new(self.addr, self.channel().await)
-    }
+/// The documented registration body with one `echo_text` tool.
+pub fn legacy_session_body() -> Value {
+    json!({
+        "device_id": "device-1",
+        "device_name": "desktop",
+        "app_version": "1.0.0",
+        "chat_id": "chat-1",
+        "tools": [{
+            "name": "echo_text",
+            "path": "/tools/echo_text",
+            "description": "Echo text.",
+            "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+        }]
+    })
 }

@@ -4,13 +4,13 @@
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::server::TestServer;
+use crate::session::legacy_session_body;
 
 /// What the gated `delete_files` of [`gated_session`] asks the user.
 pub const GATED_QUESTION: &str = "Delete the files for real?";
@@ -28,22 +28,6 @@ pub async fn gated_session(server: &TestServer) -> (crate::TestSession, WsApp) {
     let session = crate::TestSession::register(server, &body).await;
     let app = WsApp::attached(server, &session).await;
     (session, app)
-}
-
-/// The documented registration body with one `echo_text` tool.
-pub fn legacy_session_body() -> Value {
-    json!({
-        "device_id": "device-1",
-        "device_name": "desktop",
-        "app_version": "1.0.0",
-        "chat_id": "chat-1",
-        "tools": [{
-            "name": "echo_text",
-            "path": "/tools/echo_text",
-            "description": "Echo text.",
-            "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
-        }]
-    })
 }
 
 /// What a legacy app sees next on its socket.
@@ -166,12 +150,5 @@ impl WsApp {
     /// Sends a raw frame.
     pub async fn send(&mut self, message: Message) {
         let _ = self.socket.send(message).await;
-    }
-
-    /// Answers every `invoke_tool` with its own arguments as content, in the
-    /// original implementation's spelling (`requestId`), until the bridge
-    /// closes; returns the close code.
-    pub fn serve_echo(self) -> JoinHandle<(u16, String)> {
-        crate::app::serve_app(self, crate::app::echo)
     }
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Bridge, notice, proxy};
+use crate::asking::{AskMethod, ClientAsk};
 use crate::metrics::{AskOutcome, Metrics};
-use crate::progress::{AskMethod, ClientAsk};
 use crate::proto::{self, proxy_message};
 
 /// The JSON-RPC code of a request the client cannot be sent.

@@ -165,9 +165,10 @@ mod tests {
 
     use super::super::testing::{App, config, hub, session, spawn_call};
     use super::*;
+    use crate::asking::Askable;
     use crate::call::CallContext;
     use crate::outcome::InvokeError;
-    use crate::progress::{Askable, CallEvent, ProgressReceiver, call_channel};
+    use crate::progress::{CallEvent, ProgressReceiver, call_channel};
     use crate::proto::client_response::Outcome;
 
     /// A call of `echo` whose caller can be asked anything; its events.

@@ -28,6 +28,7 @@ use tokio::sync::broadcast;
 
 use super::{Hub, HubError, Inner};
 use crate::catalog::Catalog;
+use crate::change::SessionEvent;
 use crate::tools::Tool;
 
 /// How many changes wait for a slow watcher before it skips ahead.
@@ -35,19 +36,6 @@ const BACKLOG: usize = 64;
 
 /// The change feeds of the sessions watched here.
 pub(super) type Feeds = HashMap<Arc<str>, broadcast::Sender<SessionEvent>>;
-
-/// One change in a session.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SessionEvent {
-    /// The app said this resource changed.
-    ResourceUpdated(Arc<str>),
-    /// The session's tools were replaced by a different list.
-    ToolsChanged,
-    /// Its resources or resource templates were replaced by different ones.
-    ResourcesChanged,
-    /// Its prompts were replaced by different ones.
-    PromptsChanged,
-}
 
 /// One watcher of a session's changes. The last one dropped ends the feed
 /// here, and with it this node's interest in the session's changes made

@@ -43,6 +43,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::Hub;
+use crate::asking::{AskMethod, Askable, ClientAsk};
 use crate::audit;
 use crate::bridge::ClientAnswer;
 use crate::call::CallContext;
@@ -50,7 +51,7 @@ use crate::directory::SessionRecord;
 use crate::escape::Outside;
 use crate::metrics::AskOutcome;
 use crate::outcome::ToolOutcome;
-use crate::progress::{AskMethod, Askable, ClientAsk, ProgressSink};
+use crate::progress::ProgressSink;
 
 /// JSON-RPC's "method not found": the client has no handler for the
 /// question.
@@ -152,13 +153,7 @@ impl Decision {
             ),
             _ => {
                 let why = match askable {
-                    Some(Askable::OnePiece { elicitation, .. }) if elicitation.form => {
-                        "its 2026-07-28 request had a shape the proxy answers in one piece, without the input_required round that would ask"
-                    }
-                    Some(
-                        Askable::Declared { elicitation, .. }
-                        | Askable::OnePiece { elicitation, .. },
-                    ) if elicitation.url => {
+                    Some(Askable::Declared { elicitation, .. }) if elicitation.url => {
                         "it declared elicitation in URL mode only (elicitation.url), and the confirmation is a form (elicitation.form)"
                     }
                     _ => "it declared no elicitation capability",
@@ -357,7 +352,7 @@ mod tests {
 
     #[test]
     fn a_client_that_cannot_be_asked_is_told_why() {
-        use crate::progress::Elicitation;
+        use crate::asking::Elicitation;
         let declared = |elicitation| Askable::Declared {
             elicitation,
             sampling: false,
@@ -370,13 +365,6 @@ mod tests {
         let refusal =
             Decision::CannotAsk.refusal("delete_files", Some(declared(Elicitation::NONE)));
         assert!(refusal.contains("no elicitation capability"), "{refusal}");
-        let one_piece = Askable::OnePiece {
-            elicitation: Elicitation::FORM,
-            sampling: false,
-            roots: false,
-        };
-        let refusal = Decision::CannotAsk.refusal("delete_files", Some(one_piece));
-        assert!(refusal.contains("in one piece"), "{refusal}");
     }
 
     #[test]

@@ -41,8 +41,9 @@ mod sessions;
 #[cfg(test)]
 mod testing;
 
+pub use crate::change::SessionEvent;
 pub use answers::{AnswerError, client_request_id, parse_client_request_id};
-pub use changes::{SessionEvent, Watch};
+pub use changes::Watch;
 pub use request::AppRequest;
 pub use sessions::Deletion;
 
@@ -53,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::{AuthError, RandomnessUnavailable};
 use crate::bridge::Bridge;
 use crate::config::CoreConfig;
-use crate::delivery::{NoRemote, RemoteDelivery, Resumed, Resumer, Unrouted};
+use crate::delivery::{NoRemote, RemoteDelivery, Resumed, Unrouted};
 use crate::directory::{DirectoryError, MemoryDirectory, SessionDirectory, SessionRecord};
 use crate::error::{ErrorKind, UnknownSession};
 use crate::limits::{CreateLimiter, LimitError};
@@ -326,6 +327,17 @@ impl Inner {
             map.remove(id);
         }
     }
+}
+
+/// The edge's side of a resumed retry: runs a retry that another process
+/// received for a call parked here, and makes its answer.
+pub trait Resumer: Send + Sync + 'static {
+    /// Resumes `retry` (the message [`RemoteDelivery::resume`] carried).
+    fn resume(
+        &self,
+        hub: Hub,
+        retry: bytes::Bytes,
+    ) -> futures_util::future::BoxFuture<'static, Resumed>;
 }
 
 /// A [`Hub`] that may be gone (see [`Hub::downgrade`]).

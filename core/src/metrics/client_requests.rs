@@ -12,7 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::{EncodeLabelValue, LabelValueEncoder};
-use crate::progress::AskMethod;
+use crate::asking::AskMethod;
 
 /// How a request of the app to the client ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -211,7 +211,7 @@ impl Metrics {
     /// it had been waiting for the client, and no longer does).
     pub fn client_request_ended(
         &self,
-        method: Option<crate::progress::AskMethod>,
+        method: Option<crate::asking::AskMethod>,
         outcome: AskOutcome,
         was_pending: bool,
     ) {

@@ -33,17 +33,7 @@ use axum::http::{HeaderValue, Version, header};
 use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 
-use super::error::ApiError;
-
-/// The failure of reading a body that did not arrive in time.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the request body did not arrive within {limit:?} (OPENCLAW_PROXY_BODY_READ_TIMEOUT_SECONDS); send the whole body without pausing"
-)]
-pub struct BodyTimeout {
-    /// The limit that was hit.
-    pub limit: Duration,
-}
+use super::error::{ApiError, BodyTimeout};
 
 /// What the connection learns of one request's body while a handler reads it.
 #[derive(Debug, Default)]

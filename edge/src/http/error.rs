@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use openclaw_proxy_core::{AuthError, ErrorKind, HubError, LimitError, UnknownSession, escape};
 use serde_json::json;
 
-use super::head::HeadTooLarge;
 use crate::oauth::TokenError;
 
 /// Longest error message sent, in characters.
@@ -33,7 +32,7 @@ pub enum ApiError {
     BodyTooLarge { limit: usize },
     #[error("could not read the request body: {0}")]
     UnreadableBody(String),
-    #[error("{}", super::deadline::BodyTimeout { limit: *.limit })]
+    #[error("{}", BodyTimeout { limit: *.limit })]
     BodyTimeout { limit: std::time::Duration },
     #[error("missing session id: use /v1/mcp/{{session_id}} or send the MCP-Session-Id header")]
     MissingSessionId,
@@ -65,7 +64,45 @@ pub enum ApiError {
     #[error("{0}")]
     TooManyConnections(String),
     #[error("{0}")]
-    HeadTooLarge(#[from] super::head::HeadTooLarge),
+    HeadTooLarge(#[from] HeadTooLarge),
+}
+
+/// A request head over one of the limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeadTooLarge {
+    #[error(
+        "the request target is {length} bytes, over the limit of {limit} (OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES)"
+    )]
+    Target { length: usize, limit: usize },
+    #[error(
+        "the request has {count} header fields, over the limit of {limit} (OPENCLAW_PROXY_MAX_HEADERS)"
+    )]
+    Count { count: usize, limit: usize },
+    #[error(
+        "the request's header fields are {size} bytes (names and values), over the limit of {limit} (OPENCLAW_PROXY_MAX_HEADER_BYTES)"
+    )]
+    Bytes { size: usize, limit: usize },
+}
+
+impl HeadTooLarge {
+    /// The refusal: gRPC's `RESOURCE_EXHAUSTED` to a gRPC request, else the
+    /// JSON `414` or `431`.
+    pub fn answer(self, grpc: bool) -> Response {
+        if grpc {
+            return super::grpc_answer(tonic::Status::resource_exhausted(self.to_string()));
+        }
+        ApiError::HeadTooLarge(self).into_response()
+    }
+}
+
+/// The failure of reading a body that did not arrive in time.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the request body did not arrive within {limit:?} (OPENCLAW_PROXY_BODY_READ_TIMEOUT_SECONDS); send the whole body without pausing"
+)]
+pub struct BodyTimeout {
+    /// The limit that was hit.
+    pub limit: std::time::Duration,
 }
 
 impl ApiError {

@@ -16,38 +16,9 @@
 //! head beyond its room is empty too.
 
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
+use super::error::HeadTooLarge;
 use crate::config::HeadLimits;
-
-/// A request head over one of the limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HeadTooLarge {
-    #[error(
-        "the request target is {length} bytes, over the limit of {limit} (OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES)"
-    )]
-    Target { length: usize, limit: usize },
-    #[error(
-        "the request has {count} header fields, over the limit of {limit} (OPENCLAW_PROXY_MAX_HEADERS)"
-    )]
-    Count { count: usize, limit: usize },
-    #[error(
-        "the request's header fields are {size} bytes (names and values), over the limit of {limit} (OPENCLAW_PROXY_MAX_HEADER_BYTES)"
-    )]
-    Bytes { size: usize, limit: usize },
-}
-
-impl HeadTooLarge {
-    /// The refusal: gRPC's `RESOURCE_EXHAUSTED` to a gRPC request, else the
-    /// JSON `414` or `431`.
-    pub fn answer(self, grpc: bool) -> Response {
-        if grpc {
-            return super::grpc_answer(tonic::Status::resource_exhausted(self.to_string()));
-        }
-        ApiError::HeadTooLarge(self).into_response()
-    }
-}
 
 /// Whether a request head (its target and header fields) is within
 /// `limits`. The target is checked first, then the number of fields, then

@@ -5,23 +5,8 @@
 //! anything the agent says: the proxy fills it from the credential it
 //! checked, and never passes the token itself.
 
+pub use openclaw_proxy_proto::CallerKind;
 use openclaw_proxy_proto::v1::CallerIdentity;
-
-/// Which credential opened the MCP request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CallerKind {
-    /// No credential was needed (the proxy's MCP side is open), or the
-    /// proxy did not say.
-    #[default]
-    None,
-    /// The session's own `mcp_token`.
-    SessionToken,
-    /// The proxy's global OpenClaw token.
-    GlobalToken,
-    /// An OAuth access token the proxy verified.
-    OAuth,
-}
 
 /// The verified caller of a call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,14 +30,8 @@ impl Caller {
         let Some(caller) = caller else {
             return Self::default();
         };
-        let kind = match caller.kind.as_str() {
-            "session_token" => CallerKind::SessionToken,
-            "global_token" => CallerKind::GlobalToken,
-            "oauth" => CallerKind::OAuth,
-            _ => CallerKind::None,
-        };
         Self {
-            kind,
+            kind: CallerKind::parse(&caller.kind),
             issuer: caller.issuer,
             subject: caller.subject,
             client_id: caller.client_id,

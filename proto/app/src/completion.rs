@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::call::CallContext;
-use crate::mcp::McpError;
+use crate::mcp_error::McpError;
 use crate::tool::BoxFuture;
 
 /// The most values one answer may hold (MCP's limit).

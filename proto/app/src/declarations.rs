@@ -286,7 +286,7 @@ mod tests {
 
     use super::*;
     use crate::call::CallContext;
-    use crate::mcp::McpError;
+    use crate::mcp_error::McpError;
     use crate::resource::ReadRequest;
 
     async fn empty(_: ReadRequest, _: CallContext) -> Result<Value, McpError> {

@@ -58,7 +58,6 @@
 //!
 
 mod app;
-mod ask;
 mod call;
 mod caller;
 mod completion;
@@ -66,15 +65,19 @@ mod content;
 mod declarations;
 mod error;
 mod mcp;
+mod mcp_error;
 mod prompt;
 mod proxy;
 mod resource;
 mod tool;
+mod tool_call;
 mod uri_template;
 
 pub use app::{App, AppBuilder, Serving};
-pub use ask::{AskError, ElicitAction, ElicitResult, Elicitation, Root, SampleResult, Sampling};
-pub use call::{CallContext, CancelReason, ClientInfo, LogLevel};
+pub use call::{
+    AskError, CallContext, CancelReason, ClientInfo, ElicitAction, ElicitResult, Elicitation,
+    LogLevel, Root, SampleResult, Sampling,
+};
 pub use caller::{Caller, CallerKind};
 pub use completion::{
     Completion, CompletionOutput, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES,
@@ -82,7 +85,7 @@ pub use completion::{
 pub use content::{Annotations, Content, Icon, ResourceContents, ResourceLink, Role};
 pub use declarations::Update;
 pub use error::AppError;
-pub use mcp::McpError;
+pub use mcp_error::McpError;
 pub use openclaw_proxy_proto::tools::ClientCapability;
 pub use prompt::{GetPromptResult, Prompt, PromptArgument, PromptMessage, PromptOutput};
 pub use proxy::SessionInfo;

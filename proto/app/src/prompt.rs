@@ -20,8 +20,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::call::CallContext;
-use crate::content::{Content, Icon, Role};
-use crate::mcp::{McpError, json_text};
+use crate::content::{Content, Icon, Role, json_text};
+use crate::mcp_error::McpError;
 use crate::tool::BoxFuture;
 
 /// One message of a prompt: who says it, and what.

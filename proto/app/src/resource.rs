@@ -19,8 +19,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::call::CallContext;
-use crate::content::{Annotations, Icon, ResourceContents, ResourceLink};
-use crate::mcp::{McpError, json_text};
+use crate::content::{Annotations, Icon, ResourceContents, ResourceLink, json_text};
+use crate::mcp_error::McpError;
 use crate::tool::BoxFuture;
 use crate::uri_template::UriTemplate;
 

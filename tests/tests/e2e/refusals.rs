@@ -215,7 +215,8 @@ async fn a_result_that_cannot_be_read_whole_fails_its_call_at_once_and_the_bridg
     // Each frame names its call before it goes wrong: a key twice,
     // characters after the object, a number JSON does not allow, a raw
     // control character in a string.
-    let cases: [(fn(&str) -> String, &str); 4] = [
+    type FrameOf = fn(&str) -> String;
+    let cases: [(FrameOf, &str); 4] = [
         (
             |id| {
                 format!(

@@ -28,14 +28,16 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::asking::{AskMethod, Askable, ClientAsk, Elicitation, ElicitationMode};
 use crate::bridge::{ClientAnswer, Unanswerable};
-use crate::progress::{AskMethod, Askable, ClientAsk, Elicitation, ElicitationMode};
 
 /// Header carrying which of the app's requests the caller can be sent:
 /// `any`, or the capabilities it declared, comma-separated (`none` for
-/// none), after `one-piece;` when its answer is one piece that carries no
-/// requests; absent when its path carries no requests back (and from nodes
-/// of versions before requests crossed nodes).
+/// none); absent when its path carries no requests back (and from nodes of
+/// versions before requests crossed nodes). Nodes of versions that answered
+/// some 2026-07-28 requests in one piece wrote `one-piece;` before the
+/// capabilities of such a call: read as nothing can be asked, which refuses
+/// the same requests.
 pub const ASKABLE: &str = "Ocp-Askable";
 
 /// Header carrying the elicitation modes the caller declared (`form`,
@@ -80,10 +82,7 @@ pub const STATUS: &str = "Ocp-Status";
 pub const EVENT_STREAM: &str = "Ocp-Event-Stream";
 
 /// The [`ASKABLE`] header's value for `askable`; `None` for
-/// [`Askable::Nothing`] (no header). A call answered in one piece says so
-/// before its capabilities (`one-piece;elicitation`); a node that cannot
-/// read that takes it for [`Askable::Nothing`], which refuses the same
-/// requests.
+/// [`Askable::Nothing`] (no header).
 pub fn askable_header(askable: Askable) -> Option<String> {
     let declared = |elicitation: Elicitation, sampling: bool, roots: bool| {
         let declared: Vec<&str> = [
@@ -109,25 +108,13 @@ pub fn askable_header(askable: Askable) -> Option<String> {
             sampling,
             roots,
         } => Some(declared(elicitation, sampling, roots)),
-        Askable::OnePiece {
-            elicitation,
-            sampling,
-            roots,
-        } => Some(format!(
-            "{ONE_PIECE}{}",
-            declared(elicitation, sampling, roots)
-        )),
     }
 }
-
-/// The prefix of an [`ASKABLE`] header of [`Askable::OnePiece`].
-const ONE_PIECE: &str = "one-piece;";
 
 /// The [`ELICITATION_MODES`] header's value for `askable`: `None` unless it
 /// declares elicitation.
 pub fn elicitation_modes_header(askable: Askable) -> Option<String> {
-    let (Askable::Declared { elicitation, .. } | Askable::OnePiece { elicitation, .. }) = askable
-    else {
+    let Askable::Declared { elicitation, .. } = askable else {
         return None;
     };
     let modes: Vec<&str> = [
@@ -156,20 +143,6 @@ pub fn read_askable(headers: Option<&HeaderMap>) -> Askable {
     let modes = headers
         .and_then(|headers| headers.get(ELICITATION_MODES))
         .and_then(|modes| read_modes(modes.as_str()));
-    if let Some(declared) = value.strip_prefix(ONE_PIECE) {
-        return match read_declared(declared, modes) {
-            Askable::Declared {
-                elicitation,
-                sampling,
-                roots,
-            } => Askable::OnePiece {
-                elicitation,
-                sampling,
-                roots,
-            },
-            _ => Askable::Nothing,
-        };
-    }
     read_declared(value, modes)
 }
 
@@ -405,21 +378,6 @@ mod tests {
                 sampling: true,
                 roots: false,
             },
-            Askable::OnePiece {
-                elicitation: Elicitation::BOTH,
-                sampling: false,
-                roots: true,
-            },
-            Askable::OnePiece {
-                elicitation: Elicitation::declared(false, true),
-                sampling: false,
-                roots: true,
-            },
-            Askable::OnePiece {
-                elicitation: Elicitation::NONE,
-                sampling: false,
-                roots: false,
-            },
         ];
         for askable in cases {
             let mut headers = HeaderMap::new();
@@ -434,7 +392,9 @@ mod tests {
         let mut strange = HeaderMap::new();
         strange.insert(ASKABLE, "elicitation,telepathy");
         assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
-        strange.insert(ASKABLE, "one-piece;telepathy");
+        // What a node of a version that answered some calls in one piece
+        // wrote for one: nothing can be asked, the same refusals.
+        strange.insert(ASKABLE, "one-piece;elicitation");
         assert_eq!(read_askable(Some(&strange)), Askable::Nothing);
     }
 

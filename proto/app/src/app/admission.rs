@@ -9,10 +9,12 @@ use openclaw_proxy_proto::v1::{AppMessage, InvokeTool, McpRequest, ToolResult, a
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::shared::{Shared, send_now};
-use crate::call::{self, InFlight, Scope};
+use crate::call::{InFlight, Scope};
 use crate::declarations::Declarations;
-use crate::mcp::{self, McpError};
+use crate::mcp;
+use crate::mcp_error::McpError;
 use crate::proxy::Bridge;
+use crate::tool_call;
 
 impl Shared {
     /// Starts one call on its own task, or answers at once when the app
@@ -28,7 +30,7 @@ impl Shared {
             send_now(bridge, app_message::Kind::Result(busy));
             return;
         };
-        self.spawn(admitted, invoke, bridge, scope, call::run);
+        self.spawn(admitted, invoke, bridge, scope, tool_call::run);
     }
 
     /// Starts one MCP request (`resources/read`, ...) like a call: on its

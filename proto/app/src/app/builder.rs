@@ -13,7 +13,7 @@ use crate::call::CallContext;
 use crate::completion::{self, CompletionHandler, CompletionOutput, CompletionRequest};
 use crate::declarations::Declarations;
 use crate::error::AppError;
-use crate::mcp::McpError;
+use crate::mcp_error::McpError;
 use crate::prompt::Prompt;
 use crate::proxy::{Proxy, ProxySettings, SessionInfo};
 use crate::resource::{Resource, ResourceTemplate};

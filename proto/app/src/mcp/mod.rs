@@ -6,31 +6,24 @@
 //! This file runs one request like a tool call (concurrently, within the
 //! same limits, cancelled by the proxy's `CancelTool`) and turns whatever
 //! the handler does (returns, fails, panics) into exactly one answer. Below
-//! it: `route` checks the params and finds the handler the request names,
-//! `error` is the error a request can end in and its wire form.
+//! it, `route` checks the params and finds the handler the request names.
+//! The error a request can end in, and its wire form, is `mcp_error`,
+//! beside this module: the handlers name it too.
 
-mod error;
 mod route;
 #[cfg(test)]
 mod tests;
-
-pub use error::McpError;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
 use openclaw_proxy_proto::v1::{self as proto, AppMessage, McpRequest, McpResult, app_message};
-use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::call::{self, InFlight, Origin, Scope};
 use crate::declarations::Declarations;
-
-/// A value as JSON text; values of this crate's own types always serialise.
-pub(crate) fn json_text(value: &impl Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_default()
-}
+use crate::mcp_error::McpError;
 
 /// Runs one MCP request to completion and sends its answer on `outbound`.
 pub(crate) async fn run(

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::McpError;
 use crate::call::CallContext;
 use crate::completion::{Completion, CompletionOutput, CompletionRef, CompletionRequest};
 use crate::declarations::Declarations;
+use crate::mcp_error::McpError;
 use crate::resource::ReadRequest;
 
 /// The result object's JSON text, or the error for the client.

@@ -15,8 +15,9 @@
 mod answer;
 
 use axum::response::{IntoResponse, Response};
+use openclaw_proxy_core::asking::Askable;
 use openclaw_proxy_core::outcome::McpReply;
-use openclaw_proxy_core::progress::{Askable, ProgressReceiver};
+use openclaw_proxy_core::progress::ProgressReceiver;
 use openclaw_proxy_core::{AppRequest, CallContext, Hub, InvokeError, Origin, Transport};
 use rmcp::model::RequestId;
 use tracing::Instrument;

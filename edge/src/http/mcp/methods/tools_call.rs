@@ -14,7 +14,8 @@ use axum::response::{IntoResponse, Response};
 use std::future::Future;
 
 use futures_util::future::{BoxFuture, Either};
-use openclaw_proxy_core::progress::{Askable, LogLevel, ProgressReceiver};
+use openclaw_proxy_core::asking::Askable;
+use openclaw_proxy_core::progress::{LogLevel, ProgressReceiver};
 use openclaw_proxy_core::tools::ClientCapability;
 use openclaw_proxy_core::{Caller, Hub};
 use openclaw_proxy_proto::mcp::RawToolResult;
@@ -285,11 +286,6 @@ fn declares(askable: Askable, capability: ClientCapability) -> bool {
         Askable::Any => true,
         Askable::Nothing => false,
         Askable::Declared {
-            elicitation,
-            sampling,
-            roots,
-        }
-        | Askable::OnePiece {
             elicitation,
             sampling,
             roots,

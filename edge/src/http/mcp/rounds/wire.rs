@@ -3,7 +3,7 @@
 //! requests as the app wrote them. Kept apart so the rounds read as what
 //! they do, not how their result is spelled.
 
-use openclaw_proxy_core::progress::ClientAsk;
+use openclaw_proxy_core::asking::ClientAsk;
 use rmcp::model::RequestId;
 use serde::Serialize;
 use serde_json::value::RawValue;

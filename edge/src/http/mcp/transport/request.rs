@@ -11,8 +11,9 @@ use std::borrow::Cow;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderName, StatusCode, header};
+use openclaw_proxy_core::asking::{Askable, Elicitation};
 use openclaw_proxy_core::escape;
-use openclaw_proxy_core::progress::{Askable, Elicitation, LogLevel};
+use openclaw_proxy_core::progress::LogLevel;
 use rmcp::model::{
     ClientCapabilities, ErrorCode, Implementation, ProgressToken, ProtocolVersion, RequestId,
 };

@@ -136,7 +136,14 @@ mod tests {
     #[test]
     fn results_keep_their_text_and_errors_carry_the_uri() {
         let id = RequestId::Number(7);
-        let read = &crate::http::mcp::methods::resources_read::METHOD;
+        // As `resources/read` declares itself; only the method and its
+        // caching are read here.
+        let read = &AppServed {
+            method: "resources/read",
+            target: |_| Ok(String::new()),
+            in_rounds: true,
+            cacheable: true,
+        };
         let result = RawValue::from_string(
             r#"{"contents":[{"uri":"a:1","text":"x"}],"_meta":{"n":1e400}}"#.into(),
         )

@@ -1,28 +1,27 @@
 //! One call while it runs (a tool call, or another MCP request such as
 //! `resources/read`): what the handler can do (report progress, write log
-//! records for the client, notice cancellation), the registry of calls in
-//! flight that cancellation goes through, and the wrapper that turns
-//! whatever a tool handler does (returns, fails, panics) into exactly one
-//! `ToolResult`. MCP requests share all but the last: their answer is made
-//! in `mcp`.
+//! records for the client, notice cancellation, ask the client: [`ask`]),
+//! and the registry of calls in flight that cancellation goes through. A
+//! tool call's result is made in `tool_call`, another request's answer in
+//! `mcp`.
+
+mod ask;
+
+pub use ask::{AskError, ElicitAction, ElicitResult, Elicitation, Root, SampleResult, Sampling};
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures_util::FutureExt;
-use openclaw_proxy_proto::escape::Outside;
+pub use openclaw_proxy_proto::LogLevel;
 use openclaw_proxy_proto::v1::{
-    AppMessage, CallerIdentity, CallerInfo, InvokeTool, Log, ToolProgress, ToolResult, app_message,
+    AppMessage, CallerIdentity, CallerInfo, Log, ToolProgress, app_message,
 };
 use serde::Serialize;
-use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::caller::Caller;
-use crate::declarations::Declarations;
 
 /// Why a call was cancelled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,44 +66,6 @@ impl ClientInfo {
     }
 }
 
-/// How severe a log record is: the eight RFC 5424 levels MCP uses, from
-/// least to most severe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LogLevel {
-    /// Detailed information for debugging.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Normal but significant.
-    Notice,
-    /// Something may be wrong.
-    Warning,
-    /// Something failed.
-    Error,
-    /// A component failed.
-    Critical,
-    /// Action must be taken at once.
-    Alert,
-    /// The system is unusable.
-    Emergency,
-}
-
-impl LogLevel {
-    /// The level as MCP names it (`"debug"`, `"info"`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Debug => "debug",
-            Self::Info => "info",
-            Self::Notice => "notice",
-            Self::Warning => "warning",
-            Self::Error => "error",
-            Self::Critical => "critical",
-            Self::Alert => "alert",
-            Self::Emergency => "emergency",
-        }
-    }
-}
-
 /// What a handler gets besides its arguments: who called, a way to report
 /// progress and write log records, and the cancellation signal.
 #[derive(Clone, Debug)]
@@ -120,12 +81,12 @@ pub struct CallContext {
     cancel: CancellationToken,
     reason: Reason,
     scope: Reason,
-    asks: crate::ask::Asks,
+    asks: ask::Asks,
 }
 
 impl CallContext {
-    /// The requests to the client waiting for answers ([`crate::ask`]).
-    pub(crate) fn asks(&self) -> &crate::ask::Asks {
+    /// The requests to the client waiting for answers ([`ask`]).
+    pub(crate) fn asks(&self) -> &ask::Asks {
         &self.asks
     }
 
@@ -302,7 +263,7 @@ struct Entry {
 #[derive(Clone, Default)]
 pub(crate) struct InFlight {
     calls: Arc<Mutex<HashMap<String, Entry>>>,
-    pub(crate) asks: crate::ask::Asks,
+    pub(crate) asks: ask::Asks,
 }
 
 impl InFlight {
@@ -386,102 +347,4 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|text| (*text).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".to_owned())
-}
-
-/// Runs one call to completion and sends its result on `outbound`. Every
-/// way a handler can end (value, error, panic, unknown tool, bad arguments)
-/// yields one `ToolResult`; none of them stops the app.
-pub(crate) async fn run(
-    declarations: Arc<Declarations>,
-    invoke: InvokeTool,
-    outbound: mpsc::Sender<AppMessage>,
-    in_flight: InFlight,
-    scope: Scope,
-    _permit: OwnedSemaphorePermit,
-) {
-    let origin = Origin {
-        session_id: invoke.session_id,
-        request_id: invoke.request_id.clone(),
-        method: Cow::Borrowed("tools/call"),
-        tool_name: invoke.tool_name.clone(),
-        client: invoke.client,
-        caller: invoke.caller,
-        trace_parent: invoke.trace_parent,
-    };
-    let Some(context) = begin(origin, outbound.clone(), &in_flight, &scope) else {
-        return;
-    };
-    let handler = declarations
-        .tool(&invoke.tool_name)
-        .map(|tool| tool.handler.clone());
-    let outcome = match handler {
-        None => Err(format!(
-            "This app has no tool named `{}`.",
-            invoke.tool_name
-        )),
-        Some(handler) => match arguments(&invoke.arguments_json) {
-            Err(error) => Err(error),
-            Ok(arguments) => {
-                // The handler is called inside the guarded future so that a
-                // panic before its first await is caught too.
-                let handling = async move { handler(arguments, context).await };
-                match AssertUnwindSafe(handling).catch_unwind().await {
-                    Ok(Ok(value)) => Ok(value),
-                    Ok(Err(error)) => Err(error.message().to_owned()),
-                    Err(panic) => {
-                        let detail = panic_message(panic.as_ref());
-                        tracing::error!(
-                            tool = Outside::new(&invoke.tool_name).field(),
-                            %detail,
-                            "tool handler panicked"
-                        );
-                        Err(format!(
-                            "The tool `{}` failed unexpectedly inside the app (its handler panicked: {detail}).",
-                            invoke.tool_name
-                        ))
-                    }
-                }
-            }
-        },
-    };
-    in_flight.finish(&invoke.request_id);
-    let result = tool_result(invoke.request_id, outcome);
-    // The bridge may be gone; the proxy has then failed the call already.
-    let _ = outbound
-        .send(AppMessage {
-            kind: Some(app_message::Kind::Result(result)),
-        })
-        .await;
-}
-
-/// The result message of a call that ended with `outcome`.
-fn tool_result(request_id: String, outcome: Result<Value, String>) -> ToolResult {
-    match outcome {
-        Ok(Value::Null) => ToolResult {
-            request_id,
-            ok: true,
-            content_json: String::new(),
-            error: String::new(),
-        },
-        Ok(value) => ToolResult {
-            request_id,
-            ok: true,
-            content_json: value.to_string(),
-            error: String::new(),
-        },
-        Err(error) => ToolResult {
-            request_id,
-            ok: false,
-            content_json: String::new(),
-            error,
-        },
-    }
-}
-
-fn arguments(json: &str) -> Result<Value, String> {
-    if json.trim().is_empty() {
-        return Ok(Value::Object(serde_json::Map::new()));
-    }
-    serde_json::from_str(json)
-        .map_err(|error| format!("The proxy sent arguments that are not JSON: {error}"))
 }

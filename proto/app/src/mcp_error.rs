@@ -7,7 +7,7 @@ use std::fmt;
 use openclaw_proxy_proto::v1 as proto;
 use serde_json::{Value, json};
 
-use super::json_text;
+use crate::content::json_text;
 use crate::error::with_causes;
 
 /// The revision from which the specification (SEP-2164) names "invalid
@@ -100,7 +100,7 @@ impl McpError {
     }
 
     /// The contract's form, for a client at `revision`.
-    pub(super) fn into_proto(self, revision: Option<&str>) -> proto::McpError {
+    pub(crate) fn into_proto(self, revision: Option<&str>) -> proto::McpError {
         let modern =
             revision.is_some_and(|revision| revision >= INVALID_PARAMS_FOR_UNKNOWN_RESOURCES_FROM);
         let code = if self.code == Self::RESOURCE_NOT_FOUND && modern {

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use crate::call::CallContext;
+use super::CallContext;
 
 /// Why a request to the client got no usable answer.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
