@@ -407,3 +407,127 @@ async fn the_owner_may_be_named_by_another_claim_than_sub() {
     );
     assert!(reply.text().contains("email"), "{}", reply.text());
 }
+
+/// Whom a token is for never follows what a request says of itself: with
+/// neither a public URL nor an audience configured, on loopback, the
+/// resource is the listen address's own origin, whatever `Host` or
+/// `X-Forwarded-*` headers a request carries, even with every host allowed;
+/// and the metadata document never reflects them.
+#[tokio::test]
+async fn the_audience_is_never_taken_from_a_requests_headers() {
+    let issuer = TestIssuer::start().await;
+    let mut settings = OAuthSettings::new(issuer.url.clone());
+    settings.required_scopes = vec!["mcp".into()];
+    let server = TestServer::builder()
+        .edge(|edge| edge.allowed_hosts = vec!["*".into()])
+        .oauth(settings)
+        .start()
+        .await;
+    let owned = session(&server, Some("alice")).await;
+    let list = |token: String, headers: &[(&str, &str)]| {
+        let mut request = Rest::new(server.http_url())
+            .mcp(&owned.mcp_url, &tools_list())
+            .bearer_auth(&token);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        request.send()
+    };
+    let forged: [&[(&str, &str)]; 3] = [
+        &[("host", "other-resource.example")],
+        &[("x-forwarded-proto", "https")],
+        &[
+            ("host", "other-resource.example"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "other-resource.example"),
+        ],
+    ];
+    // Tokens for other resource servers at the same issuer, each named by
+    // what the forged headers say.
+    let port = server.addr.port();
+    for (audience, headers) in [
+        ("http://other-resource.example/v1/mcp".to_owned(), forged[0]),
+        (format!("https://127.0.0.1:{port}/v1/mcp"), forged[1]),
+        (
+            "https://other-resource.example/v1/mcp".to_owned(),
+            forged[2],
+        ),
+    ] {
+        let reply = list(issuer.token("alice", &audience), headers).await;
+        assert_eq!(
+            reply.status(),
+            StatusCode::UNAUTHORIZED,
+            "{audience} with {headers:?}: {}",
+            reply.text()
+        );
+        assert!(
+            reply.text().contains("another audience"),
+            "{}",
+            reply.text()
+        );
+    }
+    // The server's own resource is accepted whatever the headers say.
+    for headers in forged {
+        let reply = list(issuer.token("alice", &resource(&server)), headers).await;
+        assert_eq!(
+            reply.status(),
+            StatusCode::OK,
+            "{headers:?}: {}",
+            reply.text()
+        );
+    }
+    // The metadata names the listen address's own resource.
+    for headers in forged {
+        for path in [
+            "/.well-known/oauth-protected-resource/v1/mcp".to_owned(),
+            format!("/.well-known/oauth-protected-resource/v1/mcp/{}", owned.id),
+        ] {
+            let mut request = Rest::new(server.http_url()).get(&path);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let document = request.send().await.json();
+            let expected = if path.ends_with("/v1/mcp") {
+                resource(&server)
+            } else {
+                owned.mcp_url.clone()
+            };
+            assert_eq!(document["resource"], expected, "{path} with {headers:?}");
+        }
+    }
+}
+
+/// Away from loopback, OAuth needs to be told whom tokens are for: the
+/// server refuses to start without a public URL or an audience, naming both.
+#[tokio::test]
+async fn oauth_on_a_network_address_needs_a_public_url_or_an_audience() {
+    let issuer = TestIssuer::start().await;
+    let settings = OAuthSettings::new(issuer.url.clone());
+    let refused = TestServer::builder()
+        .oauth(settings.clone())
+        .env("OPENCLAW_PROXY_LISTEN", "0.0.0.0:0")
+        .try_spawn()
+        .await
+        .err()
+        .expect("refused to start");
+    assert!(
+        refused.contains("OPENCLAW_PROXY_PUBLIC_URL")
+            && refused.contains("OPENCLAW_PROXY_OAUTH_AUDIENCE"),
+        "{refused}"
+    );
+    let mut with_audience = settings.clone();
+    with_audience.audience = Some("api://openclaw-proxy".into());
+    let started = TestServer::builder()
+        .oauth(with_audience)
+        .env("OPENCLAW_PROXY_LISTEN", "0.0.0.0:0")
+        .try_spawn()
+        .await;
+    assert!(started.is_ok(), "{:?}", started.err());
+    let started = TestServer::builder()
+        .oauth(settings)
+        .env("OPENCLAW_PROXY_LISTEN", "0.0.0.0:0")
+        .env("OPENCLAW_PROXY_PUBLIC_URL", "https://mcp.example.com")
+        .try_spawn()
+        .await;
+    assert!(started.is_ok(), "{:?}", started.err());
+}
