@@ -531,3 +531,153 @@ async fn oauth_on_a_network_address_needs_a_public_url_or_an_audience() {
         .await;
     assert!(started.is_ok(), "{:?}", started.err());
 }
+
+/// NumericDates may have a fraction (RFC 7519 §2): such an `exp` and `nbf`
+/// are dates like any other, and the token is good.
+#[tokio::test]
+async fn fractional_dates_are_dates() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let now = oauth::unix_now() as f64;
+    let mut claims = issuer.claims("alice", &resource(&server));
+    claims["exp"] = json!(now + 3600.5);
+    claims["nbf"] = json!(now - 0.25);
+    claims["iat"] = json!(now - 0.25);
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&issuer.key().sign(&claims))
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    // Twice: the remembered token's own expiry is a date too.
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&issuer.key().sign(&claims))
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    // A fractional date in the past is still expired.
+    claims["exp"] = json!(now - 600.5);
+    claims["jti"] = json!("expired");
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&issuer.key().sign(&claims))
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{}", reply.text());
+    assert!(reply.text().contains("expired"), "{}", reply.text());
+}
+
+/// A refusal whose reason is long or not ASCII (it quotes the token's
+/// `kid`) still tells the client where to sign in, on every route.
+#[tokio::test]
+async fn the_challenge_keeps_its_metadata_whatever_the_reason_says() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let claims = issuer.claims("alice", &resource(&server));
+    for kid in [
+        "clé".to_owned(),
+        "k".repeat(300),
+        format!("{}é", "k".repeat(250)),
+    ] {
+        let token = SigningKey::generate(&kid).sign(&claims);
+        for (route, reply) in on_every_route(&server, &owned.id, &token).await {
+            assert_challenged(&server, &owned.id, &route, &reply, "invalid_token");
+            let challenge = reply.header("www-authenticate").unwrap_or_default();
+            assert!(
+                challenge.contains("error_description=\""),
+                "{route}: {challenge}"
+            );
+        }
+    }
+}
+
+/// A token that marks header parameters as critical (RFC 7515 §4.1.11) is
+/// refused: this server understands no such extension.
+#[tokio::test]
+async fn a_token_with_critical_headers_is_refused() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let key = issuer.key();
+    let claims = issuer.claims("alice", &resource(&server));
+    let header = |extra: Value| {
+        let mut header = json!({"alg": "ES256", "typ": "JWT", "kid": key.kid});
+        if let (Some(header), Value::Object(extra)) = (header.as_object_mut(), extra) {
+            header.extend(extra);
+        }
+        header
+    };
+    // The same header without `crit` is good: the refusals below are the
+    // `crit`'s.
+    let good = key.sign_with_header(&header(json!({})), &claims);
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&good)
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    for extra in [
+        json!({"crit": ["exp-policy"], "exp-policy": "strict"}),
+        json!({"crit": ["b64"], "b64": false}),
+        json!({"crit": "exp-policy"}),
+    ] {
+        let token = key.sign_with_header(&header(extra.clone()), &claims);
+        for (route, reply) in on_every_route(&server, &owned.id, &token).await {
+            assert_challenged(&server, &owned.id, &route, &reply, "invalid_token");
+            assert!(
+                reply.text().contains("critical"),
+                "{extra}, {route}: {}",
+                reply.text()
+            );
+        }
+    }
+}
+
+/// Once the key set is old, it is fetched again in the background: an
+/// issuer that hangs holds up no request whose key is known, and one such
+/// fetch runs at a time.
+#[tokio::test]
+async fn a_hanging_issuer_holds_up_no_request_whose_key_is_known() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |settings| {
+        settings.jwks_refresh_min = Duration::ZERO;
+        settings.jwks_max_age = Duration::ZERO;
+        // Longer than any test waits: a request waiting on the fetch
+        // would never be answered here.
+        settings.jwks_fetch_timeout = Duration::from_secs(600);
+    })
+    .await;
+    let owned = session(&server, Some("alice")).await;
+    let audience = resource(&server);
+    let list = |n: u64| {
+        let mut claims = issuer.claims("alice", &audience);
+        claims["jti"] = json!(n);
+        Rest::new(server.http_url())
+            .mcp(&owned.mcp_url, &tools_list())
+            .bearer_auth(&issuer.key().sign(&claims))
+            .send()
+    };
+    assert_eq!(list(0).await.status(), StatusCode::OK);
+    issuer.hang();
+    for n in 1..=3 {
+        let reply = no_hang(list(n)).await;
+        assert_eq!(reply.status(), StatusCode::OK, "{n}: {}", reply.text());
+    }
+    eventually("a refresh hangs", Duration::from_secs(10), || async {
+        issuer.jwks_hanging() == 1
+    })
+    .await;
+    assert_eq!(issuer.jwks_hanging(), 1, "one refresh at a time");
+    let reply = no_hang(list(4)).await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    // Released, the refresh completes and the next old set is fetched again.
+    let fetched = issuer.jwks_fetches();
+    issuer.release();
+    eventually("the refresh completes", Duration::from_secs(10), || async {
+        issuer.jwks_fetches() > fetched
+    })
+    .await;
+}

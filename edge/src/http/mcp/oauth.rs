@@ -26,7 +26,7 @@ use openclaw_proxy_core::metrics::Surface;
 use serde_json::json;
 
 use super::McpState;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, token_challenge};
 use crate::http::public_url::{Base as PublicBase, RequestHead, base_url};
 use crate::oauth::Verifier;
 
@@ -133,18 +133,24 @@ pub(super) fn refusal(
     session_id: Option<&str>,
     error: ApiError,
 ) -> Response {
+    // The challenge is built from its parts, never from the header the
+    // error rendered: the token's refusal adds its own, which are valid
+    // in a header whatever the token said.
+    let token_params = match &error {
+        ApiError::Token(token) => Some(token_challenge(token)),
+        _ => None,
+    };
     let mut response = error.into_response();
     if state.oauth.is_none() {
         return response;
     }
-    let Some(challenge) = response
+    let challenged = response
         .headers()
         .get(header::WWW_AUTHENTICATE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer"))
-    else {
+        .is_some_and(|value| value.as_bytes().starts_with(b"Bearer"));
+    if !challenged {
         return response;
-    };
+    }
     // The resource is the URL the client used: one session's, or the
     // endpoint routed by `MCP-Session-Id`.
     let by_header = head.uri.path().trim_end_matches('/').ends_with(MCP_PATH);
@@ -159,13 +165,13 @@ pub(super) fn refusal(
             .and_then(|value| value.to_str().ok()),
     )
     .is_some();
-    match challenge.trim() {
-        "" if presented => params.push_str(", error=\"invalid_token\""),
-        "" => {}
-        more => {
+    match token_params {
+        Some(more) => {
             params.push_str(", ");
-            params.push_str(more);
+            params.push_str(&more);
         }
+        None if presented => params.push_str(", error=\"invalid_token\""),
+        None => {}
     }
     if let Ok(value) = HeaderValue::from_str(&params) {
         response
