@@ -48,6 +48,7 @@ async fn run(config: ServerConfig) -> anyhow::Result<()> {
         tracing::info!("exporting traces over OTLP");
     }
     config.oauth.settings()?;
+    config.oauth_audience_rule()?;
     if let Some(warning) = config.exposure()? {
         tracing::warn!("{warning}");
     }

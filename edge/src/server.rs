@@ -130,6 +130,10 @@ pub async fn serve(
                     local: stream.local_addr().unwrap_or(remote),
                     remote,
                     tls: connections.tls.is_some(),
+                    trusted_proxy: limits
+                        .trusted_proxies
+                        .iter()
+                        .any(|range| range.contains(remote.ip())),
                 },
                 body_timeout: limits.body_read_timeout,
                 head,

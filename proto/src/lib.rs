@@ -10,7 +10,7 @@
 //!   accepts one (gRPC, REST, the stdio binary's tool files); [`schema`]:
 //!   how a tool's input schema is checked and kept (as compact text).
 //! - [`catalog`]: what a valid resource, resource template and prompt
-//!   declaration is.
+//!   declaration is; [`uri_template`]: which URIs a resource template names.
 //! - [`mcp`] (feature `mcp`): how a tool's result becomes MCP content.
 //! - [`escape`]: how a value from outside a process is written in a log
 //!   line or a message, the same way in the proxy, the apps and the stdio
@@ -25,6 +25,7 @@ pub mod escape;
 pub mod log;
 pub mod schema;
 pub mod tools;
+pub mod uri_template;
 
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -4,15 +4,16 @@
 //!
 //! It publishes keys and signs tokens; it runs no sign-in (the test with the
 //! official TypeScript SDK does that against a real authorization server).
-//! Its key set can be rotated and the server stopped, and it counts how
-//! often the key set was fetched.
+//! Its key set can be rotated, its key set route made to hang and the
+//! server stopped, and it counts how often the key set was fetched (and
+//! how many fetches hang).
 //!
 //! The end-to-end and cluster tests refuse the same bad tokens on the same
 //! routes, so both take them from here: [`TestIssuer::bad_tokens`], one
 //! request on each MCP route ([`on_every_route`]), and the challenge a
 //! refusal must carry ([`assert_challenged`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -69,6 +70,20 @@ impl SigningKey {
         self.sign_as(&self.kid, claims)
     }
 
+    /// `claims` signed with this key (ES256) under `header`, a JOSE header
+    /// of any shape (`alg` is the test's to set).
+    pub fn sign_with_header(&self, header: &Value, claims: &Value) -> String {
+        let input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let key = EncodingKey::from_ec_der(&self.pkcs8);
+        let signature =
+            jsonwebtoken::crypto::sign(input.as_bytes(), &key, Algorithm::ES256).expect("signing");
+        format!("{input}.{signature}")
+    }
+
     /// `claims` signed with this key under another `kid`.
     pub fn sign_as(&self, kid: &str, claims: &Value) -> String {
         let mut header = Header::new(Algorithm::ES256);
@@ -89,6 +104,11 @@ struct Published {
     issuer: String,
     keys: Mutex<Vec<SigningKey>>,
     jwks_fetches: AtomicUsize,
+    /// While true, the key set route answers nothing until released.
+    hang: AtomicBool,
+    released: tokio::sync::Notify,
+    /// Fetches of the key set waiting to be released.
+    hanging: AtomicUsize,
 }
 
 /// A token issuer on a loopback port; stops when dropped.
@@ -110,6 +130,9 @@ impl TestIssuer {
             issuer: url.clone(),
             keys: Mutex::new(vec![SigningKey::generate("key-1")]),
             jwks_fetches: AtomicUsize::new(0),
+            hang: AtomicBool::new(false),
+            released: tokio::sync::Notify::new(),
+            hanging: AtomicUsize::new(0),
         });
         let router = Router::new()
             .route("/.well-known/oauth-authorization-server", get(metadata))
@@ -149,6 +172,23 @@ impl TestIssuer {
     /// How many times the key set was fetched.
     pub fn jwks_fetches(&self) -> usize {
         self.published.jwks_fetches.load(Ordering::SeqCst)
+    }
+
+    /// Makes fetches of the key set hang, answering nothing, until
+    /// [`TestIssuer::release`].
+    pub fn hang(&self) {
+        self.published.hang.store(true, Ordering::SeqCst);
+    }
+
+    /// Answers the hanging fetches, and every fetch from now on.
+    pub fn release(&self) {
+        self.published.hang.store(false, Ordering::SeqCst);
+        self.published.released.notify_waiters();
+    }
+
+    /// How many fetches of the key set hang now.
+    pub fn jwks_hanging(&self) -> usize {
+        self.published.hanging.load(Ordering::SeqCst)
     }
 
     /// Stops serving (an outage).
@@ -366,7 +406,22 @@ async fn metadata(State(published): State<Arc<Published>>) -> axum::Json<Value> 
     }))
 }
 
+/// Counts a hanging fetch while it hangs (its fetcher may give up on it).
+struct Hanging<'a>(&'a AtomicUsize);
+
+impl Drop for Hanging<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn jwks(State(published): State<Arc<Published>>) -> axum::Json<Value> {
+    let released = published.released.notified();
+    if published.hang.load(Ordering::SeqCst) {
+        published.hanging.fetch_add(1, Ordering::SeqCst);
+        let _hanging = Hanging(&published.hanging);
+        released.await;
+    }
     published.jwks_fetches.fetch_add(1, Ordering::SeqCst);
     let keys = published
         .keys

@@ -163,19 +163,15 @@ impl Hub {
 }
 
 /// Refuses a request for something the session does not declare: a read
-/// of a URI that is neither a declared resource nor possibly one of its
-/// templates' (the app decides those), a prompt it does not offer.
+/// of a URI that is neither a declared resource nor an expansion of one of
+/// its templates (which value the app serves is its own decision), a
+/// prompt it does not offer.
 fn check_target(record: &SessionRecord, request: &AppRequest<'_>) -> Result<(), InvokeError> {
     let catalog = record.catalog();
     match request.method {
-        "resources/read"
-            if catalog.resource(request.target).is_none()
-                && catalog.resource_templates.is_empty() =>
-        {
-            Err(InvokeError::UnknownResource {
-                uri: request.target.to_owned(),
-            })
-        }
+        "resources/read" if !catalog.serves(request.target) => Err(InvokeError::UnknownResource {
+            uri: request.target.to_owned(),
+        }),
         "prompts/get" if catalog.prompt(request.target).is_none() => {
             let names: Vec<&str> = catalog.prompts.iter().map(|p| &*p.name).collect();
             Err(InvokeError::UnknownPrompt {

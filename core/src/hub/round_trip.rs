@@ -101,8 +101,10 @@ impl Hub {
         let outcome = async {
             // Inline, not a function of its own: this future is part of
             // every call's, so it stays small.
+            // The first look is at the call's deadline or the client-request
+            // timeout, whichever comes first ([`Hub::next_deadline`]).
             let started = Instant::now();
-            let mut deadline = started + timeout;
+            let mut deadline = started + timeout.min(self.inner.config.client_request_timeout);
             let mut work = work;
             loop {
                 if let Ok(outcome) = tokio::time::timeout_at(deadline, work.as_mut()).await {
@@ -139,6 +141,13 @@ impl Hub {
     /// request to the client is outstanding the clock is paused, and a
     /// request that waits longer than the client-request timeout is ended
     /// (the app gets an error) and the clock goes on.
+    ///
+    /// That timeout holds on its own, however much of the call's time is
+    /// left: a call not waiting for its client is looked at again at least
+    /// once per client-request timeout, so a request that begins between
+    /// two looks is seen before its own time is up (its end is then the
+    /// next look). No signal from the bridge is needed, and a call costs
+    /// one look per client-request timeout (600 s by default).
     fn next_deadline(
         &self,
         bridge: &Bridge,
@@ -163,7 +172,9 @@ impl Hub {
                 let left = timeout.saturating_sub(worked).max(LOOK_AGAIN_AT_LEAST);
                 Some((since + ask_limit).min(now + left))
             }
-            None => Some(started + timeout + wait.paused).filter(|deadline| now < *deadline),
+            None => Some(started + timeout + wait.paused)
+                .filter(|deadline| now < *deadline)
+                .map(|deadline| deadline.min(now + ask_limit)),
         }
     }
 

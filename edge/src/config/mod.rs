@@ -500,6 +500,40 @@ impl ServerConfig {
 }
 
 impl ServerConfig {
+    /// The OAuth audience rule (docs/security.md, "Whom an access token is
+    /// for"): the resource a token must name never comes from a request's
+    /// headers, so with OAuth on and neither `OPENCLAW_PROXY_PUBLIC_URL`
+    /// nor `OPENCLAW_PROXY_OAUTH_AUDIENCE` set, the server names itself by
+    /// its listen address, which only a loopback address makes a name its
+    /// clients also use.
+    pub fn oauth_audience_rule(&self) -> Result<(), OAuthAudienceError> {
+        let Some(oauth) = self.oauth_settings() else {
+            return Ok(());
+        };
+        let public = self
+            .public_url
+            .as_deref()
+            .is_some_and(|url| !url.trim().is_empty());
+        if oauth.audience.is_some() || public || self.listen.ip().is_loopback() {
+            return Ok(());
+        }
+        Err(OAuthAudienceError {
+            listen: self.listen,
+        })
+    }
+}
+
+/// OAuth on a non-loopback listen address with no public URL and no
+/// audience.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "refusing to check OAuth access tokens on {listen} (not loopback) without OPENCLAW_PROXY_PUBLIC_URL or OPENCLAW_PROXY_OAUTH_AUDIENCE: a token's audience must name this server, and a request's Host or X-Forwarded-* headers cannot be trusted to; set OPENCLAW_PROXY_PUBLIC_URL to the URL clients use (the audience is then {{public URL}}/v1/mcp), or OPENCLAW_PROXY_OAUTH_AUDIENCE to the audience your authorization server puts in tokens"
+)]
+pub struct OAuthAudienceError {
+    listen: SocketAddr,
+}
+
+impl ServerConfig {
     /// A warning for a cluster node without `OPENCLAW_PROXY_REQUEST_STATE_KEY`:
     /// each process then seals 2026-07-28 `requestState` with a random key
     /// of its own, so a client's retried call that another node receives is
@@ -589,6 +623,40 @@ mod tests {
         assert_eq!(
             config(&["--listen", "127.0.0.1:0"]).request_state_warning(),
             None
+        );
+    }
+
+    #[test]
+    fn oauth_away_from_loopback_needs_a_public_url_or_an_audience() {
+        let issuer = ["--oauth-issuer", "https://id.example"];
+        let refused = config(&[&["--listen", "0.0.0.0:8000"][..], &issuer].concat())
+            .oauth_audience_rule()
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            refused.contains("OPENCLAW_PROXY_PUBLIC_URL")
+                && refused.contains("OPENCLAW_PROXY_OAUTH_AUDIENCE"),
+            "{refused}"
+        );
+        for allowed in [
+            &["--listen", "127.0.0.1:8000"][..],
+            &["--listen", "[::1]:8000"],
+            &[
+                "--listen",
+                "0.0.0.0:8000",
+                "--public-url",
+                "https://mcp.example.com",
+            ],
+            &["--listen", "0.0.0.0:8000", "--oauth-audience", "api://mcp"],
+        ] {
+            let config = config(&[allowed, &issuer[..]].concat());
+            assert!(config.oauth_audience_rule().is_ok(), "{allowed:?}");
+        }
+        assert!(
+            config(&["--listen", "0.0.0.0:8000"])
+                .oauth_audience_rule()
+                .is_ok(),
+            "OAuth off"
         );
     }
 

@@ -217,23 +217,45 @@ pub fn body(code: &str, message: &str) -> serde_json::Value {
 
 /// The HTTP form of a refused access token (RFC 6750): 401 with
 /// `invalid_token`, or 403 with `insufficient_scope`, and the reason in
-/// `error_description` (quotes and backslashes, which would end the value,
-/// left out).
+/// `error_description` ([`token_challenge`]).
 fn token_refusal(error: &TokenError) -> (StatusCode, Option<(HeaderName, HeaderValue)>) {
     let status = match error {
         TokenError::MissingScope { .. } => StatusCode::FORBIDDEN,
         _ => StatusCode::UNAUTHORIZED,
     };
-    let description: String = escape::truncated_to(&error.to_string(), MESSAGE_LIMIT)
-        .chars()
-        .filter(|c| *c != '"' && *c != '\\' && !c.is_control())
-        .collect();
-    let challenge = format!(
-        "Bearer error=\"{}\", error_description=\"{description}\"",
-        error.code()
-    );
+    let challenge = format!("Bearer {}", token_challenge(error));
     let value = HeaderValue::from_str(&challenge).unwrap_or(HeaderValue::from_static("Bearer"));
     (status, Some((header::WWW_AUTHENTICATE, value)))
+}
+
+/// Longest `error_description` of a challenge, in characters: the whole
+/// message is in the body; the header is for a client that reads no body.
+const DESCRIPTION_LIMIT: usize = 256;
+
+/// The `error` and `error_description` parameters of the challenge refusing
+/// a token. RFC 6750 allows printable ASCII but `"` and `\` in the
+/// description, so it is made of those alone, on its own (the message may
+/// quote a `kid` of any length and script): other characters become `?`,
+/// and a description cut short ends with `...`. Whatever the message says,
+/// the parameters are a valid part of a header, so a challenge built with
+/// them keeps every other parameter.
+pub(crate) fn token_challenge(error: &TokenError) -> String {
+    let message = error.to_string();
+    let mut description = String::with_capacity(message.len().min(DESCRIPTION_LIMIT + 3));
+    for (count, c) in message.chars().enumerate() {
+        if count == DESCRIPTION_LIMIT {
+            description.push_str("...");
+            break;
+        }
+        match c {
+            ' '..='~' if c != '"' && c != '\\' => description.push(c),
+            _ => description.push('?'),
+        }
+    }
+    format!(
+        "error=\"{}\", error_description=\"{description}\"",
+        error.code()
+    )
 }
 
 /// The HTTP form of each kind of refusal the core classifies: the one table.

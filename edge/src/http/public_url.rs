@@ -3,21 +3,24 @@
 //! proxy hands out (`bridge_url`, `mcp_url`, the legacy transport's
 //! endpoint, the OAuth resource and its metadata) starts with it, so one
 //! reverse proxy setting fixes them all.
+//!
+//! A request's headers name the URL it was sent to, but anyone can write
+//! them: `X-Forwarded-Proto` is read only from a trusted proxy
+//! (`OPENCLAW_PROXY_TRUSTED_PROXIES`), and what decides whom a credential
+//! is for (the OAuth resource, an access token's audience) never comes from
+//! headers at all ([`Base::own`]).
 
 use axum::http::{HeaderMap, Uri, header};
 
 use super::request::ConnectionInfo;
 
 /// The base URL for `bridge_url` and `mcp_url`: the configured public URL;
-/// else the request's own scheme (`X-Forwarded-Proto: https` when a proxy
-/// set it) and authority — the `Host` header (HTTP/1) or `:authority`
+/// else the request's own scheme (`X-Forwarded-Proto: https` when a trusted
+/// proxy set it) and authority — the `Host` header (HTTP/1) or `:authority`
 /// (HTTP/2), used only when it is a well-formed `host[:port]`; else the
 /// address the client actually connected to.
 pub(crate) fn base_url(public_url: Option<&str>, request: &RequestHead<'_>) -> String {
-    match Base::of(public_url, request) {
-        Base::Public(url) => url.to_owned(),
-        Base::Own { scheme, authority } => format!("{scheme}://{authority}"),
-    }
+    Base::of(public_url, request).url()
 }
 
 /// [`base_url`] in pieces, borrowed from the request where it can be:
@@ -47,10 +50,41 @@ impl<'a> Base<'a> {
             .filter(|authority| is_host_and_port(authority))
             .map(std::borrow::Cow::Borrowed)
             .or_else(|| request.connection.map(|info| info.local.to_string().into()))
-            .unwrap_or(std::borrow::Cow::Borrowed("127.0.0.1:8000"));
+            .unwrap_or(std::borrow::Cow::Borrowed(UNKNOWN_ORIGIN));
         Self::Own {
             scheme: scheme(request),
             authority,
+        }
+    }
+
+    /// The base that names the server to whom a credential is for (the
+    /// OAuth resource): the configured public URL, else the origin of the
+    /// address the client connected to (`https` over TLS), never anything
+    /// the request's headers say. Without a public URL that is the listen
+    /// address on loopback, the only place OAuth runs without one
+    /// (`ServerConfig::oauth_audience_rule`).
+    pub(crate) fn own(public_url: Option<&'a str>, request: &RequestHead<'_>) -> Self {
+        if let Some(public_url) = public_url {
+            return Self::Public(public_url);
+        }
+        let connection = request.connection;
+        Self::Own {
+            scheme: if connection.is_some_and(|info| info.tls) {
+                "https"
+            } else {
+                "http"
+            },
+            authority: connection
+                .map(|info| info.local.to_string().into())
+                .unwrap_or(std::borrow::Cow::Borrowed(UNKNOWN_ORIGIN)),
+        }
+    }
+
+    /// The URL, whole.
+    pub(crate) fn url(&self) -> String {
+        match self {
+            Self::Public(url) => (*url).to_owned(),
+            Self::Own { scheme, authority } => format!("{scheme}://{authority}"),
         }
     }
 
@@ -66,12 +100,18 @@ impl<'a> Base<'a> {
     }
 }
 
-/// The request's scheme: `https` when it came over TLS or a proxy says so
-/// with `X-Forwarded-Proto: https`, else `http`.
+/// The authority of a request that arrived on no recorded connection (a
+/// router called directly): the default listen address.
+const UNKNOWN_ORIGIN: &str = "127.0.0.1:8000";
+
+/// The request's scheme: `https` when it came over TLS or a trusted proxy
+/// says so with `X-Forwarded-Proto: https`, else `http`.
 fn scheme(request: &RequestHead<'_>) -> &'static str {
+    let trusted = request.connection.is_some_and(|info| info.trusted_proxy);
     request
         .headers
         .get("x-forwarded-proto")
+        .filter(|_| trusted)
         .and_then(|value| value.to_str().ok())
         .map(|proto| proto.split(',').next().unwrap_or_default().trim())
         .filter(|proto| proto.eq_ignore_ascii_case("https"))
@@ -147,7 +187,7 @@ fn is_host_and_port(value: &str) -> bool {
 mod tests {
     use axum::http::{HeaderMap, HeaderValue, Uri, header};
 
-    use super::{Base, RequestHead, base_url, is_host_and_port};
+    use super::{Base, ConnectionInfo, RequestHead, base_url, is_host_and_port};
 
     /// What the check of an audience strips is the URL the proxy hands out:
     /// the two never disagree on where the base ends.
@@ -181,6 +221,43 @@ mod tests {
             let other = url.replace("://", "://x");
             assert_eq!(base.strip_from(&other), None, "{other} is not below {url}");
             assert_eq!(base.strip_from(&url[..url.len() - 1]), None);
+        }
+    }
+
+    /// `X-Forwarded-Proto` counts only from a trusted proxy, and the base a
+    /// credential is for reads no header at all.
+    #[test]
+    fn forwarded_headers_count_from_trusted_proxies_only() {
+        let uri: Uri = "/v1/mcp/s1".parse().unwrap_or_default();
+        let mut forged = HeaderMap::new();
+        forged.insert(header::HOST, HeaderValue::from_static("victim.example"));
+        forged.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        let connection = |trusted_proxy| ConnectionInfo {
+            local: "127.0.0.1:8000"
+                .parse()
+                .unwrap_or(([127, 0, 0, 1], 8000).into()),
+            remote: "127.0.0.1:50000"
+                .parse()
+                .unwrap_or(([127, 0, 0, 1], 1).into()),
+            tls: false,
+            trusted_proxy,
+        };
+        let head = |trusted_proxy| RequestHead {
+            headers: &forged,
+            uri: &uri,
+            connection: Some(connection(trusted_proxy)),
+        };
+        assert_eq!(base_url(None, &head(false)), "http://victim.example");
+        assert_eq!(base_url(None, &head(true)), "https://victim.example");
+        for trusted_proxy in [false, true] {
+            assert_eq!(
+                Base::own(None, &head(trusted_proxy)).url(),
+                "http://127.0.0.1:8000"
+            );
+            assert_eq!(
+                Base::own(Some("https://mcp.example.com/p"), &head(trusted_proxy)).url(),
+                "https://mcp.example.com/p"
+            );
         }
     }
 

@@ -202,6 +202,9 @@ pub struct ConnectionInfo {
     pub remote: SocketAddr,
     /// Whether the connection is TLS (answer URLs then say `https`/`wss`).
     pub tls: bool,
+    /// Whether the client is one of `OPENCLAW_PROXY_TRUSTED_PROXIES`: only
+    /// then are its `X-Forwarded-*` headers read.
+    pub trusted_proxy: bool,
 }
 
 #[cfg(test)]

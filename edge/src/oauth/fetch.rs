@@ -4,7 +4,7 @@
 //! The server already builds hyper's HTTP/1.1 client and rustls (with
 //! ring) for its own port, so this reuses them rather than bringing in a
 //! second HTTP stack: one connection per fetch, the answer read up to a
-//! size limit, the whole exchange within a timeout. `https://` is verified
+//! size limit, the whole exchange within the time its caller allows. `https://` is verified
 //! against Mozilla's roots (compiled in, so no system store is needed);
 //! `http://` is accepted for loopback only (an issuer on the same host),
 //! checked where the URL is configured or discovered ([`check_url`]).
@@ -23,8 +23,6 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore, pki_types::ServerName};
 
 /// The largest document read: key sets and metadata are a few KiB.
 const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
-/// How long one fetch may take, connection to last byte.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a document could not be fetched; each names the URL.
 #[derive(Debug, thiserror::Error)]
@@ -37,8 +35,8 @@ pub enum FetchError {
     Unreachable { url: String, problem: String },
     #[error("{url} answered {status}, not 200")]
     Status { url: String, status: StatusCode },
-    #[error("{url} took longer than {FETCH_TIMEOUT:?}")]
-    Timeout { url: String },
+    #[error("{url} took longer than {limit:?}")]
+    Timeout { url: String, limit: Duration },
     #[error(
         "the answer of {url} is larger than {MAX_DOCUMENT_BYTES} bytes or broke off: {problem}"
     )]
@@ -70,13 +68,15 @@ fn is_loopback(host: &str) -> bool {
             .is_ok_and(|address| address.is_loopback())
 }
 
-/// Fetches `url` and returns its body.
-pub async fn get(url: &str) -> Result<Bytes, FetchError> {
+/// Fetches `url` and returns its body, within `limit` from connection to
+/// last byte.
+pub async fn get(url: &str, limit: Duration) -> Result<Bytes, FetchError> {
     let uri = check_url(url)?;
-    tokio::time::timeout(FETCH_TIMEOUT, fetch(url, &uri))
+    tokio::time::timeout(limit, fetch(url, &uri))
         .await
         .map_err(|_| FetchError::Timeout {
             url: url.to_owned(),
+            limit,
         })?
 }
 

@@ -4,7 +4,10 @@
 //! so a token naming a `kid` the proxy has not seen makes it fetch the set
 //! again, at most once per `refresh_min` however many such tokens arrive
 //! (a stranger sending made-up `kid`s cannot make the proxy hammer the
-//! issuer). The set is also fetched again once it is older than `max_age`.
+//! issuer). The set is also fetched again once it is older than `max_age`,
+//! in the background: requests go on with the keys known meanwhile, so an
+//! issuer that hangs never holds up a request whose key is known (only a
+//! token naming a key not seen yet waits, for a fetch bounded in time).
 //! A failed fetch keeps the keys already known, so an outage of the issuer
 //! does not stop tokens signed with them; it is logged, and only tokens
 //! that need a new key fail.
@@ -12,6 +15,7 @@
 //! Only asymmetric signing keys are kept: a symmetric (`oct`) key or one
 //! marked for encryption never verifies a token.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -82,6 +86,8 @@ pub enum LoadError {
         "no metadata with a jwks_uri at {tried}: set OPENCLAW_PROXY_OAUTH_JWKS_URL or OPENCLAW_PROXY_OAUTH_JWKS_FILE"
     )]
     NoMetadata { tried: String },
+    #[error("the issuer's key set did not load within {0:?}")]
+    Timeout(Duration),
 }
 
 /// The keys known now and when they were fetched.
@@ -100,15 +106,20 @@ pub struct KeySet {
     current: RwLock<Arc<Snapshot>>,
     /// One fetch at a time; the instant of the last attempt.
     fetching: tokio::sync::Mutex<Option<Instant>>,
+    /// Whether a refresh of a stale set runs in the background.
+    refreshing: AtomicBool,
+    /// How long one load of the set may take, metadata and key set together.
+    fetch_timeout: Duration,
 }
 
 impl KeySet {
-    /// A key set not fetched yet.
+    /// A key set not fetched yet; one load of it may take `fetch_timeout`.
     pub fn new(
         source: JwksSource,
         issuer: String,
         refresh_min: Duration,
         max_age: Duration,
+        fetch_timeout: Duration,
     ) -> Self {
         Self {
             source,
@@ -117,21 +128,27 @@ impl KeySet {
             max_age,
             current: RwLock::default(),
             fetching: tokio::sync::Mutex::new(None),
+            refreshing: AtomicBool::new(false),
+            fetch_timeout,
         }
     }
 
-    /// The key that verifies a token with this header: from the keys known,
+    /// The key that verifies a token with this header: from the keys known
+    /// (a set older than `max_age` is fetched again in the background),
     /// else after fetching the set again (rate-limited).
     pub async fn key_for(
-        &self,
+        self: &Arc<Self>,
         kid: Option<&str>,
         alg: Algorithm,
     ) -> Result<DecodingKey, KeyError> {
         let snapshot = self.snapshot();
-        let stale = snapshot
-            .fetched
-            .is_none_or(|fetched| fetched.elapsed() >= self.max_age);
-        if !stale && let Some(key) = find(&snapshot, kid, alg) {
+        if let Some(key) = find(&snapshot, kid, alg) {
+            let stale = snapshot
+                .fetched
+                .is_none_or(|fetched| fetched.elapsed() >= self.max_age);
+            if stale {
+                self.refresh_in_background(snapshot.fetched);
+            }
             return Ok(key);
         }
         self.refresh(snapshot.fetched).await;
@@ -148,6 +165,18 @@ impl KeySet {
             .clone()
     }
 
+    /// Starts [`Self::refresh`] on a task of its own, unless one runs.
+    fn refresh_in_background(self: &Arc<Self>, seen: Option<Instant>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let keys = self.clone();
+        tokio::spawn(async move {
+            keys.refresh(seen).await;
+            keys.refreshing.store(false, Ordering::Release);
+        });
+    }
+
     /// Fetches the set again unless another task did since `seen` or the
     /// last attempt was under `refresh_min` ago. A failure keeps the keys.
     async fn refresh(&self, seen: Option<Instant>) {
@@ -159,7 +188,10 @@ impl KeySet {
             return;
         }
         *last_attempt = Some(Instant::now());
-        match self.load().await {
+        let loaded = tokio::time::timeout(self.fetch_timeout, self.load())
+            .await
+            .unwrap_or(Err(LoadError::Timeout(self.fetch_timeout)));
+        match loaded {
             Ok(keys) => {
                 tracing::info!(keys = keys.len(), "OAuth signing keys loaded");
                 let fresh = Arc::new(Snapshot {
@@ -194,10 +226,10 @@ impl KeySet {
                     })?;
                 (path.display().to_string(), text.into())
             }
-            JwksSource::Url(url) => (url.clone(), fetch::get(url).await?),
+            JwksSource::Url(url) => (url.clone(), fetch::get(url, self.fetch_timeout).await?),
             JwksSource::Discover => {
                 let url = self.discover().await?;
-                let text = fetch::get(&url).await?;
+                let text = fetch::get(&url, self.fetch_timeout).await?;
                 (url, text)
             }
         };
@@ -214,7 +246,7 @@ impl KeySet {
             format!("{issuer}/.well-known/openid-configuration"),
         ];
         for url in &candidates {
-            let Ok(text) = fetch::get(url).await else {
+            let Ok(text) = fetch::get(url, self.fetch_timeout).await else {
                 continue;
             };
             let metadata: Metadata =

@@ -62,6 +62,10 @@ pub enum TokenError {
         "the access token is for another audience; this server accepts tokens whose aud is {expected}"
     )]
     Audience { expected: String },
+    #[error(
+        "the access token marks header parameters as critical ({names}) that this server does not understand; RFC 7515 requires refusing it"
+    )]
+    Critical { names: String },
     #[error("the access token names no subject (claim {claim:?})")]
     NoSubject { claim: String },
     #[error("the access token lacks the scope {}: ask the authorization server for it", .missing.join(" "))]
@@ -90,19 +94,20 @@ struct Verified {
 /// Checks access tokens for one issuer; shared by every request.
 pub struct Verifier {
     settings: OAuthSettings,
-    keys: KeySet,
+    keys: Arc<KeySet>,
     cache: RwLock<HashMap<TokenDigest, Arc<Verified>>>,
 }
 
 impl Verifier {
     /// A verifier with these settings; no key is fetched until a token needs one.
     pub fn new(settings: OAuthSettings) -> Self {
-        let keys = KeySet::new(
+        let keys = Arc::new(KeySet::new(
             settings.jwks.clone(),
             settings.issuer.clone(),
             settings.jwks_refresh_min,
             settings.jwks_max_age,
-        );
+            settings.jwks_fetch_timeout,
+        ));
         Self {
             settings,
             keys,
@@ -212,6 +217,21 @@ impl Verifier {
             .and_then(|segment| URL_SAFE_NO_PAD.decode(segment).ok())
             .and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
             .ok_or_else(|| TokenError::Malformed("its header is not base64url JSON".into()))?;
+        // RFC 7515 §4.1.11: a recipient that does not understand every
+        // parameter `crit` names must refuse the token. This server
+        // understands no extension, so any `crit` is refused, as is one that
+        // is not a list of names.
+        if let Some(critical) = header.get("crit") {
+            let names = match critical {
+                Value::Array(names) => names
+                    .iter()
+                    .map(|name| escape::quoted(name.as_str().unwrap_or("<not a string>")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other => format!("crit is {} rather than a list of names", json_type(other)),
+            };
+            return Err(TokenError::Critical { names });
+        }
         let alg = header
             .get("alg")
             .and_then(Value::as_str)
@@ -278,7 +298,7 @@ impl Verifier {
                 scopes,
             }),
             audiences: strings(claims.get("aud")),
-            expires: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),
+            expires: claims.get("exp").and_then(numeric_date).unwrap_or(0),
         })
     }
 }
@@ -302,6 +322,30 @@ fn strings(value: Option<&Value>) -> Vec<String> {
             .map(str::to_owned)
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// A NumericDate (RFC 7519 §2): seconds since the epoch, which may have a
+/// fraction; in whole seconds, the fraction cut off (a token expiring at
+/// 10.7 is held to expire at 10, never later).
+fn numeric_date(value: &Value) -> Option<u64> {
+    if let Some(whole) = value.as_u64() {
+        return Some(whole);
+    }
+    let seconds = value.as_f64().filter(|s| s.is_finite() && *s >= 0.0)?;
+    // Saturating: a date beyond u64 seconds is "never" in either form.
+    Some(seconds.floor() as u64)
+}
+
+/// What kind of JSON value `value` is, for messages.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
     }
 }
 

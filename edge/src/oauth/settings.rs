@@ -42,8 +42,12 @@ pub struct OAuthSettings {
     /// The least time between two fetches of the key set for a `kid` not
     /// seen before.
     pub jwks_refresh_min: Duration,
-    /// The key set is fetched again once it is this old.
+    /// The key set is fetched again once it is this old (in the
+    /// background: requests go on with the keys known).
     pub jwks_max_age: Duration,
+    /// How long one load of the key set (with the issuer's metadata) may
+    /// take before the keys known stay in use.
+    pub jwks_fetch_timeout: Duration,
     /// Verified tokens remembered (each until it expires).
     pub cache_entries: usize,
 }
@@ -63,6 +67,7 @@ impl OAuthSettings {
             only: false,
             jwks_refresh_min: Duration::from_secs(30),
             jwks_max_age: Duration::from_secs(3600),
+            jwks_fetch_timeout: Duration::from_secs(10),
             cache_entries: 10_000,
         }
     }

@@ -119,6 +119,17 @@ impl Catalog {
         self.resources.iter().find(|resource| &*resource.uri == uri)
     }
 
+    /// Whether a read of `uri` is one of the session's: a resource it
+    /// declares, or an expansion of one of its templates
+    /// ([`crate::uri_template`]).
+    pub fn serves(&self, uri: &str) -> bool {
+        self.resource(uri).is_some()
+            || self
+                .resource_templates
+                .iter()
+                .any(|template| crate::uri_template::matches(&template.uri_template, uri))
+    }
+
     /// The prompt of this name.
     pub fn prompt(&self, name: &str) -> Option<&Prompt> {
         self.prompts.iter().find(|prompt| &*prompt.name == name)

@@ -603,3 +603,41 @@ async fn a_2026_call_in_rounds_streams_its_notifications_as_they_come_not_at_its
     assert!(last.to_string().contains("three"), "{last}");
     assert!(no_hang(stream.next()).await.is_none(), "the stream ends");
 }
+
+/// `OPENCLAW_PROXY_CLIENT_REQUEST_TIMEOUT_SECONDS` bounds a request to the
+/// client on its own, however long the call's tool timeout: at both
+/// revisions a request the client never answers ends at it, the app is told
+/// so, and the call goes on to the app's answer.
+#[tokio::test]
+async fn an_unanswered_request_ends_at_the_client_request_timeout_not_the_tools() {
+    let server = TestServer::builder()
+        .tool_timeout(Duration::from_secs(600))
+        .core(|core| core.client_request_timeout = Duration::from_secs(1))
+        .start()
+        .await;
+    let (session, mut app) = session_with_app(&server).await;
+    let not_answered = "the MCP client did not answer elicitation/create within 1 seconds";
+
+    // 2025-11-25: the request is on the call's stream, and nobody answers.
+    let (mut stream, request_id, _) = asking_call(&session, &mut app).await;
+    let told = app_told(&mut app).await;
+    assert!(told.contains(not_answered), "{told}");
+    app.send_json(json!({"type": "invoke_result", "request_id": request_id,
+                         "ok": true, "content": "asked in vain"}))
+        .await;
+    let result = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    assert_eq!(counted(&server, "expired"), 1.0);
+
+    // 2026-07-28: the client gets its input_required result and never
+    // calls again.
+    let elicits = json!({"elicitation": {}});
+    let form =
+        json!({"message": "Really?", "requestedSchema": {"type": "object", "properties": {}}});
+    let (_, call) = asking_call_2026(&session, &mut app, &elicits, form).await;
+    state_of(&no_hang(call).await.expect("the first round"));
+    let told = app_told(&mut app).await;
+    assert!(told.contains(not_answered), "{told}");
+    assert_eq!(counted(&server, "expired"), 2.0);
+    nothing_pending(&server, "both requests expired").await;
+}

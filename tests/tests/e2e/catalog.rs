@@ -47,7 +47,9 @@ fn serve_notes(mut app: WsApp) -> tokio::task::JoinHandle<Vec<Value>> {
                         "result": {"contents": [{"uri": "notes://welcome", "mimeType": "text/plain", "text": "Hello, agent!"}]}}),
                     Some("notes://logo") => json!({"type": "mcp_result", "requestId": id,
                         "result": {"contents": [{"uri": "notes://logo", "mimeType": "image/png", "blob": "iVBORw0KGgo="}]}}),
-                    Some(uri) if uri.starts_with("notes://by-id/") => {
+                    Some(uri)
+                        if uri.starts_with("notes://by-id/") && uri != "notes://by-id/gone" =>
+                    {
                         json!({"type": "mcp_result", "request_id": id,
                         "result": {"contents": [{"uri": uri, "text": format!("note {}", &uri[14..])}]}})
                     }
@@ -136,16 +138,17 @@ async fn resources_and_prompts_are_listed_read_and_fetched_through_a_websocket_a
         other => panic!("expected text, got {other:?}"),
     }
 
-    // An unknown URI is the resource-not-found error, carrying the URI.
-    let error = client
-        .read_resource(ReadResourceRequestParams::new("notes://missing"))
-        .await
-        .expect_err("not found");
-    let text = format!("{error:?}");
-    assert!(
-        text.contains("-32002") && text.contains("notes://missing"),
-        "{text}"
-    );
+    // A URI the session does not serve is the resource-not-found error,
+    // carrying the URI, from the proxy; one the app does not have, from
+    // the app.
+    for missing in ["notes://missing", "notes://by-id/gone"] {
+        let error = client
+            .read_resource(ReadResourceRequestParams::new(missing))
+            .await
+            .expect_err("not found");
+        let text = format!("{error:?}");
+        assert!(text.contains("-32002") && text.contains(missing), "{text}");
+    }
 
     // A prompt, with its argument, and an embedded resource intact.
     let mut arguments = serde_json::Map::new();
@@ -198,13 +201,15 @@ async fn resources_and_prompts_are_listed_read_and_fetched_through_a_websocket_a
             .and_then(|value| value.parse::<f64>().ok())
     };
     assert_eq!(count("resources/read", "ok"), Some(3.0), "{metrics}");
-    // The missing URI was answered by the app with an error; the unknown
-    // prompt never reached it.
+    // The note the app does not have was answered by the app with an
+    // error; the URI outside the declarations and the unknown prompt never
+    // reached it.
     assert_eq!(
         count("resources/read", "tool_error"),
         Some(1.0),
         "{metrics}"
     );
+    assert_eq!(count("resources/read", "rejected"), Some(1.0), "{metrics}");
     assert_eq!(count("prompts/get", "ok"), Some(1.0), "{metrics}");
     assert_eq!(count("prompts/get", "rejected"), Some(1.0), "{metrics}");
     assert_eq!(count("completion/complete", "ok"), Some(1.0), "{metrics}");
@@ -635,4 +640,101 @@ async fn a_read_comes_back_as_the_app_wrote_it_every_number_intact() {
         format!(r#"{{"jsonrpc":"2.0","id":5,"result":{exact}}}"#)
     );
     let _app = answered.await.expect("join");
+}
+
+/// A read is matched against the session's resources and its templates'
+/// expansions (RFC 6570): one outside them all is refused by the proxy
+/// with the not-found error of the caller's revision and never reaches the
+/// app, however many templates the session has.
+#[tokio::test]
+async fn a_read_outside_the_declarations_never_reaches_the_app() {
+    let server = TestServer::start().await;
+    let mut body = legacy_session_body();
+    body["resources"] = json!([
+        {"uri": "notes:///7", "name": "seven"},
+        {"uri": "files:///logo.png", "name": "logo"}
+    ]);
+    body["resourceTemplates"] = json!([
+        {"uriTemplate": "notes:///{id}", "name": "note"},
+        {"uriTemplate": "docs://{+path}", "name": "doc"},
+        {"uriTemplate": "search://items{?q,limit}", "name": "search"}
+    ]);
+    let session = server.rest().register(&body).await;
+    let app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("bridge");
+    let served = serve_any(app);
+    let read = |uri: &str, revision: &str| {
+        let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                              "params": {"uri": uri}});
+        let mut request = if revision == "2026-07-28" {
+            body["params"]["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}});
+            mcp_post(&session.mcp_url, &body)
+                .header("mcp-method", "resources/read")
+                .header("mcp-name", uri)
+        } else {
+            mcp_post(&session.mcp_url, &body)
+        };
+        request = request
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", revision);
+        request.send()
+    };
+    let outside = [
+        "other:///x",
+        "notes:///a/b",
+        "notes:///7?x",
+        "files:///other.png",
+        "docs:/x",
+        "search://items#q",
+    ];
+    for uri in outside {
+        for (revision, code) in [("2025-11-25", -32002), ("2026-07-28", -32602)] {
+            let reply = read(uri, revision).await.json();
+            assert_eq!(reply["error"]["code"], code, "{uri} at {revision}: {reply}");
+            assert_eq!(reply["error"]["data"]["uri"], uri, "{uri}: {reply}");
+        }
+    }
+    let inside = [
+        "notes:///7",
+        "notes:///9",
+        "files:///logo.png",
+        "docs://guide/intro.md",
+        "search://items?q=cat&limit=5",
+    ];
+    for uri in inside {
+        let reply = read(uri, "2025-11-25").await.json();
+        assert_eq!(reply["result"]["contents"][0]["uri"], uri, "{uri}: {reply}");
+    }
+    server.rest().delete_session(&session.id).await;
+    let seen = no_hang(served).await.expect("the app");
+    let read: Vec<&str> = seen
+        .iter()
+        .filter_map(|frame| frame["params"]["uri"].as_str())
+        .collect();
+    assert_eq!(read, inside, "what reached the app");
+}
+
+/// Serves every `mcp_request` read with contents naming its URI, until the
+/// socket ends; the frames seen.
+fn serve_any(mut app: WsApp) -> tokio::task::JoinHandle<Vec<Value>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Ok(frame) = app.next_json().await {
+            if frame["type"] != "mcp_request" {
+                continue;
+            }
+            let uri = frame["params"]["uri"].clone();
+            app.send_json(
+                json!({"type": "mcp_result", "request_id": frame["request_id"],
+                "result": {"contents": [{"uri": uri, "text": "here"}]}}),
+            )
+            .await;
+            seen.push(frame);
+        }
+        seen
+    })
 }

@@ -407,3 +407,277 @@ async fn the_owner_may_be_named_by_another_claim_than_sub() {
     );
     assert!(reply.text().contains("email"), "{}", reply.text());
 }
+
+/// Whom a token is for never follows what a request says of itself: with
+/// neither a public URL nor an audience configured, on loopback, the
+/// resource is the listen address's own origin, whatever `Host` or
+/// `X-Forwarded-*` headers a request carries, even with every host allowed;
+/// and the metadata document never reflects them.
+#[tokio::test]
+async fn the_audience_is_never_taken_from_a_requests_headers() {
+    let issuer = TestIssuer::start().await;
+    let mut settings = OAuthSettings::new(issuer.url.clone());
+    settings.required_scopes = vec!["mcp".into()];
+    let server = TestServer::builder()
+        .edge(|edge| edge.allowed_hosts = vec!["*".into()])
+        .oauth(settings)
+        .start()
+        .await;
+    let owned = session(&server, Some("alice")).await;
+    let list = |token: String, headers: &[(&str, &str)]| {
+        let mut request = Rest::new(server.http_url())
+            .mcp(&owned.mcp_url, &tools_list())
+            .bearer_auth(&token);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        request.send()
+    };
+    let forged: [&[(&str, &str)]; 3] = [
+        &[("host", "other-resource.example")],
+        &[("x-forwarded-proto", "https")],
+        &[
+            ("host", "other-resource.example"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "other-resource.example"),
+        ],
+    ];
+    // Tokens for other resource servers at the same issuer, each named by
+    // what the forged headers say.
+    let port = server.addr.port();
+    for (audience, headers) in [
+        ("http://other-resource.example/v1/mcp".to_owned(), forged[0]),
+        (format!("https://127.0.0.1:{port}/v1/mcp"), forged[1]),
+        (
+            "https://other-resource.example/v1/mcp".to_owned(),
+            forged[2],
+        ),
+    ] {
+        let reply = list(issuer.token("alice", &audience), headers).await;
+        assert_eq!(
+            reply.status(),
+            StatusCode::UNAUTHORIZED,
+            "{audience} with {headers:?}: {}",
+            reply.text()
+        );
+        assert!(
+            reply.text().contains("another audience"),
+            "{}",
+            reply.text()
+        );
+    }
+    // The server's own resource is accepted whatever the headers say.
+    for headers in forged {
+        let reply = list(issuer.token("alice", &resource(&server)), headers).await;
+        assert_eq!(
+            reply.status(),
+            StatusCode::OK,
+            "{headers:?}: {}",
+            reply.text()
+        );
+    }
+    // The metadata names the listen address's own resource.
+    for headers in forged {
+        for path in [
+            "/.well-known/oauth-protected-resource/v1/mcp".to_owned(),
+            format!("/.well-known/oauth-protected-resource/v1/mcp/{}", owned.id),
+        ] {
+            let mut request = Rest::new(server.http_url()).get(&path);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let document = request.send().await.json();
+            let expected = if path.ends_with("/v1/mcp") {
+                resource(&server)
+            } else {
+                owned.mcp_url.clone()
+            };
+            assert_eq!(document["resource"], expected, "{path} with {headers:?}");
+        }
+    }
+}
+
+/// Away from loopback, OAuth needs to be told whom tokens are for: the
+/// server refuses to start without a public URL or an audience, naming both.
+#[tokio::test]
+async fn oauth_on_a_network_address_needs_a_public_url_or_an_audience() {
+    let issuer = TestIssuer::start().await;
+    let settings = OAuthSettings::new(issuer.url.clone());
+    let refused = TestServer::builder()
+        .oauth(settings.clone())
+        .env("OPENCLAW_PROXY_LISTEN", "0.0.0.0:0")
+        .try_spawn()
+        .await
+        .err()
+        .expect("refused to start");
+    assert!(
+        refused.contains("OPENCLAW_PROXY_PUBLIC_URL")
+            && refused.contains("OPENCLAW_PROXY_OAUTH_AUDIENCE"),
+        "{refused}"
+    );
+    let mut with_audience = settings.clone();
+    with_audience.audience = Some("api://openclaw-proxy".into());
+    let started = TestServer::builder()
+        .oauth(with_audience)
+        .env("OPENCLAW_PROXY_LISTEN", "0.0.0.0:0")
+        .try_spawn()
+        .await;
+    assert!(started.is_ok(), "{:?}", started.err());
+    let started = TestServer::builder()
+        .oauth(settings)
+        .env("OPENCLAW_PROXY_LISTEN", "0.0.0.0:0")
+        .env("OPENCLAW_PROXY_PUBLIC_URL", "https://mcp.example.com")
+        .try_spawn()
+        .await;
+    assert!(started.is_ok(), "{:?}", started.err());
+}
+
+/// NumericDates may have a fraction (RFC 7519 §2): such an `exp` and `nbf`
+/// are dates like any other, and the token is good.
+#[tokio::test]
+async fn fractional_dates_are_dates() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let now = oauth::unix_now() as f64;
+    let mut claims = issuer.claims("alice", &resource(&server));
+    claims["exp"] = json!(now + 3600.5);
+    claims["nbf"] = json!(now - 0.25);
+    claims["iat"] = json!(now - 0.25);
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&issuer.key().sign(&claims))
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    // Twice: the remembered token's own expiry is a date too.
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&issuer.key().sign(&claims))
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    // A fractional date in the past is still expired.
+    claims["exp"] = json!(now - 600.5);
+    claims["jti"] = json!("expired");
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&issuer.key().sign(&claims))
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{}", reply.text());
+    assert!(reply.text().contains("expired"), "{}", reply.text());
+}
+
+/// A refusal whose reason is long or not ASCII (it quotes the token's
+/// `kid`) still tells the client where to sign in, on every route.
+#[tokio::test]
+async fn the_challenge_keeps_its_metadata_whatever_the_reason_says() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let claims = issuer.claims("alice", &resource(&server));
+    for kid in [
+        "clé".to_owned(),
+        "k".repeat(300),
+        format!("{}é", "k".repeat(250)),
+    ] {
+        let token = SigningKey::generate(&kid).sign(&claims);
+        for (route, reply) in on_every_route(&server, &owned.id, &token).await {
+            assert_challenged(&server, &owned.id, &route, &reply, "invalid_token");
+            let challenge = reply.header("www-authenticate").unwrap_or_default();
+            assert!(
+                challenge.contains("error_description=\""),
+                "{route}: {challenge}"
+            );
+        }
+    }
+}
+
+/// A token that marks header parameters as critical (RFC 7515 §4.1.11) is
+/// refused: this server understands no such extension.
+#[tokio::test]
+async fn a_token_with_critical_headers_is_refused() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |_| {}).await;
+    let owned = session(&server, Some("alice")).await;
+    let key = issuer.key();
+    let claims = issuer.claims("alice", &resource(&server));
+    let header = |extra: Value| {
+        let mut header = json!({"alg": "ES256", "typ": "JWT", "kid": key.kid});
+        if let (Some(header), Value::Object(extra)) = (header.as_object_mut(), extra) {
+            header.extend(extra);
+        }
+        header
+    };
+    // The same header without `crit` is good: the refusals below are the
+    // `crit`'s.
+    let good = key.sign_with_header(&header(json!({})), &claims);
+    let reply = Rest::new(server.http_url())
+        .mcp(&owned.mcp_url, &tools_list())
+        .bearer_auth(&good)
+        .send()
+        .await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    for extra in [
+        json!({"crit": ["exp-policy"], "exp-policy": "strict"}),
+        json!({"crit": ["b64"], "b64": false}),
+        json!({"crit": "exp-policy"}),
+    ] {
+        let token = key.sign_with_header(&header(extra.clone()), &claims);
+        for (route, reply) in on_every_route(&server, &owned.id, &token).await {
+            assert_challenged(&server, &owned.id, &route, &reply, "invalid_token");
+            assert!(
+                reply.text().contains("critical"),
+                "{extra}, {route}: {}",
+                reply.text()
+            );
+        }
+    }
+}
+
+/// Once the key set is old, it is fetched again in the background: an
+/// issuer that hangs holds up no request whose key is known, and one such
+/// fetch runs at a time.
+#[tokio::test]
+async fn a_hanging_issuer_holds_up_no_request_whose_key_is_known() {
+    let issuer = TestIssuer::start().await;
+    let server = server_for(&issuer, |settings| {
+        settings.jwks_refresh_min = Duration::ZERO;
+        settings.jwks_max_age = Duration::ZERO;
+        // Longer than any test waits: a request waiting on the fetch
+        // would never be answered here.
+        settings.jwks_fetch_timeout = Duration::from_secs(600);
+    })
+    .await;
+    let owned = session(&server, Some("alice")).await;
+    let audience = resource(&server);
+    let list = |n: u64| {
+        let mut claims = issuer.claims("alice", &audience);
+        claims["jti"] = json!(n);
+        Rest::new(server.http_url())
+            .mcp(&owned.mcp_url, &tools_list())
+            .bearer_auth(&issuer.key().sign(&claims))
+            .send()
+    };
+    assert_eq!(list(0).await.status(), StatusCode::OK);
+    issuer.hang();
+    for n in 1..=3 {
+        let reply = no_hang(list(n)).await;
+        assert_eq!(reply.status(), StatusCode::OK, "{n}: {}", reply.text());
+    }
+    eventually("a refresh hangs", Duration::from_secs(10), || async {
+        issuer.jwks_hanging() == 1
+    })
+    .await;
+    assert_eq!(issuer.jwks_hanging(), 1, "one refresh at a time");
+    let reply = no_hang(list(4)).await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text());
+    // Released, the refresh completes and the next old set is fetched again.
+    let fetched = issuer.jwks_fetches();
+    issuer.release();
+    eventually("the refresh completes", Duration::from_secs(10), || async {
+        issuer.jwks_fetches() > fetched
+    })
+    .await;
+}

@@ -82,7 +82,7 @@ async fn create_accepts_the_original_camel_case_body() {
 }
 
 #[tokio::test]
-async fn urls_follow_public_url_and_forwarded_proto() {
+async fn urls_follow_public_url_and_forwarded_proto_from_trusted_proxies() {
     let server = TestServer::builder()
         .edge(|edge| edge.public_url = Some("https://proxy.example.com/base".into()))
         .start()
@@ -98,30 +98,39 @@ async fn urls_follow_public_url_and_forwarded_proto() {
         format!("https://proxy.example.com/base/v1/mcp/{id}")
     );
 
-    // The Host guard lets this host in only when it is allowed.
-    let server = TestServer::builder()
-        .edge(|edge| edge.allowed_hosts = vec!["proxy.internal".into()])
-        .start()
-        .await;
-    let response = server
-        .rest()
-        .post("/v1/chat/sessions")
-        .header("host", "proxy.internal:9443")
-        .header("x-forwarded-proto", "https")
-        .json(&legacy_session_body())
-        .send()
-        .await;
-    let reply = response.json();
-    let session = TestSession::from_rest_reply(&reply).expect("registration reply");
-    let id = &session.id;
-    assert_eq!(
-        session.bridge_url,
-        format!("wss://proxy.internal:9443/v1/chat/sessions/{id}/bridge")
-    );
-    assert_eq!(
-        session.mcp_url,
-        format!("https://proxy.internal:9443/v1/mcp/{id}")
-    );
+    // The Host guard lets this host in only when it is allowed, and
+    // `X-Forwarded-Proto` counts only from a trusted proxy.
+    for (trusted, scheme) in [(false, "http"), (true, "https")] {
+        let server = TestServer::builder()
+            .edge(|edge| {
+                edge.allowed_hosts = vec!["proxy.internal".into()];
+                if trusted {
+                    edge.connections.trusted_proxies = vec!["127.0.0.0/8".parse().expect("range")];
+                }
+            })
+            .start()
+            .await;
+        let response = server
+            .rest()
+            .post("/v1/chat/sessions")
+            .header("host", "proxy.internal:9443")
+            .header("x-forwarded-proto", "https")
+            .json(&legacy_session_body())
+            .send()
+            .await;
+        let reply = response.json();
+        let session = TestSession::from_rest_reply(&reply).expect("registration reply");
+        let id = &session.id;
+        let ws = if trusted { "wss" } else { "ws" };
+        assert_eq!(
+            session.bridge_url,
+            format!("{ws}://proxy.internal:9443/v1/chat/sessions/{id}/bridge")
+        );
+        assert_eq!(
+            session.mcp_url,
+            format!("{scheme}://proxy.internal:9443/v1/mcp/{id}")
+        );
+    }
 }
 
 #[tokio::test]

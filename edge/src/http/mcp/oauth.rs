@@ -8,8 +8,12 @@
 //! public URL, `{public URL}/v1/mcp`, or one session's URL below it: each
 //! has its metadata at the RFC's per-path location
 //! (`/.well-known/oauth-protected-resource/v1/mcp/{id}`), and a token for
-//! either opens that session (when its subject owns it). Every URL is built
-//! on the base the proxy knows itself by ([`crate::http::public_url`]).
+//! either opens that session (when its subject owns it). The metadata's
+//! URLs are built on the base the proxy knows itself by
+//! ([`crate::http::public_url`]); the resource, which says whom a token is
+//! for, never on the request's headers: it is `OPENCLAW_PROXY_OAUTH_AUDIENCE`,
+//! else below `OPENCLAW_PROXY_PUBLIC_URL`, else below the address the client
+//! connected to, which the server allows on a loopback listen address only.
 
 use std::sync::Arc;
 
@@ -22,7 +26,7 @@ use openclaw_proxy_core::metrics::Surface;
 use serde_json::json;
 
 use super::McpState;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, token_challenge};
 use crate::http::public_url::{Base as PublicBase, RequestHead, base_url};
 use crate::oauth::Verifier;
 
@@ -39,29 +43,21 @@ struct Base {
 }
 
 impl Base {
+    /// The base URL the request reached ([`base_url`]): where its client
+    /// finds the metadata.
     fn of(state: &McpState, head: &RequestHead<'_>) -> Self {
-        let base = base_url(state.config.public_url.as_deref(), head);
+        Self::split(&base_url(state.config.public_url.as_deref(), head))
+    }
+
+    fn split(base: &str) -> Self {
         let after_scheme = base.find("://").map_or(0, |at| at + 3);
         let (origin, prefix) = match base[after_scheme..].find('/') {
             Some(slash) => base.split_at(after_scheme + slash),
-            None => (base.as_str(), ""),
+            None => (base, ""),
         };
         Self {
             origin: origin.to_owned(),
             prefix: prefix.to_owned(),
-        }
-    }
-
-    /// The resource: the configured audience, else the MCP endpoint's URL
-    /// (one session's with `session_id`).
-    fn resource(&self, verifier: &Verifier, session_id: Option<&str>) -> String {
-        if let Some(audience) = &verifier.settings().audience {
-            return audience.clone();
-        }
-        let root = format!("{}{}{MCP_PATH}", self.origin, self.prefix);
-        match session_id {
-            Some(id) => format!("{root}/{id}"),
-            None => root,
         }
     }
 
@@ -107,7 +103,7 @@ pub(super) async fn verify(
     // Without a configured audience the resource is `{base}/v1/mcp`, or
     // the session's URL below it: compared piece by piece, with no URL
     // built for a request whose token is good.
-    let base = PublicBase::of(state.config.public_url.as_deref(), head);
+    let base = PublicBase::own(state.config.public_url.as_deref(), head);
     let accepts = |audience: &str| match configured {
         Some(configured) => audience == configured,
         None => base
@@ -137,18 +133,24 @@ pub(super) fn refusal(
     session_id: Option<&str>,
     error: ApiError,
 ) -> Response {
+    // The challenge is built from its parts, never from the header the
+    // error rendered: the token's refusal adds its own, which are valid
+    // in a header whatever the token said.
+    let token_params = match &error {
+        ApiError::Token(token) => Some(token_challenge(token)),
+        _ => None,
+    };
     let mut response = error.into_response();
     if state.oauth.is_none() {
         return response;
     }
-    let Some(challenge) = response
+    let challenged = response
         .headers()
         .get(header::WWW_AUTHENTICATE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer"))
-    else {
+        .is_some_and(|value| value.as_bytes().starts_with(b"Bearer"));
+    if !challenged {
         return response;
-    };
+    }
     // The resource is the URL the client used: one session's, or the
     // endpoint routed by `MCP-Session-Id`.
     let by_header = head.uri.path().trim_end_matches('/').ends_with(MCP_PATH);
@@ -163,13 +165,13 @@ pub(super) fn refusal(
             .and_then(|value| value.to_str().ok()),
     )
     .is_some();
-    match challenge.trim() {
-        "" if presented => params.push_str(", error=\"invalid_token\""),
-        "" => {}
-        more => {
+    match token_params {
+        Some(more) => {
             params.push_str(", ");
-            params.push_str(more);
+            params.push_str(&more);
         }
+        None if presented => params.push_str(", error=\"invalid_token\""),
+        None => {}
     }
     if let Ok(value) = HeaderValue::from_str(&params) {
         response
@@ -217,7 +219,7 @@ pub async fn metadata(State(state): State<McpState>, request: Request) -> Respon
     };
     let settings = verifier.settings();
     let mut document = json!({
-        "resource": base.resource(verifier, session_id),
+        "resource": resource(&state, &head, verifier, session_id),
         "authorization_servers": [settings.issuer],
         "bearer_methods_supported": ["header"],
         "resource_name": "openclaw-proxy MCP endpoint",
@@ -226,4 +228,23 @@ pub async fn metadata(State(state): State<McpState>, request: Request) -> Respon
         document["scopes_supported"] = json!(settings.required_scopes);
     }
     (StatusCode::OK, Json(document)).into_response()
+}
+
+/// The resource: the configured audience, else the MCP endpoint's URL (one
+/// session's with `session_id`) below the base no header names
+/// ([`PublicBase::own`]).
+fn resource(
+    state: &McpState,
+    head: &RequestHead<'_>,
+    verifier: &Verifier,
+    session_id: Option<&str>,
+) -> String {
+    if let Some(audience) = &verifier.settings().audience {
+        return audience.clone();
+    }
+    let base = PublicBase::own(state.config.public_url.as_deref(), head).url();
+    match session_id {
+        Some(id) => format!("{base}{MCP_PATH}/{id}"),
+        None => format!("{base}{MCP_PATH}"),
+    }
 }
