@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from .signature import Signature, call_handler
 from .uri_template import UriTemplate
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger("openclaw_proxy_app")
 
 # The most values one completion answer carries, as MCP allows.
 MAX_COMPLETION_VALUES = 100
@@ -257,9 +260,12 @@ class App:
 
     async def report_session(self, session: SessionInfo) -> None:
         for function in self._on_session:
-            outcome = function(session)
-            if inspect.isawaitable(outcome):
-                await outcome
+            try:
+                outcome = function(session)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:  # the session is registered all the same
+                log.exception("an on_session handler failed")
 
     async def answer_mcp(self, method: str, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         """The result of one MCP request; McpError when it fails."""

@@ -269,8 +269,12 @@ class Serving:
                 await asyncio.sleep(self._backoff.next())
         except AppError as error:
             self._error = error
-            if not self._first.done():
-                self._first.set_exception(error)
+        except Exception as error:  # a fault of this package: say so rather than hang
+            log.exception("serving failed")
+            self._error = AppError(f"serving failed: {type(error).__name__}: {error}")
+        finally:
+            if self._error is not None and not self._first.done():
+                self._first.set_exception(self._error)
             self._closed.set()
 
     async def _create(self) -> SessionInfo:
