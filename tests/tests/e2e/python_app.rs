@@ -1,0 +1,414 @@
+//! The Python app package (`proto/python`), as an app developer uses it: its
+//! wheel installed into a clean virtualenv, its own unit tests and
+//! `mypy --strict` run there, and an app written with it
+//! (`tests/python/package_app.py`) run against the real server and driven
+//! by rmcp, the official Rust MCP SDK, as an agent host: a call, progress,
+//! a cancel, resources and a template, a prompt, an elicitation answered, a
+//! log record, the verified caller, a tool added while serving, the
+//! confirmation flag, and a new session after the proxy restarts.
+
+// MCP deprecates logging from 2026-07-28 (SEP-2577); this host is at
+// 2025-11-25 and asks for log records, which the package still sends.
+#![allow(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openclaw_proxy_tests::python_package::{package_dir, python_app_package};
+use openclaw_proxy_tests::*;
+use rmcp::model::{
+    CallToolRequest, ClientCapabilities, ClientConfig, ClientRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, GetPromptRequestParams, Implementation, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ReadResourceRequestParams,
+    ResourceContents, SetLevelRequestParams,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::app_sdk::{Relay, pinging_server};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+async fn python() -> PathBuf {
+    python_app_package(Path::new(env!("CARGO_TARGET_TMPDIR"))).await
+}
+
+/// Runs `python` with `args` in `dir`; panics with its output unless it
+/// succeeds.
+async fn check(python: &Path, dir: &Path, args: &[&str]) {
+    let output = tokio::process::Command::new(python)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .await
+        .expect("run the virtualenv's python");
+    assert!(
+        output.status.success(),
+        "{args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn the_package_passes_its_unit_tests_and_mypy_strict_installed_from_its_wheel() {
+    let python = python().await;
+    let dir = package_dir();
+    // From the package's directory its src/ layout keeps the sources out of
+    // sys.path: the tests import the installed wheel, generated code and all.
+    check(
+        &python,
+        &dir,
+        &["-m", "pytest", "-q", "-p", "no:cacheprovider"],
+    )
+    .await;
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-app-mypy-cache");
+    let cache = cache.to_string_lossy();
+    check(
+        &python,
+        &dir,
+        &[
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            &cache,
+            "-p",
+            "openclaw_proxy_app",
+        ],
+    )
+    .await;
+    let example = repo_root().join("proto/examples/python/echo_app.py");
+    let app = repo_root().join("tests/python/package_app.py");
+    check(
+        &python,
+        &dir,
+        &[
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            &cache,
+            "tests",
+            &example.to_string_lossy(),
+            &app.to_string_lossy(),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_package_version_is_the_proxy_version() {
+    let python = python().await;
+    let output = tokio::process::Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.metadata as m, openclaw_proxy_app as a; \
+             print(m.version('openclaw-proxy-app'), a.__version__)",
+        ])
+        .output()
+        .await
+        .expect("run the virtualenv's python");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let expected = env!("CARGO_PKG_VERSION");
+    assert_eq!(printed.trim(), format!("{expected} {expected}"));
+}
+
+/// The app under test, started as a child process; its stdout carries one
+/// JSON event per line.
+struct PackageApp {
+    child: tokio::process::Child,
+    events: tokio::sync::mpsc::Receiver<Value>,
+}
+
+impl PackageApp {
+    async fn start(proxy_url: &str) -> Self {
+        let mut child = tokio::process::Command::new(python().await)
+            .arg(repo_root().join("tests/python/package_app.py"))
+            .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the Python app");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, events) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let event = serde_json::from_str(&line)
+                    .unwrap_or_else(|_| panic!("the app printed a line that is not JSON: {line}"));
+                let _ = sender.send(event).await;
+            }
+        });
+        Self { child, events }
+    }
+
+    /// The next event that has `key`.
+    async fn next(&mut self, key: &str) -> Value {
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(60), self.events.recv())
+                .await
+                .unwrap_or_else(|_| panic!("the app printed no {key:?} event within 60 s"))
+                .expect("the app exited");
+            if event.get(key).is_some() {
+                return event;
+            }
+        }
+    }
+
+    async fn next_session(&mut self) -> String {
+        let event = self.next("session").await;
+        event["session"].as_str().expect("a session id").to_owned()
+    }
+}
+
+/// An agent host: its user answers every form with the color teal; it keeps
+/// the progress and the log records it receives.
+#[derive(Clone, Default)]
+struct Host {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    logs: Arc<Mutex<Vec<LoggingMessageNotificationParam>>>,
+}
+
+impl ClientHandler for Host {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(json!({"elicitation": {}})).unwrap_or_default();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("python-package-host", "0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"color": "teal"})))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut progress) = self.progress.lock() {
+            progress.push(params);
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut logs) = self.logs.lock() {
+            logs.push(params);
+        }
+    }
+}
+
+async fn connect(
+    server: &TestServer,
+    session_id: &str,
+    host: Host,
+) -> RunningService<RoleClient, Host> {
+    let url = format!("{}/v1/mcp/{session_id}", server.http_url());
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(OPENCLAW_TOKEN);
+    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+    no_hang(host.serve(transport))
+        .await
+        .expect("the host connects")
+}
+
+async fn call_tool(
+    client: &RunningService<RoleClient, Host>,
+    name: &str,
+    arguments: Value,
+) -> rmcp::model::CallToolResult {
+    no_hang(client.call_tool(call(name, arguments)))
+        .await
+        .unwrap_or_else(|error| panic!("tools/call {name}: {error}"))
+}
+
+async fn bridged(server: &TestServer, session_id: &str) {
+    server
+        .wait_for_session(session_id, "the Python app's bridge", |session| {
+            session.bridge_connected
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn an_app_written_with_the_python_package_serves_an_mcp_client_and_survives_a_restart() {
+    let first = pinging_server().await;
+    let relay = Relay::start(first.addr).await;
+    let mut app = PackageApp::start(&relay.url()).await;
+    let old = app.next_session().await;
+    bridged(&first, &old).await;
+    let host = Host::default();
+    let client = connect(&first, &old, host.clone()).await;
+
+    // A call: a dataclass result is structured content.
+    let echoed = call_tool(&client, "echo_text", json!({"text": "hi"})).await;
+    assert_eq!(
+        echoed.structured_content,
+        Some(json!({"echoed_text": "hi"}))
+    );
+    // Arguments that do not fit the schema, and a handler that raises, are
+    // error results that say why.
+    let refused = call_tool(&client, "echo_text", json!({"text": 3})).await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert!(texts(&refused)[0].contains("text"), "{refused:?}");
+    let failed = call_tool(&client, "fail", json!({"reason": "boom"})).await;
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    assert_eq!(texts(&failed), ["ValueError: boom"]);
+
+    // Progress: three reports, in order, before the result.
+    let done = call_tool(&client, "steps", json!({"count": 3})).await;
+    assert_eq!(texts(&done), ["done"]);
+    eventually("three progress reports", Duration::from_secs(10), || {
+        std::future::ready(host.progress.lock().map(|p| p.len() >= 3).unwrap_or(false))
+    })
+    .await;
+    let progress = host.progress.lock().map(|p| p.clone()).unwrap_or_default();
+    let steps: Vec<(f64, Option<f64>, Option<String>)> = progress
+        .iter()
+        .map(|p| (p.progress, p.total, p.message.clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        [1.0, 2.0, 3.0].map(|n| (n, Some(3.0), Some(format!("step {n}"))))
+    );
+
+    // Cancel: the client gives up on a call; its handler is cancelled.
+    let request =
+        ClientRequest::CallToolRequest(CallToolRequest::new(call("wait_for_cancel", json!({}))));
+    let handle =
+        no_hang(client.send_cancellable_request(request, PeerRequestOptions::no_options()))
+            .await
+            .expect("tools/call sent");
+    first
+        .wait_for_session(&old, "the call reaching the app", |session| {
+            session.calls_in_flight == 1
+        })
+        .await;
+    no_hang(handle.cancel(Some("the user moved on".into())))
+        .await
+        .expect("notifications/cancelled");
+    let cancelled = app.next("cancelled").await;
+    assert_eq!(cancelled["cancelled"], "wait_for_cancel", "{cancelled}");
+
+    // Resources: the fixed one, the template, and an unknown URI.
+    let index = no_hang(client.read_resource(ReadResourceRequestParams::new("notes:///index")))
+        .await
+        .expect("resources/read");
+    assert!(
+        matches!(&index.contents[..], [ResourceContents::TextResourceContents { text, .. }] if text == "welcome, plans"),
+        "{index:?}"
+    );
+    let plans = no_hang(client.read_resource(ReadResourceRequestParams::new("notes:///plans")))
+        .await
+        .expect("resources/read of the template");
+    assert!(
+        matches!(&plans.contents[..], [ResourceContents::TextResourceContents { text, mime_type, .. }]
+            if text == "# Plans" && mime_type.as_deref() == Some("text/markdown")),
+        "{plans:?}"
+    );
+    let missing =
+        no_hang(client.read_resource(ReadResourceRequestParams::new("notes:///nope"))).await;
+    let Err(rmcp::ServiceError::McpError(error)) = missing else {
+        panic!("an unknown note is an error: {missing:?}");
+    };
+    assert_eq!(error.code.0, -32002, "{error:?}");
+
+    // A prompt with one argument given and one left to its default.
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("note".into(), json!("plans"));
+    let prompt = no_hang(
+        client.get_prompt(GetPromptRequestParams::new("summarise").with_arguments(arguments)),
+    )
+    .await
+    .expect("prompts/get");
+    assert_eq!(
+        serde_json::to_value(&prompt.messages).expect("messages"),
+        json!([{"role": "user", "content": {"type": "text", "text": "Summarise the note plans, brief."}}])
+    );
+
+    // An elicitation, answered by the host's user.
+    let color = call_tool(&client, "ask_color", json!({})).await;
+    assert_eq!(texts(&color), ["accept: teal"]);
+
+    // A log record from a sync handler, at the level the client asked for.
+    no_hang(client.set_level(SetLevelRequestParams::new(LoggingLevel::Info)))
+        .await
+        .expect("logging/setLevel");
+    let logged = call_tool(&client, "log_line", json!({"text": "hello"})).await;
+    assert_eq!(texts(&logged), ["logged"]);
+    eventually("a log record", Duration::from_secs(10), || {
+        std::future::ready(host.logs.lock().map(|l| !l.is_empty()).unwrap_or(false))
+    })
+    .await;
+    let record = host.logs.lock().map(|l| l[0].clone()).expect("a record");
+    assert_eq!(record.level, LoggingLevel::Warning, "{record:?}");
+    assert_eq!(record.logger.as_deref(), Some("package-app"));
+    assert_eq!(record.data, json!({"said": "hello"}));
+
+    // The verified caller: the OpenClaw token.
+    let whoami = call_tool(&client, "whoami", json!({})).await;
+    assert_eq!(
+        whoami.structured_content,
+        Some(json!({"caller": "global_token", "revision": "2025-11-25"}))
+    );
+
+    // The confirmation flag reached the declaration.
+    let shown = first.sessions().await.get(&old).await.expect("GetSession");
+    let wipe = shown
+        .tools
+        .iter()
+        .find(|t| t.name == "wipe")
+        .expect("wipe declared");
+    assert_eq!(
+        wipe.confirm.as_ref().map(|c| c.message.as_str()),
+        Some("Really wipe everything?")
+    );
+
+    // A tool added while serving is listed and called.
+    let added = call_tool(&client, "add_tool", json!({"name": "late_tool"})).await;
+    assert_eq!(texts(&added), ["added late_tool"]);
+    let listed = no_hang(client.list_all_tools()).await.expect("tools/list");
+    assert!(listed.iter().any(|t| t.name == "late_tool"), "{listed:?}");
+    let late = call_tool(&client, "late_tool", json!({})).await;
+    assert_eq!(texts(&late), ["late_tool answers"]);
+    let _ = client.cancel().await;
+
+    // The proxy restarts at the same address: the app registers anew.
+    no_hang(first.shutdown()).await.expect("first server stops");
+    let second = pinging_server().await;
+    relay.point_at(second.addr);
+    relay.cut();
+    let new = app.next_session().await;
+    assert_ne!(new, old, "a new session after the restart");
+    bridged(&second, &new).await;
+    let client = connect(&second, &new, Host::default()).await;
+    let echoed = call_tool(&client, "echo_text", json!({"text": "again"})).await;
+    assert_eq!(
+        echoed.structured_content,
+        Some(json!({"echoed_text": "again"}))
+    );
+    let _ = client.cancel().await;
+
+    let _ = app.child.start_kill();
+    let _ = app.child.wait().await;
+}
