@@ -4,13 +4,34 @@
 //! Built again only when the package's sources or `proxy.proto` change, so
 //! reruns are fast; never skipped: without `python3` and its `venv` module
 //! the tests that need it fail and say what to install.
+//!
+//! Also the app written with it that the tests run
+//! (`tests/python/package_app.py`), and the agent host that drives it.
+
+// MCP deprecates logging from 2026-07-28 (SEP-2577); the host here is at
+// 2025-11-25 and keeps the log records it is sent.
+#![allow(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation, LoggingMessageNotificationParam, ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
 use tokio::sync::OnceCell;
+
+use crate::{APP_TOKEN, OPENCLAW_TOKEN, call, http_client, no_hang};
 
 /// Where the package's sources are.
 pub fn package_dir() -> PathBuf {
@@ -121,4 +142,128 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
             files.push(path);
         }
     }
+}
+
+/// The app under test, started as a child process; its stdout carries one
+/// JSON event per line.
+pub struct PackageApp {
+    /// The process, killed when dropped.
+    pub child: tokio::process::Child,
+    events: tokio::sync::mpsc::Receiver<Value>,
+}
+
+impl PackageApp {
+    /// Starts `tests/python/package_app.py` with `python` (from
+    /// [`python_app_package`]) against `proxy_url` with the test app token.
+    pub fn start(python: &Path, proxy_url: &str) -> Self {
+        let mut child = tokio::process::Command::new(python)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("python/package_app.py"))
+            .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the Python app");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, events) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let event = serde_json::from_str(&line)
+                    .unwrap_or_else(|_| panic!("the app printed a line that is not JSON: {line}"));
+                let _ = sender.send(event).await;
+            }
+        });
+        Self { child, events }
+    }
+
+    /// The next event that has `key`.
+    pub async fn next(&mut self, key: &str) -> Value {
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(60), self.events.recv())
+                .await
+                .unwrap_or_else(|_| panic!("the app printed no {key:?} event within 60 s"))
+                .expect("the app exited");
+            if event.get(key).is_some() {
+                return event;
+            }
+        }
+    }
+
+    /// The id of the next session the app registers.
+    pub async fn next_session(&mut self) -> String {
+        let event = self.next("session").await;
+        event["session"].as_str().expect("a session id").to_owned()
+    }
+}
+
+/// An agent host: its user answers every form with the color teal; it keeps
+/// the progress and the log records it receives.
+#[derive(Clone, Default)]
+pub struct Host {
+    /// The progress notifications received.
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// The log records received.
+    pub logs: Arc<Mutex<Vec<LoggingMessageNotificationParam>>>,
+}
+
+impl ClientHandler for Host {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(json!({"elicitation": {}})).unwrap_or_default();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("python-package-host", "0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"color": "teal"})))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut progress) = self.progress.lock() {
+            progress.push(params);
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut logs) = self.logs.lock() {
+            logs.push(params);
+        }
+    }
+}
+
+/// `host` connected to the session's MCP endpoint on the proxy at `base`.
+pub async fn connect(base: &str, session_id: &str, host: Host) -> RunningService<RoleClient, Host> {
+    let url = format!("{base}/v1/mcp/{session_id}");
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(OPENCLAW_TOKEN);
+    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+    no_hang(host.serve(transport))
+        .await
+        .expect("the host connects")
+}
+
+/// A `tools/call`; panics when the request itself fails.
+pub async fn call_tool(
+    client: &RunningService<RoleClient, Host>,
+    name: &str,
+    arguments: Value,
+) -> rmcp::model::CallToolResult {
+    no_hang(client.call_tool(call(name, arguments)))
+        .await
+        .unwrap_or_else(|error| panic!("tools/call {name}: {error}"))
 }

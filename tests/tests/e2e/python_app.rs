@@ -12,24 +12,18 @@
 #![allow(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openclaw_proxy_tests::python_package::{package_dir, python_app_package};
+use openclaw_proxy_tests::python_package::{
+    Host, PackageApp, call_tool, connect, package_dir, python_app_package,
+};
 use openclaw_proxy_tests::*;
 use rmcp::model::{
-    CallToolRequest, ClientCapabilities, ClientConfig, ClientRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, GetPromptRequestParams, Implementation, LoggingLevel,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ReadResourceRequestParams,
-    ResourceContents, SetLevelRequestParams,
+    CallToolRequest, ClientRequest, GetPromptRequestParams, LoggingLevel,
+    ReadResourceRequestParams, ResourceContents, SetLevelRequestParams,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
-use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt as _;
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
 
 use crate::app_sdk::{Relay, pinging_server};
 
@@ -122,126 +116,6 @@ async fn the_package_version_is_the_proxy_version() {
     assert_eq!(printed.trim(), format!("{expected} {expected}"));
 }
 
-/// The app under test, started as a child process; its stdout carries one
-/// JSON event per line.
-struct PackageApp {
-    child: tokio::process::Child,
-    events: tokio::sync::mpsc::Receiver<Value>,
-}
-
-impl PackageApp {
-    async fn start(proxy_url: &str) -> Self {
-        let mut child = tokio::process::Command::new(python().await)
-            .arg(repo_root().join("tests/python/package_app.py"))
-            .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the Python app");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, events) = tokio::sync::mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let event = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| panic!("the app printed a line that is not JSON: {line}"));
-                let _ = sender.send(event).await;
-            }
-        });
-        Self { child, events }
-    }
-
-    /// The next event that has `key`.
-    async fn next(&mut self, key: &str) -> Value {
-        loop {
-            let event = tokio::time::timeout(Duration::from_secs(60), self.events.recv())
-                .await
-                .unwrap_or_else(|_| panic!("the app printed no {key:?} event within 60 s"))
-                .expect("the app exited");
-            if event.get(key).is_some() {
-                return event;
-            }
-        }
-    }
-
-    async fn next_session(&mut self) -> String {
-        let event = self.next("session").await;
-        event["session"].as_str().expect("a session id").to_owned()
-    }
-}
-
-/// An agent host: its user answers every form with the color teal; it keeps
-/// the progress and the log records it receives.
-#[derive(Clone, Default)]
-struct Host {
-    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
-    logs: Arc<Mutex<Vec<LoggingMessageNotificationParam>>>,
-}
-
-impl ClientHandler for Host {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities: ClientCapabilities =
-            serde_json::from_value(json!({"elicitation": {}})).unwrap_or_default();
-        ClientConfig::new(
-            capabilities,
-            Implementation::new("python-package-host", "0"),
-        )
-    }
-
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"color": "teal"})))
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        if let Ok(mut progress) = self.progress.lock() {
-            progress.push(params);
-        }
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        if let Ok(mut logs) = self.logs.lock() {
-            logs.push(params);
-        }
-    }
-}
-
-async fn connect(
-    server: &TestServer,
-    session_id: &str,
-    host: Host,
-) -> RunningService<RoleClient, Host> {
-    let url = format!("{}/v1/mcp/{session_id}", server.http_url());
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(OPENCLAW_TOKEN);
-    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
-    no_hang(host.serve(transport))
-        .await
-        .expect("the host connects")
-}
-
-async fn call_tool(
-    client: &RunningService<RoleClient, Host>,
-    name: &str,
-    arguments: Value,
-) -> rmcp::model::CallToolResult {
-    no_hang(client.call_tool(call(name, arguments)))
-        .await
-        .unwrap_or_else(|error| panic!("tools/call {name}: {error}"))
-}
-
 async fn bridged(server: &TestServer, session_id: &str) {
     server
         .wait_for_session(session_id, "the Python app's bridge", |session| {
@@ -254,11 +128,11 @@ async fn bridged(server: &TestServer, session_id: &str) {
 async fn an_app_written_with_the_python_package_serves_an_mcp_client_and_survives_a_restart() {
     let first = pinging_server().await;
     let relay = Relay::start(first.addr).await;
-    let mut app = PackageApp::start(&relay.url()).await;
+    let mut app = PackageApp::start(&python().await, &relay.url());
     let old = app.next_session().await;
     bridged(&first, &old).await;
     let host = Host::default();
-    let client = connect(&first, &old, host.clone()).await;
+    let client = connect(&first.http_url(), &old, host.clone()).await;
 
     // A call: a dataclass result is structured content.
     let echoed = call_tool(&client, "echo_text", json!({"text": "hi"})).await;
@@ -401,7 +275,7 @@ async fn an_app_written_with_the_python_package_serves_an_mcp_client_and_survive
     let new = app.next_session().await;
     assert_ne!(new, old, "a new session after the restart");
     bridged(&second, &new).await;
-    let client = connect(&second, &new, Host::default()).await;
+    let client = connect(&second.http_url(), &new, Host::default()).await;
     let echoed = call_tool(&client, "echo_text", json!({"text": "again"})).await;
     assert_eq!(
         echoed.structured_content,
@@ -411,4 +285,27 @@ async fn an_app_written_with_the_python_package_serves_an_mcp_client_and_survive
 
     let _ = app.child.start_kill();
     let _ = app.child.wait().await;
+}
+
+#[tokio::test]
+async fn an_app_with_a_wrong_token_stops_at_start_and_says_what_to_fix() {
+    let server = TestServer::start().await;
+    let output = tokio::process::Command::new(python().await)
+        .arg(repo_root().join("tests/python/package_app.py"))
+        .args([
+            "--proxy-url",
+            &server.http_url(),
+            "--app-token",
+            "not-the-token",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let output = no_hang(output).await.expect("run the Python app");
+    assert!(!output.status.success(), "the app kept serving");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("AppError: the proxy refused the token; check app_token"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "no session was reported");
 }
