@@ -6,7 +6,7 @@ Prints one JSON line on stdout per event the tests wait for:
 {"session": id, "mcp_url": url} for each session it registers, and
 {"cancelled": tool, "reason": why} when a running call is cancelled.
 
-usage: python package_app.py --proxy-url URL --app-token TOKEN
+usage: python package_app.py --proxy-url URL --app-token TOKEN [--bridge grpc|websocket]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+from typing import Literal
 
 from openclaw_proxy_app import App, CompletionRequest, Context, McpError, Serving, SessionInfo
 
@@ -36,8 +37,9 @@ class ColorForm:
     color: str
 
 
-def build(proxy_url: str, app_token: str) -> App:
-    app = App(proxy_url, app_token=app_token, device_id="python-package-e2e", app_version="1.0.0")
+def build(proxy_url: str, app_token: str, bridge: Literal["grpc", "websocket"]) -> App:
+    app = App(proxy_url, app_token=app_token, device_id="python-package-e2e", app_version="1.0.0",
+              bridge=bridge)
 
     @app.tool
     def echo_text(text: str) -> Echoed:
@@ -130,9 +132,10 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--proxy-url", required=True)
     parser.add_argument("--app-token", default="")
+    parser.add_argument("--bridge", choices=["grpc", "websocket"], default="grpc")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
-    async with build(args.proxy_url, args.app_token).serving() as serving:
+    async with build(args.proxy_url, args.app_token, args.bridge).serving() as serving:
         await serving.wait_closed()
 
 

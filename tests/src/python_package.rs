@@ -154,11 +154,13 @@ pub struct PackageApp {
 
 impl PackageApp {
     /// Starts `tests/python/package_app.py` with `python` (from
-    /// [`python_app_package`]) against `proxy_url` with the test app token.
-    pub fn start(python: &Path, proxy_url: &str) -> Self {
+    /// [`python_app_package`]) against `proxy_url` with the test app token,
+    /// on `bridge` ("grpc" or "websocket").
+    pub fn start(python: &Path, proxy_url: &str, bridge: &str) -> Self {
         let mut child = tokio::process::Command::new(python)
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("python/package_app.py"))
             .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
+            .args(["--bridge", bridge])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

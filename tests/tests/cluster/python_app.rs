@@ -19,7 +19,7 @@ async fn a_python_package_app_bridged_on_one_node_serves_a_caller_on_another() {
     let (_nats, nodes, _) = cluster(2, 300).await;
     let (a, b) = (&nodes[0], &nodes[1]);
     let python = python_app_package(Path::new(env!("CARGO_TARGET_TMPDIR"))).await;
-    let mut app = PackageApp::start(&python, &b.url());
+    let mut app = PackageApp::start(&python, &b.url(), "grpc");
     let session_id = app.next_session().await;
     let host = Host::default();
     let client = connect(&a.url(), &session_id, host.clone()).await;

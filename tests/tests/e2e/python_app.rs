@@ -126,9 +126,21 @@ async fn bridged(server: &TestServer, session_id: &str) {
 
 #[tokio::test]
 async fn an_app_written_with_the_python_package_serves_an_mcp_client_and_survives_a_restart() {
+    serves_and_survives_a_restart("grpc").await;
+}
+
+#[tokio::test]
+async fn the_same_app_on_the_websocket_bridge_does_the_same() {
+    serves_and_survives_a_restart("websocket").await;
+}
+
+/// The app on `bridge` ("grpc", or "websocket": REST registration and the
+/// JSON bridge) serves everything it declares to an MCP host, and after the
+/// proxy restarts it registers anew and serves again.
+async fn serves_and_survives_a_restart(bridge: &str) {
     let first = pinging_server().await;
     let relay = Relay::start(first.addr).await;
-    let mut app = PackageApp::start(&python().await, &relay.url());
+    let mut app = PackageApp::start(&python().await, &relay.url(), bridge);
     let old = app.next_session().await;
     bridged(&first, &old).await;
     let host = Host::default();

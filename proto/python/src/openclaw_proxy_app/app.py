@@ -12,7 +12,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from ._proto import proxy_pb2 as pb
 from .content import prompt_result, read_result
@@ -108,14 +108,17 @@ class App:
     """An app: its declarations and how to reach the proxy.
 
     `proxy_url` is the proxy's base URL (`http://` or `https://`);
-    `app_token` the proxy's app token (OPENCLAW_PROXY_APP_TOKEN). The session
+    `app_token` the proxy's app token (OPENCLAW_PROXY_APP_TOKEN). `bridge`
+    is "grpc" (the default) or "websocket" (REST registration and the JSON
+    bridge over HTTP/1.1, for networks without HTTP/2). The session
     serves its tools and other declarations once `run()` (blocking) or
     `async with app.serving()` starts it."""
 
     def __init__(self, proxy_url: str, *, app_token: str = "", device_id: str = "python-app",
                  device_name: str = "", app_version: str = "0", chat_id: str = "",
                  owner_subject: str = "", owner_issuer: str = "", max_concurrent_calls: int = 32,
-                 connect_timeout: float = 30.0, max_reconnect_delay: float = 30.0) -> None:
+                 connect_timeout: float = 30.0, max_reconnect_delay: float = 30.0,
+                 bridge: Literal["grpc", "websocket"] = "grpc") -> None:
         if not proxy_url.startswith(("http://", "https://")):
             raise ValueError(f"proxy_url must start with http:// or https://, not {proxy_url!r}")
         self.proxy_url = proxy_url.rstrip("/")
@@ -126,6 +129,7 @@ class App:
         self.max_concurrent_calls = max_concurrent_calls
         self.connect_timeout = connect_timeout
         self.max_reconnect_delay = max_reconnect_delay
+        self.bridge = bridge
         self.tools: dict[str, _Tool] = {}
         self.resources: dict[str, _Resource] = {}
         self.templates: dict[str, _Resource] = {}

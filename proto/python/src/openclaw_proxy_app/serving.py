@@ -11,16 +11,10 @@ import itertools
 import json
 import logging
 import random
-import urllib.parse
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import grpc
-import grpc.aio
-
 from ._proto import proxy_pb2 as pb
-from ._rpc import Stubs
 from .content import tool_content_json
 from .context import Caller, ClientInfo, Context
 from .errors import (
@@ -35,21 +29,12 @@ from .errors import (
     UpdateError,
 )
 from .signature import call_handler
+from .transport import BridgeLost, GrpcTransport, SessionGone, Transport, WebSocketTransport
 
 if TYPE_CHECKING:
     from .app import App
 
 log = logging.getLogger("openclaw_proxy_app")
-
-# How the proxy ends a bridge when retrying cannot help.
-_FATAL = {
-    grpc.StatusCode.UNAUTHENTICATED: "the proxy refused the token; check app_token "
-                                     "(the proxy's OPENCLAW_PROXY_APP_TOKEN)",
-    grpc.StatusCode.PERMISSION_DENIED: "the proxy refused the token for this session",
-    grpc.StatusCode.INVALID_ARGUMENT: "the proxy refused the app's declarations",
-    grpc.StatusCode.ABORTED: "another bridge took this session over; serving stopped so as not to fight it",
-}
-
 
 @dataclass(frozen=True)
 class SessionInfo:
@@ -165,12 +150,9 @@ class Serving:
         self._update_lock = asyncio.Lock()
         self._updated: asyncio.Future[pb.ToolsUpdated] | None = None
         self._slots = asyncio.Semaphore(app.max_concurrent_calls)
-        parsed = urllib.parse.urlsplit(app.proxy_url)
-        options = [("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),
-                   ("grpc.max_reconnect_backoff_ms", 5000)]
-        self._channel = (grpc.aio.secure_channel(parsed.netloc, grpc.ssl_channel_credentials(), options)
-                         if parsed.scheme == "https" else grpc.aio.insecure_channel(parsed.netloc, options))
-        self._stubs = Stubs(self._channel)
+        self._transport: Transport = (
+            WebSocketTransport(app.proxy_url, app.connect_timeout) if app.bridge == "websocket"
+            else GrpcTransport(app.proxy_url, app.connect_timeout))
         self._first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
 
@@ -219,11 +201,10 @@ class Serving:
         session = self._session
         if session is not None:
             try:
-                await self._stubs.delete_session(pb.DeleteSessionRequest(session_id=session.session_id),
-                                                 metadata=self._bearer(session.session_token), timeout=5)
-            except grpc.aio.AioRpcError as error:
-                log.warning("could not delete session %s: %s", session.session_id, error.code().name)
-        await self._channel.close()
+                await self._transport.delete(session.session_id, session.session_token or self._app.app_token)
+            except Exception as error:  # the proxy expires it in time
+                log.warning("could not delete session %s: %s", session.session_id, error)
+        await self._transport.close()
         self._closed.set()
 
     # --- the loop -------------------------------------------------------------
@@ -235,9 +216,6 @@ class Serving:
         except BaseException:
             await self.close()
             raise
-
-    def _bearer(self, token: str) -> tuple[tuple[str, str], ...]:
-        return (("authorization", f"Bearer {token}"),) if token else ()
 
     def _update_message(self) -> pb.AppMessage:
         tools, resources, templates, prompts = self._app.declarations()
@@ -255,17 +233,11 @@ class Serving:
                         await self._app.report_session(self._session)
                     await self._attach(self._session)
                     log.info("the bridge ended; attaching again")
-                except grpc.aio.AioRpcError as error:
-                    code = error.code()
-                    if code == grpc.StatusCode.NOT_FOUND:
-                        log.info("the proxy no longer knows the session; registering a new one")
-                        self._session = None
-                    elif code in _FATAL:
-                        raise AppError(f"{_FATAL[code]} ({code.name}: {error.details()})") from None
-                    else:
-                        log.warning("bridge lost (%s: %s); reconnecting", code.name, error.details())
-                except asyncio.TimeoutError:
-                    log.warning("the proxy did not answer within %s s; reconnecting", self._app.connect_timeout)
+                except SessionGone:
+                    log.info("the proxy no longer knows the session; registering a new one")
+                    self._session = None
+                except BridgeLost as error:
+                    log.warning("bridge lost (%s); reconnecting", error)
                 await asyncio.sleep(self._backoff.next())
         except AppError as error:
             self._error = error
@@ -283,8 +255,7 @@ class Serving:
                                           resource_templates=templates, prompts=prompts)
         if self._app.owner is not None:
             request.owner.CopyFrom(self._app.owner)
-        created = await self._stubs.create_session(request, metadata=self._bearer(self._app.app_token),
-                                                   timeout=self._app.connect_timeout)
+        created = await self._transport.create(request, self._app.app_token)
         self._changed = False
         return SessionInfo(session_id=created.session_id,
                            mcp_url=f"{self._app.proxy_url}/v1/mcp/{created.session_id}",
@@ -292,32 +263,17 @@ class Serving:
 
     async def _attach(self, session: SessionInfo) -> None:
         bridge = _Bridge(asyncio.get_running_loop())
-
-        async def outgoing() -> AsyncIterator[pb.AppMessage]:
-            yield pb.AppMessage(hello=pb.Hello(session_id=session.session_id))
-            while (message := await bridge.outbox.get()) is not None:
-                yield message
-
-        # The session's own token opens its bridge; mcp-session-id lets a
-        # load balancer send the bridge where the session's MCP calls go.
-        metadata = self._bearer(session.session_token or self._app.app_token) + (
-            ("mcp-session-id", session.session_id),)
-        call = self._stubs.attach(outgoing(), metadata=metadata)
         reason = "the bridge was lost"
         try:
-            first = await asyncio.wait_for(call.read(), self._app.connect_timeout)
-            message = first
-            while message is not grpc.aio.EOF:
-                assert isinstance(message, pb.ProxyMessage)
-                self._dispatch(bridge, message)
-                message = await call.read()
+            # The session's own token opens its bridge.
+            await self._transport.attach(session.session_id, session.session_token or self._app.app_token,
+                                         bridge.outbox, lambda message: self._dispatch(bridge, message))
         except asyncio.CancelledError:
             reason = "the app is shutting down"
             raise
         finally:
             self._bridge = None
             bridge.close(reason)
-            call.cancel()
 
     def _dispatch(self, bridge: _Bridge, message: pb.ProxyMessage) -> None:
         kind = message.WhichOneof("kind")
