@@ -39,7 +39,8 @@ pub fn package_dir() -> PathBuf {
 }
 
 /// The virtualenv's `python`, with the freshly built wheel installed (and
-/// pytest, mypy and the type stubs its checks need); built on first use
+/// pytest, mypy and the type stubs its checks need, and build and twine for
+/// its release step); built on first use
 /// under `dir` (tests pass `env!("CARGO_TARGET_TMPDIR")`).
 pub async fn python_app_package(dir: &Path) -> PathBuf {
     static PYTHON: OnceCell<PathBuf> = OnceCell::const_new();
@@ -95,7 +96,7 @@ fn install(dir: &Path) -> PathBuf {
         "installing the Python package's wheel failed",
     );
     run(
-        pip(&["install"]).arg(format!("{}[test]", wheel.display())),
+        pip(&["install"]).arg(format!("{}[test,release]", wheel.display())),
         "installing the Python package's dependencies failed (PyPI must be reachable)",
     );
     std::fs::write(&marker, &fingerprint).expect("write the install marker");

@@ -99,6 +99,34 @@ async fn the_package_passes_its_unit_tests_and_mypy_strict_installed_from_its_wh
     .await;
 }
 
+/// The release step up to the upload: an sdist and a wheel built from the
+/// sources (the wheel from the sdist, as PyPI users' tools would), and
+/// `twine check --strict` accepting both.
+#[tokio::test]
+async fn the_package_builds_an_sdist_and_a_wheel_that_twine_accepts() {
+    let python = python().await;
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-app-dist");
+    let _ = std::fs::remove_dir_all(&out);
+    let out_arg = out.to_string_lossy();
+    let package = package_dir();
+    check(
+        &python,
+        &package,
+        &["-m", "build", "--outdir", &out_arg, "."],
+    )
+    .await;
+    let built: Vec<String> = std::fs::read_dir(&out)
+        .expect("the dist directory")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().to_string_lossy().into_owned())
+        .collect();
+    assert!(built.iter().any(|p| p.ends_with(".whl")), "{built:?}");
+    assert!(built.iter().any(|p| p.ends_with(".tar.gz")), "{built:?}");
+    let mut args = vec!["-m", "twine", "check", "--strict"];
+    args.extend(built.iter().map(String::as_str));
+    check(&python, &package, &args).await;
+}
+
 #[tokio::test]
 async fn the_package_version_is_the_proxy_version() {
     let python = python().await;
