@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import time
 from typing import Literal
 
 from openclaw_proxy_app import App, CompletionRequest, Context, McpError, Serving, SessionInfo
@@ -63,6 +64,14 @@ def build(proxy_url: str, app_token: str, bridge: Literal["grpc", "websocket"]) 
             event(cancelled="wait_for_cancel", reason=ctx.cancel_reason)
             raise
         return "never"
+
+    @app.tool
+    def wait_for_cancel_sync(ctx: Context) -> str:
+        """Waits until the call is cancelled, in a worker thread."""
+        while not ctx.cancelled:
+            time.sleep(0.01)
+        event(cancelled="wait_for_cancel_sync", reason=ctx.cancel_reason)
+        return "cancelled"
 
     @app.tool
     async def ask_color(ctx: Context) -> str:

@@ -149,3 +149,12 @@ def test_star_args_cannot_be_described() -> None:
     with pytest.raises(TypeError, match="name each parameter"):
         @app.tool
         def anything(*values: str) -> None: ...
+
+
+@pytest.mark.parametrize("name", ["has space", "", "x" * 129, "emoji🙂"])
+def test_a_tool_or_prompt_name_the_proxy_would_refuse_is_refused_at_once(name: str) -> None:
+    app = App("http://127.0.0.1:1")
+    with pytest.raises(ValueError, match="1 to 128 of A-Z a-z 0-9 _ - ."):
+        app.tool(name=name)(lambda: None)
+    with pytest.raises(ValueError, match="is not valid"):
+        app.prompt(name=name)(lambda: "")

@@ -116,3 +116,13 @@ def test_backoff_grows_with_jitter_up_to_its_ceiling_and_resets() -> None:
     assert delays[-1] >= 1.0
     backoff.reset()
     assert backoff.next() <= 0.375
+
+
+async def test_beyond_the_running_and_waiting_calls_a_new_one_is_busy() -> None:
+    from openclaw_proxy_app.serving import Serving
+
+    serving = Serving(App("http://127.0.0.1:1", max_concurrent_calls=2))
+    serving._admitted = 4  # two running, two waiting
+    assert serving._busy() is None
+    serving._admitted = 5
+    assert serving._busy() == ("the app is busy: 2 calls are running and 2 more are waiting; try again shortly")

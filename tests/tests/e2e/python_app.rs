@@ -223,6 +223,28 @@ async fn serves_and_survives_a_restart(bridge: &str) {
         .expect("notifications/cancelled");
     let cancelled = app.next("cancelled").await;
     assert_eq!(cancelled["cancelled"], "wait_for_cancel", "{cancelled}");
+    // A sync handler, in its worker thread, sees `ctx.cancelled`.
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "wait_for_cancel_sync",
+        json!({}),
+    )));
+    let handle =
+        no_hang(client.send_cancellable_request(request, PeerRequestOptions::no_options()))
+            .await
+            .expect("tools/call sent");
+    first
+        .wait_for_session(&old, "the sync call reaching the app", |session| {
+            session.calls_in_flight == 1
+        })
+        .await;
+    no_hang(handle.cancel(Some("the user moved on".into())))
+        .await
+        .expect("notifications/cancelled");
+    let cancelled = app.next("cancelled").await;
+    assert_eq!(
+        cancelled["cancelled"], "wait_for_cancel_sync",
+        "{cancelled}"
+    );
 
     // Resources: the fixed one, the template, and an unknown URI.
     let index = no_hang(client.read_resource(ReadResourceRequestParams::new("notes:///index")))

@@ -9,6 +9,7 @@ import contextlib
 import inspect
 import json
 import logging
+import re
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +29,16 @@ log = logging.getLogger("openclaw_proxy_app")
 
 # The most values one completion answer carries, as MCP allows.
 MAX_COMPLETION_VALUES = 100
+
+
+# MCP tool and prompt names, as the proxy checks them.
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+def _checked_name(name: str, what: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(f"{what} name {name!r} is not valid: use 1 to 128 of A-Z a-z 0-9 _ - .")
+    return name
 
 
 def _description(function: Callable[..., Any], given: str | None) -> str:
@@ -154,7 +165,7 @@ class App:
         hints. `confirm=True` (or a message) makes the proxy ask the user
         before every call; `timeout_seconds` gives a slow tool more time."""
         def register(function: F) -> F:
-            tool_name = name or function.__name__
+            tool_name = _checked_name(name or function.__name__, "tool")
             self.tools[tool_name] = _Tool(
                 tool_name, _description(function, description), function,
                 Signature(function, f"tool {tool_name!r}"),
@@ -201,7 +212,7 @@ class App:
         (required unless they have a default). It returns a `str` (one user
         message), `PromptMessage`s, or the raw MCP result dict."""
         def register(function: F) -> F:
-            prompt_name = name or function.__name__
+            prompt_name = _checked_name(name or function.__name__, "prompt")
             self.prompts[prompt_name] = _Prompt(prompt_name, title, _description(function, description),
                                                 function, Signature(function, f"prompt {prompt_name!r}"))
             return function

@@ -149,7 +149,10 @@ class Serving:
         self._changed = False
         self._update_lock = asyncio.Lock()
         self._updated: asyncio.Future[pb.ToolsUpdated] | None = None
+        # Calls run up to max_concurrent_calls at once, as many more wait,
+        # and beyond that are answered "busy" at once.
         self._slots = asyncio.Semaphore(app.max_concurrent_calls)
+        self._admitted = 0
         self._transport: Transport = (
             WebSocketTransport(app.proxy_url, app.connect_timeout) if app.bridge == "websocket"
             else GrpcTransport(app.proxy_url, app.connect_timeout))
@@ -327,11 +330,28 @@ class Serving:
     def _spawn(self, bridge: _Bridge, ctx: Context, work: Any) -> None:
         task: asyncio.Task[None] = bridge.loop.create_task(work)
         bridge.calls[ctx.request_id] = (task, ctx)
-        task.add_done_callback(lambda _: bridge.calls.pop(ctx.request_id, None))
+        self._admitted += 1
+
+        def done(_: asyncio.Task[None]) -> None:
+            bridge.calls.pop(ctx.request_id, None)
+            self._admitted -= 1
+
+        task.add_done_callback(done)
+
+    def _busy(self) -> str | None:
+        """Why a new call is refused, when the app is full."""
+        limit = self._app.max_concurrent_calls
+        if self._admitted > 2 * limit:
+            return (f"the app is busy: {limit} calls are running and {limit} more are waiting; "
+                    "try again shortly")
+        return None
 
     async def _run_call(self, bridge: _Bridge, ctx: Context, invoke: pb.InvokeTool) -> None:
         result = pb.ToolResult(request_id=invoke.request_id)
         try:
+            busy = self._busy()
+            if busy is not None:
+                raise ToolError(busy)
             async with self._slots:
                 tool = self._app.tools.get(invoke.tool_name)
                 if tool is None:
@@ -351,6 +371,9 @@ class Serving:
     async def _run_mcp(self, bridge: _Bridge, ctx: Context, params: dict[str, Any]) -> None:
         answer = pb.McpResult(request_id=ctx.request_id)
         try:
+            busy = self._busy()
+            if busy is not None:
+                raise McpError(INTERNAL_ERROR, busy)
             async with self._slots:
                 result = await self._app.answer_mcp(ctx.method, params, ctx)
             answer.result_json = json.dumps(result)
