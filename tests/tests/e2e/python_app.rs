@@ -82,6 +82,7 @@ async fn the_package_passes_its_unit_tests_and_mypy_strict_installed_from_its_wh
     .await;
     let example = repo_root().join("proto/examples/python/echo_app.py");
     let app = repo_root().join("tests/python/package_app.py");
+    let bench_app = repo_root().join("tests/python/bench_app.py");
     check(
         &python,
         &dir,
@@ -94,6 +95,7 @@ async fn the_package_passes_its_unit_tests_and_mypy_strict_installed_from_its_wh
             "tests",
             &example.to_string_lossy(),
             &app.to_string_lossy(),
+            &bench_app.to_string_lossy(),
         ],
     )
     .await;

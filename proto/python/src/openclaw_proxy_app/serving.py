@@ -205,6 +205,8 @@ class Serving:
         if session is not None:
             try:
                 await self._transport.delete(session.session_id, session.session_token or self._app.app_token)
+            except SessionGone:
+                pass
             except Exception as error:  # the proxy expires it in time
                 log.warning("could not delete session %s: %s", session.session_id, error)
         await self._transport.close()

@@ -114,8 +114,11 @@ class GrpcTransport:
         raise BridgeLost("the proxy ended the bridge")
 
     async def delete(self, session_id: str, token: str) -> None:
-        await self._stubs.delete_session(pb.DeleteSessionRequest(session_id=session_id),
-                                         metadata=_bearer(token), timeout=5)
+        try:
+            await self._stubs.delete_session(pb.DeleteSessionRequest(session_id=session_id),
+                                             metadata=_bearer(token), timeout=5)
+        except grpc.aio.AioRpcError as error:
+            raise self._fail(error) from None
 
     async def close(self) -> None:
         await self._channel.close()
