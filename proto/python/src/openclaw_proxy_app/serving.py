@@ -197,12 +197,15 @@ class Serving:
                 self._updated = None
 
     async def close(self) -> None:
-        """Stops serving: cancels running calls and deletes the session."""
+        """Stops serving: cancels running calls and deletes the session
+        (unless the proxy stopped it)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         session = self._session
-        if session is not None:
+        # Stopped by the proxy (a refused token, a session taken over by
+        # another bridge): the session is not this app's to delete.
+        if session is not None and self._error is None:
             try:
                 await self._transport.delete(session.session_id, session.session_token or self._app.app_token)
             except SessionGone:
