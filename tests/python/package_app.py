@@ -4,7 +4,8 @@ does, one resource, one template, one prompt and a completion handler.
 
 Prints one JSON line on stdout per event the tests wait for:
 {"session": id, "mcp_url": url} for each session it registers, and
-{"cancelled": tool, "reason": why} when a running call is cancelled.
+{"started": tool} when a call that waits for its cancel starts, and
+{"cancelled": tool, "reason": why} when it is cancelled.
 
 usage: python package_app.py --proxy-url URL --app-token TOKEN [--bridge grpc|websocket]
 """
@@ -58,6 +59,7 @@ def build(proxy_url: str, app_token: str, bridge: Literal["grpc", "websocket"]) 
     @app.tool
     async def wait_for_cancel(ctx: Context) -> str:
         """Waits until the call is cancelled."""
+        event(started="wait_for_cancel")
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -68,6 +70,7 @@ def build(proxy_url: str, app_token: str, bridge: Literal["grpc", "websocket"]) 
     @app.tool
     def wait_for_cancel_sync(ctx: Context) -> str:
         """Waits until the call is cancelled, in a worker thread."""
+        event(started="wait_for_cancel_sync")
         while not ctx.cancelled:
             time.sleep(0.01)
         event(cancelled="wait_for_cancel_sync", reason=ctx.cancel_reason)

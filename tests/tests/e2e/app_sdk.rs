@@ -931,7 +931,7 @@ impl ExampleApp {
 
 /// A server that pings every 100 ms and drops a bridge silent for 300 ms,
 /// so an example that does not answer pings loses its bridge.
-pub(crate) async fn pinging_server() -> TestServer {
+async fn pinging_server() -> TestServer {
     TestServer::builder()
         .core(|core| {
             core.ping_interval = Duration::from_millis(100);
