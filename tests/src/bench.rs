@@ -65,6 +65,11 @@ pub enum GrpcApp {
     /// crate's own cost per call (a task, JSON parsed and written again, the
     /// call bookkeeping).
     Crate,
+    /// Apps written with the Python package (`proto/python`), one process
+    /// each (`tests/python/bench_app.py`, on the package's wheel installed
+    /// under `target/tmp`): the numbers include the package's cost per call
+    /// (a task, pydantic validation, JSON both ways) and Python's.
+    Python,
 }
 
 /// The MCP protocol revision the load's clients speak.
@@ -390,6 +395,16 @@ pub async fn start_apps_with(
         owner,
         elicit,
     } = side;
+    if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Python {
+        if catalog || owner.is_some() || elicit {
+            bail!("the Python app answers plain tools/call (with --progress) only");
+        }
+        let mut ids = Vec::with_capacity(sessions);
+        for _ in 0..sessions {
+            ids.push(start_python_app(target, reports).await?);
+        }
+        return Ok(ids);
+    }
     if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Crate {
         let mut ids = Vec::with_capacity(sessions);
         for _ in 0..sessions {
@@ -753,6 +768,49 @@ async fn start_crate_app(target: &Target, side: AppSide<'_>) -> anyhow::Result<S
         let _ = serving.closed().await;
     });
     Ok(id)
+}
+
+/// The Python apps started by this process. Each stops when its stdin
+/// closes: when this process exits, whichever way.
+static PYTHON_APPS: std::sync::Mutex<Vec<tokio::process::Child>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Starts one [`GrpcApp::Python`] app; returns its session id.
+async fn start_python_app(target: &Target, reports: u32) -> anyhow::Result<String> {
+    use tokio::io::AsyncBufReadExt as _;
+    // Where the tests keep their virtualenvs (`CARGO_TARGET_TMPDIR` with the
+    // default target directory).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp");
+    let python = crate::python_package::python_app_package(&dir).await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/bench_app.py");
+    let mut child = tokio::process::Command::new(python)
+        .arg(script)
+        .args([
+            "--proxy-url",
+            &target.base_url,
+            "--app-token",
+            &target.app_token,
+        ])
+        .args(["--reports", &reports.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start the Python app")?;
+    let stdout = child
+        .stdout
+        .take()
+        .context("no stdout from the Python app")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let id = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .context("the Python app printed no session id within 60 s")??
+        .context("the Python app exited before registering")?;
+    PYTHON_APPS
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the Python apps' list is poisoned"))?
+        .push(child);
+    Ok(id.trim().to_owned())
 }
 
 /// A gRPC app that answers every call with its arguments: the lean loop
@@ -1357,6 +1415,7 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         "bridge": config.bridge.name(),
         "app": match (config.bridge, config.grpc_app) {
             (BridgeKind::Grpc, GrpcApp::Crate) => "crate",
+            (BridgeKind::Grpc, GrpcApp::Python) => "python",
             _ => "lean",
         },
         "protocol": config.protocol.name(),

@@ -21,6 +21,7 @@ pub mod mcp_client;
 pub mod oauth;
 pub mod processes;
 pub mod prometheus;
+pub mod python_package;
 pub mod rest;
 pub mod server;
 pub mod server_process;

@@ -109,7 +109,7 @@ fn assert_echoed(result: &CallToolResult, text: &str) {
 
 /// A TCP relay in front of a server: cuts connections on demand and can be
 /// pointed at another server.
-struct Relay {
+pub(crate) struct Relay {
     addr: SocketAddr,
     upstream: watch::Sender<SocketAddr>,
     cuts: watch::Sender<u64>,
@@ -118,7 +118,7 @@ struct Relay {
 }
 
 impl Relay {
-    async fn start(upstream: SocketAddr) -> Self {
+    pub(crate) async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
         let addr = listener.local_addr().expect("relay addr");
         let (upstream, upstream_rx) = watch::channel(upstream);
@@ -159,16 +159,16 @@ impl Relay {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Drops every connection's app side, leaving the proxy side open.
-    fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.cuts.send_modify(|generation| *generation += 1);
     }
 
-    fn point_at(&self, upstream: SocketAddr) {
+    pub(crate) fn point_at(&self, upstream: SocketAddr) {
         self.upstream.send_replace(upstream);
     }
 
@@ -1069,8 +1069,14 @@ async fn the_rust_echo_app_example_answers_and_survives_a_proxy_restart() {
 
 #[tokio::test]
 async fn the_python_example_answers_asks_the_user_and_survives_a_proxy_restart() {
-    let mut command = tokio::process::Command::new("sh");
-    command.arg(examples_dir().join("python/run.sh"));
+    // The example is written with the Python app package; it runs on the
+    // package's wheel as tests/e2e/python_app.rs installs it.
+    let python = openclaw_proxy_tests::python_package::python_app_package(Path::new(env!(
+        "CARGO_TARGET_TMPDIR"
+    )))
+    .await;
+    let mut command = tokio::process::Command::new(python);
+    command.arg(examples_dir().join("python/echo_app.py"));
     check_example(command, Asks::Yes).await;
 }
 

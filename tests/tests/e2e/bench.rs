@@ -23,6 +23,7 @@ async fn load_generator_smoke_run_on_both_bridges() {
         (BridgeKind::Ws, GrpcApp::Lean),
         (BridgeKind::Grpc, GrpcApp::Lean),
         (BridgeKind::Grpc, GrpcApp::Crate),
+        (BridgeKind::Grpc, GrpcApp::Python),
     ] {
         let server = TestServer::start().await;
         let config = LoadConfig {

@@ -21,6 +21,7 @@ mod limits;
 mod mcp;
 mod oauth;
 mod observability;
+mod python_app;
 mod quiet_logs;
 mod refusals;
 mod rest;
