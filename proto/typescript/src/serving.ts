@@ -1,0 +1,428 @@
+/**
+ * Holding a session's bridge: create the session, attach, answer what the
+ * proxy sends, and after any loss attach again with a growing, jittered
+ * delay; when the proxy no longer knows the session (it restarted, the
+ * session expired) create a new one and report it. Calls run concurrently,
+ * each with its own AbortController, so a slow handler never holds up the
+ * stream and a cancel reaches exactly the call it names.
+ */
+import type { App } from "./app.js";
+import { describe } from "./app.js";
+import { type Caller, type ClientInfo, Context, type Link } from "./context.js";
+import {
+  AppError, AskError, INTERNAL_ERROR, INVALID_PARAMS, McpError, RESOURCE_NOT_FOUND,
+  REVISION_WITH_INVALID_PARAMS_FOR_MISSING_RESOURCE, UpdateError,
+} from "./errors.js";
+import type { AppMessage } from "./generated/openclaw/proxy/v1/AppMessage.js";
+import type { CallerIdentity__Output } from "./generated/openclaw/proxy/v1/CallerIdentity.js";
+import type { CallerInfo__Output } from "./generated/openclaw/proxy/v1/CallerInfo.js";
+import type { ClientResponse__Output } from "./generated/openclaw/proxy/v1/ClientResponse.js";
+import type { CreateSessionResponse__Output } from "./generated/openclaw/proxy/v1/CreateSessionResponse.js";
+import type { ProxyMessage__Output } from "./generated/openclaw/proxy/v1/ProxyMessage.js";
+import { bearer, connect, grpc, type Stubs } from "./grpc.js";
+
+/** A registered session: give `mcpUrl` and `mcpToken` to the MCP client (OpenClaw). `sessionToken` is the app side's own credential. */
+export interface SessionInfo {
+  readonly sessionId: string;
+  readonly mcpUrl: string;
+  readonly mcpToken: string;
+  readonly sessionToken: string;
+}
+
+/** Exponential delays with jitter: from `initial` doubling up to `ceiling`, each drawn from half to one and a half times the step. */
+export class Backoff {
+  readonly #initial: number;
+  readonly #ceiling: number;
+  #step: number;
+
+  constructor(initialMs: number, ceilingMs: number) {
+    this.#initial = initialMs;
+    this.#ceiling = ceilingMs;
+    this.#step = initialMs;
+  }
+
+  reset(): void {
+    this.#step = this.#initial;
+  }
+
+  next(random: () => number = Math.random): number {
+    const delay = Math.min(this.#step, this.#ceiling) * (0.5 + random());
+    this.#step = Math.min(this.#step * 2, this.#ceiling);
+    return delay;
+  }
+}
+
+type Stream = grpc.ClientDuplexStream<AppMessage, ProxyMessage__Output>;
+
+/** One attached stream: the calls it delivered and the questions its calls asked the MCP client. */
+class Bridge implements Link {
+  readonly calls = new Map<string, AbortController>();
+  readonly asks = new Map<string, { resolve: (response: ClientResponse__Output) => void; reject: (error: Error) => void }>();
+  #ids = 0;
+  #open = true;
+  readonly #stream: Stream;
+
+  constructor(stream: Stream) {
+    this.#stream = stream;
+  }
+
+  send(message: AppMessage): void {
+    if (this.#open) this.#stream.write(message);
+  }
+
+  async ask(requestId: string, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    if (!this.#open) throw new AskError("the bridge was lost before the MCP client could be asked");
+    const id = String(++this.#ids);
+    const key = `${requestId}\n${id}`;
+    const response = await new Promise<ClientResponse__Output>((resolve, reject) => {
+      this.asks.set(key, { resolve, reject });
+      this.send({ client_request: { request_id: requestId, id, method, params_json: JSON.stringify(params) } });
+    }).finally(() => this.asks.delete(key));
+    if (response.outcome === "error") {
+      throw new AskError(`the MCP client could not answer ${method}: ${response.error?.message ?? "no reason given"}`, response.error?.code);
+    }
+    const result: unknown = JSON.parse(response.result_json || "{}");
+    if (typeof result !== "object" || result === null || Array.isArray(result)) {
+      throw new AskError(`the MCP client answered ${method} with something other than an object`);
+    }
+    return result as Record<string, unknown>;
+  }
+
+  answer(response: ClientResponse__Output): void {
+    this.asks.get(`${response.request_id}\n${response.id}`)?.resolve(response);
+  }
+
+  /** The stream is gone: the proxy has failed its calls already. */
+  close(reason: string): void {
+    this.#open = false;
+    for (const ask of this.asks.values()) ask.reject(new AskError(`the MCP client's answer cannot arrive: ${reason}`));
+    for (const call of this.calls.values()) call.abort(reason);
+  }
+}
+
+function client(info: CallerInfo__Output | null): ClientInfo {
+  return { name: info?.name ?? "", version: info?.version ?? "", protocolVersion: info?.protocol_version ?? "" };
+}
+
+function caller(identity: CallerIdentity__Output | null): Caller {
+  return {
+    kind: identity?.kind || "none", issuer: identity?.issuer ?? "", subject: identity?.subject ?? "",
+    clientId: identity?.client_id ?? "", scopes: [...(identity?.scopes ?? [])],
+  };
+}
+
+function jsonObject(text: string): Record<string, unknown> {
+  const value: unknown = text ? JSON.parse(text) : {};
+  return typeof value === "object" && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : {};
+}
+
+const TOKEN_REFUSED = "the proxy refused the token; check appToken (the proxy's OPENCLAW_PROXY_APP_TOKEN)";
+
+/**
+ * A session being served: `session` is the current one, `update()` sends
+ * changed declarations, `resourceUpdated()` tells subscribers a resource
+ * changed, `closed` settles when serving stopped.
+ */
+export class Serving {
+  readonly #app: App;
+  readonly #stubs: Stubs;
+  readonly #backoff: Backoff;
+  #session: SessionInfo | undefined;
+  #bridge: Bridge | undefined;
+  #stream: Stream | undefined;
+  #changed = false;
+  #stopped = false;
+  #wake: (() => void) | undefined;
+  #updated: { resolve: () => void; reject: (error: Error) => void } | undefined;
+  #firstAttached!: { resolve: () => void; reject: (error: Error) => void };
+  #settleClosed!: { resolve: () => void; reject: (error: Error) => void };
+  /** Settles when serving stopped: resolves after `close()`, rejects with the AppError that stopped it. */
+  readonly closed: Promise<void>;
+  readonly #running: Promise<void>;
+
+  private constructor(app: App, first: { resolve: () => void; reject: (error: Error) => void }) {
+    this.#app = app;
+    this.#firstAttached = first;
+    this.#stubs = connect(app.proxyUrl);
+    this.#backoff = new Backoff(app.options.initialReconnectDelayMs ?? 250, app.options.maxReconnectDelayMs ?? 30_000);
+    this.closed = new Promise<void>((resolve, reject) => { this.#settleClosed = { resolve, reject }; });
+    this.closed.catch(() => undefined); // awaited by whoever wants it
+    this.#running = this.#run();
+  }
+
+  /** @internal Starts serving `app`; resolves once the bridge is attached. */
+  static async start(app: App): Promise<Serving> {
+    let first!: { resolve: () => void; reject: (error: Error) => void };
+    const attached = new Promise<void>((resolve, reject) => { first = { resolve, reject }; });
+    const serving = new Serving(app, first);
+    await attached;
+    return serving;
+  }
+
+  /** The session being served (a new one after the proxy forgot the old). */
+  get session(): SessionInfo {
+    if (this.#session === undefined) throw new AppError("no session: the app is registering one");
+    return this.#session;
+  }
+
+  /** Tells the clients subscribed to `uri` that it changed. */
+  resourceUpdated(uri: string): void {
+    this.#bridge?.send({ resource_updated: { uri } });
+  }
+
+  /**
+   * Sends the app's current tools, resources, templates and prompts; the
+   * proxy replaces the session's lists. While the bridge is down they go at
+   * the next attach. Rejects with UpdateError when the proxy refuses them.
+   */
+  async update(): Promise<void> {
+    this.#changed = true;
+    const bridge = this.#bridge;
+    if (bridge === undefined) return;
+    const acknowledged = new Promise<void>((resolve, reject) => { this.#updated = { resolve, reject }; });
+    bridge.send(this.#updateMessage());
+    const timeout = this.#app.options.requestTimeoutMs ?? 30_000;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.#app.log("warn", "the proxy did not acknowledge the update; it is sent again at the next attach");
+        resolve();
+      }, timeout);
+    });
+    try {
+      await Promise.race([acknowledged, late]);
+      this.#changed = false;
+    } finally {
+      clearTimeout(timer);
+      this.#updated = undefined;
+    }
+  }
+
+  /** Stops serving: aborts running calls and deletes the session. */
+  async close(): Promise<void> {
+    this.#stopped = true;
+    this.#wake?.();
+    this.#stream?.cancel();
+    await this.#running;
+    const session = this.#session;
+    if (session !== undefined) {
+      try {
+        await new Promise<void>((resolve, reject) =>
+          this.#stubs.sessions.DeleteSession({ session_id: session.sessionId }, bearer(session.sessionToken || (this.#app.options.appToken ?? "")),
+            { deadline: Date.now() + 5_000 }, (error) => (error ? reject(error) : resolve())));
+      } catch (error) { // the proxy expires it in time
+        this.#app.log("warn", `could not delete session ${session.sessionId}: ${describe(error)}`);
+      }
+    }
+    this.#stubs.close();
+  }
+
+  // --- the loop -------------------------------------------------------------
+
+  #updateMessage(): AppMessage {
+    const d = this.#app.declarations();
+    return { update_tools: {
+      tools: d.tools, resources: { resources: d.resources },
+      resource_templates: { resource_templates: d.resource_templates }, prompts: { prompts: d.prompts },
+    } };
+  }
+
+  async #run(): Promise<void> {
+    let failure: AppError | undefined;
+    try {
+      while (!this.#stopped) {
+        try {
+          if (this.#session === undefined) {
+            this.#session = await this.#create();
+            await this.#app.reportSession(this.#session);
+          }
+          const { code, details } = await this.#attach(this.#session);
+          if (this.#stopped) break;
+          this.#endedWith(code, details, this.#session);
+        } catch (error) {
+          if (error instanceof AppError) throw error;
+          this.#app.log("warn", `could not reach the proxy (${describe(error)}); retrying`);
+        }
+        await this.#sleep(this.#backoff.next());
+      }
+    } catch (error) {
+      failure = error instanceof AppError ? error : new AppError(`serving failed: ${describe(error)}`);
+    }
+    if (failure !== undefined) {
+      this.#firstAttached.reject(failure);
+      this.#settleClosed.reject(failure);
+    } else {
+      this.#firstAttached.reject(new AppError("serving was closed before the bridge attached"));
+      this.#settleClosed.resolve();
+    }
+  }
+
+  /** What the status that ended a bridge means: attach again, register anew, or stop. */
+  #endedWith(code: number, details: string, session: SessionInfo): void {
+    switch (code) {
+      case grpc.status.NOT_FOUND:
+        this.#app.log("info", "the proxy no longer knows the session; registering a new one");
+        this.#session = undefined;
+        return;
+      case grpc.status.ABORTED:
+        throw new AppError(`another bridge took over session ${session.sessionId} (is the app running twice?)`, code);
+      case grpc.status.UNAUTHENTICATED:
+      case grpc.status.PERMISSION_DENIED:
+        throw new AppError(`${TOKEN_REFUSED} (${details})`, code);
+      case grpc.status.INVALID_ARGUMENT:
+        throw new AppError(`the proxy refused the bridge: ${details}`, code);
+      default:
+        this.#app.log("warn", `bridge lost (${grpc.status[code] ?? code}: ${details}); reconnecting`);
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.#wake = () => { clearTimeout(timer); resolve(); };
+    });
+  }
+
+  async #create(): Promise<SessionInfo> {
+    const options = this.#app.options;
+    const d = this.#app.declarations();
+    const request = {
+      metadata: {
+        device_id: options.deviceId ?? "typescript-app", device_name: options.deviceName ?? "",
+        app_version: options.appVersion ?? "0", chat_id: options.chatId ?? "",
+      },
+      ...d, ...(options.owner ? { owner: options.owner } : {}),
+    };
+    const created = await new Promise<CreateSessionResponse__Output>((resolve, reject) =>
+      this.#stubs.sessions.CreateSession(request, bearer(options.appToken ?? ""), { deadline: Date.now() + (options.requestTimeoutMs ?? 30_000) },
+        (error, response) => {
+          if (error) {
+            if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.PERMISSION_DENIED) {
+              reject(new AppError(`${TOKEN_REFUSED} (${error.details})`, error.code));
+            } else if (error.code === grpc.status.INVALID_ARGUMENT) {
+              reject(new AppError(`the proxy refused the declarations: ${error.details}`, error.code));
+            } else reject(error);
+          } else if (response === undefined) reject(new Error("CreateSession answered nothing"));
+          else resolve(response);
+        }));
+    this.#changed = false;
+    return {
+      sessionId: created.session_id, mcpUrl: `${this.#app.proxyUrl}/v1/mcp/${created.session_id}`,
+      mcpToken: created.mcp_token, sessionToken: created.session_token,
+    };
+  }
+
+  /** Serves one bridge until it ends; resolves with the status it ended with. */
+  #attach(session: SessionInfo): Promise<{ code: number; details: string }> {
+    return new Promise((resolve) => {
+      // The session's own token opens its bridge; mcp-session-id lets a load
+      // balancer send the bridge where the session's MCP calls go.
+      const metadata = bearer(session.sessionToken || (this.#app.options.appToken ?? ""));
+      metadata.set("mcp-session-id", session.sessionId);
+      const stream = this.#stubs.bridge.Attach(metadata);
+      this.#stream = stream;
+      const bridge = new Bridge(stream);
+      let ended = false;
+      const end = (code: number, details: string): void => {
+        if (ended) return;
+        ended = true;
+        if (this.#bridge === bridge) this.#bridge = undefined;
+        bridge.close(this.#stopped ? "the app is shutting down" : "the bridge was lost");
+        this.#updated?.reject(new UpdateError(`the bridge was lost before the proxy acknowledged the update (${details}); it is sent again at the next attach`));
+        resolve({ code, details });
+      };
+      stream.on("data", (message: ProxyMessage__Output) => this.#dispatch(bridge, message));
+      stream.on("error", (error: grpc.ServiceError) => end(error.code, error.details));
+      stream.on("status", (status: grpc.StatusObject) => end(status.code, status.details));
+      stream.on("end", () => stream.end());
+      stream.write({ hello: { session_id: session.sessionId } });
+    });
+  }
+
+  #dispatch(bridge: Bridge, message: ProxyMessage__Output): void {
+    switch (message.kind) {
+      case "attached":
+        this.#bridge = bridge;
+        this.#backoff.reset();
+        if (this.#changed) bridge.send(this.#updateMessage()); // a change made while the bridge was down
+        this.#firstAttached.resolve();
+        break;
+      case "ping":
+        bridge.send({ pong: { nonce: message.ping?.nonce ?? "0" } });
+        break;
+      case "invoke": {
+        const invoke = message.invoke!;
+        const ctx = this.#context(bridge, invoke.request_id, "tools/call", invoke.client, invoke.caller, jsonObject(invoke.meta_json), invoke.trace_parent);
+        this.#spawn(bridge, ctx, async () => {
+          let args: unknown;
+          try {
+            args = invoke.arguments_json ? JSON.parse(invoke.arguments_json) : {};
+          } catch {
+            return { result: { request_id: ctx.requestId, ok: false, error: "the arguments are not JSON" } };
+          }
+          const outcome = await this.#app.callTool(invoke.tool_name, args, ctx);
+          return { result: { request_id: ctx.requestId, ...outcome } };
+        });
+        break;
+      }
+      case "mcp_request": {
+        const request = message.mcp_request!;
+        const params = jsonObject(request.params_json);
+        const meta = params["_meta"];
+        const ctx = this.#context(bridge, request.request_id, request.method, request.client, request.caller,
+          typeof meta === "object" && meta !== null ? meta as Record<string, unknown> : {}, request.trace_parent);
+        this.#spawn(bridge, ctx, async () => {
+          try {
+            const result = await this.#app.answerMcp(request.method, params, ctx);
+            return { mcp_result: { request_id: ctx.requestId, result_json: JSON.stringify(result) } };
+          } catch (error) {
+            let code = error instanceof McpError ? error.code : INTERNAL_ERROR;
+            if (code === RESOURCE_NOT_FOUND && ctx.client.protocolVersion >= REVISION_WITH_INVALID_PARAMS_FOR_MISSING_RESOURCE) {
+              code = INVALID_PARAMS;
+            }
+            const data = error instanceof McpError && error.data !== undefined ? JSON.stringify(error.data) : "";
+            const text = error instanceof McpError ? error.message : describe(error);
+            return { mcp_result: { request_id: ctx.requestId, error: { code, message: text, data_json: data } } };
+          }
+        });
+        break;
+      }
+      case "cancel":
+        bridge.calls.get(message.cancel?.request_id ?? "")?.abort(message.cancel?.reason || "the proxy cancelled the call");
+        break;
+      case "client_response":
+        if (message.client_response) bridge.answer(message.client_response);
+        break;
+      case "tools_updated":
+        this.#updated?.resolve();
+        break;
+      case "error": {
+        const notice = message.error;
+        if (this.#updated !== undefined && !notice?.request_id) this.#updated.reject(new UpdateError(notice?.message ?? "the proxy refused the update"));
+        else this.#app.log("warn", `the proxy could not use a message: ${notice?.message ?? ""}`);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  #context(bridge: Bridge, requestId: string, method: string, info: CallerInfo__Output | null,
+    identity: CallerIdentity__Output | null, meta: Record<string, unknown>, traceParent: string): Context {
+    const controller = new AbortController();
+    bridge.calls.set(requestId, controller);
+    return new Context({
+      requestId, method, client: client(info), caller: caller(identity), meta, traceParent,
+      signal: controller.signal, link: bridge,
+    });
+  }
+
+  /** Runs one call on its own; its answer is sent unless the call was cancelled meanwhile (the proxy has answered it then). */
+  #spawn(bridge: Bridge, ctx: Context, work: () => Promise<AppMessage>): void {
+    work().then((answer) => {
+      if (!ctx.signal.aborted) bridge.send(answer);
+    }, (error: unknown) => {
+      this.#app.log("warn", `a call failed inside the package: ${describe(error)}`);
+    }).finally(() => bridge.calls.delete(ctx.requestId));
+  }
+}
