@@ -7,7 +7,7 @@
 // {"session": id, "mcp_url": url} for each session it registers, and
 // {"cancelled": tool, "reason": why} when a running call is cancelled.
 //
-// usage: node package_app.ts --proxy-url URL --app-token TOKEN
+// usage: node package_app.ts --proxy-url URL --app-token TOKEN [--bridge grpc|websocket]
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { App, McpError, type Serving, ToolError } from "openclaw-proxy-app";
@@ -16,10 +16,12 @@ const event = (fields: Record<string, unknown>): void => {
   process.stdout.write(`${JSON.stringify(fields)}\n`);
 };
 
-const { values } = parseArgs({ options: { "proxy-url": { type: "string" }, "app-token": { type: "string", default: "" } } });
+const { values } = parseArgs({ options: {
+  "proxy-url": { type: "string" }, "app-token": { type: "string", default: "" }, bridge: { type: "string", default: "grpc" },
+} });
 const app = new App(values["proxy-url"] ?? "http://127.0.0.1:8000", {
   appToken: values["app-token"], deviceId: "typescript-package-e2e", appVersion: "1.0.0",
-  initialReconnectDelayMs: 20, maxReconnectDelayMs: 500,
+  initialReconnectDelayMs: 20, maxReconnectDelayMs: 500, bridge: values.bridge === "websocket" ? "websocket" : "grpc",
   logger: (level, message) => console.error(`${level}: ${message}`),
 });
 let serving: Serving | undefined;

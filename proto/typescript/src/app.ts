@@ -39,6 +39,12 @@ export interface AppOptions {
   maxReconnectDelayMs?: number;
   /** How long registering and updates may take; 30 s by default. */
   requestTimeoutMs?: number;
+  /**
+   * "grpc" (the default): gRPC registration and bridge. "websocket": REST
+   * registration and the JSON WebSocket bridge over HTTP/1.1, for networks
+   * and proxies in between that do not pass HTTP/2.
+   */
+  bridge?: "grpc" | "websocket";
   /** Where the package says what it does (a lost bridge, a new session); warnings go to stderr by default. */
   logger?: (level: "info" | "warn", message: string) => void;
 }

@@ -3,7 +3,7 @@
  *
  * Declare tools (and resources, prompts, completions) on an {@link App}, then
  * `await app.run()`: the package registers the session with the proxy, keeps
- * its gRPC bridge attached through network loss and proxy restarts, runs calls
+ * its bridge (gRPC, or WebSocket without HTTP/2) attached through network loss and proxy restarts, runs calls
  * concurrently with progress, logs and cancellation, and deletes the session
  * on exit.
  */

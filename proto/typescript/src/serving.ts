@@ -13,13 +13,13 @@ import {
   AppError, AskError, INTERNAL_ERROR, INVALID_PARAMS, McpError, RESOURCE_NOT_FOUND,
   REVISION_WITH_INVALID_PARAMS_FOR_MISSING_RESOURCE, UpdateError,
 } from "./errors.js";
+import { type Attached, type BridgeEnd, GrpcTransport, type Transport } from "./transport.js";
+import { WebSocketTransport } from "./websocket.js";
 import type { AppMessage } from "./generated/openclaw/proxy/v1/AppMessage.js";
 import type { CallerIdentity__Output } from "./generated/openclaw/proxy/v1/CallerIdentity.js";
 import type { CallerInfo__Output } from "./generated/openclaw/proxy/v1/CallerInfo.js";
 import type { ClientResponse__Output } from "./generated/openclaw/proxy/v1/ClientResponse.js";
-import type { CreateSessionResponse__Output } from "./generated/openclaw/proxy/v1/CreateSessionResponse.js";
 import type { ProxyMessage__Output } from "./generated/openclaw/proxy/v1/ProxyMessage.js";
-import { bearer, connect, grpc, type Stubs } from "./grpc.js";
 
 /** A registered session: give `mcpUrl` and `mcpToken` to the MCP client (OpenClaw). `sessionToken` is the app side's own credential. */
 export interface SessionInfo {
@@ -52,17 +52,15 @@ export class Backoff {
   }
 }
 
-type Stream = grpc.ClientDuplexStream<AppMessage, ProxyMessage__Output>;
-
 /** One attached stream: the calls it delivered and the questions its calls asked the MCP client. */
 class Bridge implements Link {
   readonly calls = new Map<string, AbortController>();
   readonly asks = new Map<string, { resolve: (response: ClientResponse__Output) => void; reject: (error: Error) => void }>();
   #ids = 0;
   #open = true;
-  readonly #stream: Stream;
+  readonly #stream: Attached;
 
-  constructor(stream: Stream) {
+  constructor(stream: Attached) {
     this.#stream = stream;
   }
 
@@ -116,8 +114,6 @@ function jsonObject(text: string): Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : {};
 }
 
-const TOKEN_REFUSED = "the proxy refused the token; check appToken (the proxy's OPENCLAW_PROXY_APP_TOKEN)";
-
 /**
  * A session being served: `session` is the current one, `update()` sends
  * changed declarations, `resourceUpdated()` tells subscribers a resource
@@ -125,11 +121,11 @@ const TOKEN_REFUSED = "the proxy refused the token; check appToken (the proxy's 
  */
 export class Serving {
   readonly #app: App;
-  readonly #stubs: Stubs;
+  readonly #transport: Transport;
   readonly #backoff: Backoff;
   #session: SessionInfo | undefined;
   #bridge: Bridge | undefined;
-  #stream: Stream | undefined;
+  #stream: Attached | undefined;
   #changed = false;
   #stopped = false;
   #wake: (() => void) | undefined;
@@ -143,7 +139,8 @@ export class Serving {
   private constructor(app: App, first: { resolve: () => void; reject: (error: Error) => void }) {
     this.#app = app;
     this.#firstAttached = first;
-    this.#stubs = connect(app.proxyUrl);
+    this.#transport = app.options.bridge === "websocket"
+      ? new WebSocketTransport(app.proxyUrl) : new GrpcTransport(app.proxyUrl);
     this.#backoff = new Backoff(app.options.initialReconnectDelayMs ?? 250, app.options.maxReconnectDelayMs ?? 30_000);
     this.closed = new Promise<void>((resolve, reject) => { this.#settleClosed = { resolve, reject }; });
     this.closed.catch(() => undefined); // awaited by whoever wants it
@@ -207,14 +204,12 @@ export class Serving {
     const session = this.#session;
     if (session !== undefined) {
       try {
-        await new Promise<void>((resolve, reject) =>
-          this.#stubs.sessions.DeleteSession({ session_id: session.sessionId }, bearer(session.sessionToken || (this.#app.options.appToken ?? "")),
-            { deadline: Date.now() + 5_000 }, (error) => (error ? reject(error) : resolve())));
+        await this.#transport.delete(session.sessionId, session.sessionToken || (this.#app.options.appToken ?? ""));
       } catch (error) { // the proxy expires it in time
         this.#app.log("warn", `could not delete session ${session.sessionId}: ${describe(error)}`);
       }
     }
-    this.#stubs.close();
+    this.#transport.close();
   }
 
   // --- the loop -------------------------------------------------------------
@@ -236,9 +231,9 @@ export class Serving {
             this.#session = await this.#create();
             await this.#app.reportSession(this.#session);
           }
-          const { code, details } = await this.#attach(this.#session);
+          const end = await this.#attach(this.#session);
           if (this.#stopped) break;
-          this.#endedWith(code, details, this.#session);
+          this.#endedWith(end);
         } catch (error) {
           if (error instanceof AppError) throw error;
           this.#app.log("warn", `could not reach the proxy (${describe(error)}); retrying`);
@@ -257,22 +252,15 @@ export class Serving {
     }
   }
 
-  /** What the status that ended a bridge means: attach again, register anew, or stop. */
-  #endedWith(code: number, details: string, session: SessionInfo): void {
-    switch (code) {
-      case grpc.status.NOT_FOUND:
-        this.#app.log("info", "the proxy no longer knows the session; registering a new one");
-        this.#session = undefined;
-        return;
-      case grpc.status.ABORTED:
-        throw new AppError(`another bridge took over session ${session.sessionId} (is the app running twice?)`, code);
-      case grpc.status.UNAUTHENTICATED:
-      case grpc.status.PERMISSION_DENIED:
-        throw new AppError(`${TOKEN_REFUSED} (${details})`, code);
-      case grpc.status.INVALID_ARGUMENT:
-        throw new AppError(`the proxy refused the bridge: ${details}`, code);
-      default:
-        this.#app.log("warn", `bridge lost (${grpc.status[code] ?? code}: ${details}); reconnecting`);
+  /** What the end of a bridge means: attach again, register anew, or stop. */
+  #endedWith(end: BridgeEnd): void {
+    if (end.kind === "gone") {
+      this.#app.log("info", "the proxy no longer knows the session; registering a new one");
+      this.#session = undefined;
+    } else if (end.kind === "fatal") {
+      throw end.error;
+    } else {
+      this.#app.log("warn", `bridge lost (${end.why}); reconnecting`);
     }
   }
 
@@ -293,18 +281,7 @@ export class Serving {
       },
       ...d, ...(options.owner ? { owner: options.owner } : {}),
     };
-    const created = await new Promise<CreateSessionResponse__Output>((resolve, reject) =>
-      this.#stubs.sessions.CreateSession(request, bearer(options.appToken ?? ""), { deadline: Date.now() + (options.requestTimeoutMs ?? 30_000) },
-        (error, response) => {
-          if (error) {
-            if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.PERMISSION_DENIED) {
-              reject(new AppError(`${TOKEN_REFUSED} (${error.details})`, error.code));
-            } else if (error.code === grpc.status.INVALID_ARGUMENT) {
-              reject(new AppError(`the proxy refused the declarations: ${error.details}`, error.code));
-            } else reject(error);
-          } else if (response === undefined) reject(new Error("CreateSession answered nothing"));
-          else resolve(response);
-        }));
+    const created = await this.#transport.create(request, options.appToken ?? "", options.requestTimeoutMs ?? 30_000);
     this.#changed = false;
     return {
       sessionId: created.session_id, mcpUrl: `${this.#app.proxyUrl}/v1/mcp/${created.session_id}`,
@@ -312,31 +289,19 @@ export class Serving {
     };
   }
 
-  /** Serves one bridge until it ends; resolves with the status it ended with. */
-  #attach(session: SessionInfo): Promise<{ code: number; details: string }> {
-    return new Promise((resolve) => {
-      // The session's own token opens its bridge; mcp-session-id lets a load
-      // balancer send the bridge where the session's MCP calls go.
-      const metadata = bearer(session.sessionToken || (this.#app.options.appToken ?? ""));
-      metadata.set("mcp-session-id", session.sessionId);
-      const stream = this.#stubs.bridge.Attach(metadata);
-      this.#stream = stream;
-      const bridge = new Bridge(stream);
-      let ended = false;
-      const end = (code: number, details: string): void => {
-        if (ended) return;
-        ended = true;
-        if (this.#bridge === bridge) this.#bridge = undefined;
-        bridge.close(this.#stopped ? "the app is shutting down" : "the bridge was lost");
-        this.#updated?.reject(new UpdateError(`the bridge was lost before the proxy acknowledged the update (${details}); it is sent again at the next attach`));
-        resolve({ code, details });
-      };
-      stream.on("data", (message: ProxyMessage__Output) => this.#dispatch(bridge, message));
-      stream.on("error", (error: grpc.ServiceError) => end(error.code, error.details));
-      stream.on("status", (status: grpc.StatusObject) => end(status.code, status.details));
-      stream.on("end", () => stream.end());
-      stream.write({ hello: { session_id: session.sessionId } });
-    });
+  /** Serves one bridge until it ends; resolves with how it ended. */
+  async #attach(session: SessionInfo): Promise<BridgeEnd> {
+    // The session's own token opens its bridge.
+    let bridge: Bridge | undefined;
+    const stream = this.#transport.attach(session.sessionId, session.sessionToken || (this.#app.options.appToken ?? ""),
+      (message) => { if (bridge !== undefined) this.#dispatch(bridge, message); });
+    bridge = new Bridge(stream);
+    this.#stream = stream;
+    const end = await stream.ended;
+    if (this.#bridge === bridge) this.#bridge = undefined;
+    bridge.close(this.#stopped ? "the app is shutting down" : "the bridge was lost");
+    this.#updated?.reject(new UpdateError("the bridge was lost before the proxy acknowledged the update; it is sent again at the next attach"));
+    return end;
   }
 
   #dispatch(bridge: Bridge, message: ProxyMessage__Output): void {
