@@ -109,7 +109,7 @@ fn assert_echoed(result: &CallToolResult, text: &str) {
 
 /// A TCP relay in front of a server: cuts connections on demand and can be
 /// pointed at another server.
-struct Relay {
+pub(crate) struct Relay {
     addr: SocketAddr,
     upstream: watch::Sender<SocketAddr>,
     cuts: watch::Sender<u64>,
@@ -118,7 +118,7 @@ struct Relay {
 }
 
 impl Relay {
-    async fn start(upstream: SocketAddr) -> Self {
+    pub(crate) async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
         let addr = listener.local_addr().expect("relay addr");
         let (upstream, upstream_rx) = watch::channel(upstream);
@@ -159,16 +159,16 @@ impl Relay {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Drops every connection's app side, leaving the proxy side open.
-    fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.cuts.send_modify(|generation| *generation += 1);
     }
 
-    fn point_at(&self, upstream: SocketAddr) {
+    pub(crate) fn point_at(&self, upstream: SocketAddr) {
         self.upstream.send_replace(upstream);
     }
 
@@ -931,7 +931,7 @@ impl ExampleApp {
 
 /// A server that pings every 100 ms and drops a bridge silent for 300 ms,
 /// so an example that does not answer pings loses its bridge.
-async fn pinging_server() -> TestServer {
+pub(crate) async fn pinging_server() -> TestServer {
     TestServer::builder()
         .core(|core| {
             core.ping_interval = Duration::from_millis(100);
@@ -1076,43 +1076,13 @@ async fn the_python_example_answers_asks_the_user_and_survives_a_proxy_restart()
 
 #[tokio::test]
 async fn the_typescript_example_answers_asks_the_user_and_survives_a_proxy_restart() {
-    let node = tokio::task::spawn_blocking(openclaw_proxy_tests::conformance::ensure_node_tools)
-        .await
-        .expect("join")
-        .expect("Node.js 22 installed");
-    let dir = examples_dir().join("typescript");
-    let installed = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || install_npm_packages(&dir)
-    });
-    installed.await.expect("join").expect("npm install");
-    let mut command = tokio::process::Command::new(node);
-    command.current_dir(&dir).arg("echo_app.ts");
+    // The example is written with the TypeScript app package; it runs on the
+    // package's tarball as tests/e2e/typescript_app.rs installs it.
+    let installed = openclaw_proxy_tests::typescript_package::typescript_app_package(Path::new(
+        env!("CARGO_TARGET_TMPDIR"),
+    ))
+    .await;
+    let mut command = tokio::process::Command::new(&installed.node);
+    command.current_dir(&installed.project).arg("echo_app.ts");
     check_example(command, Asks::Yes).await;
-}
-
-/// `npm install` in `dir` unless its dependencies are there already.
-fn install_npm_packages(dir: &Path) -> Result<(), String> {
-    let modules = dir.join("node_modules");
-    if modules.join("@grpc/grpc-js/package.json").exists()
-        && modules.join("@grpc/proto-loader/package.json").exists()
-    {
-        return Ok(());
-    }
-    let status = std::process::Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--no-package-lock",
-            "--loglevel=error",
-        ])
-        .current_dir(dir)
-        .status()
-        .map_err(|error| format!("npm is needed for the TypeScript example: {error}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("npm install in {} failed: {status}", dir.display()))
-    }
 }

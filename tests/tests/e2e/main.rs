@@ -30,5 +30,6 @@ mod sign_in;
 mod slow_bodies;
 mod telemetry;
 mod tls;
+mod typescript_app;
 mod unread;
 mod ws;
