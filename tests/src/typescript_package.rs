@@ -285,10 +285,15 @@ impl PackageApp {
     /// Starts the project's `package_app.ts` against `proxy_url` with the
     /// test app token, on `bridge` ("grpc" or "websocket").
     pub fn start(installed: &Installed, proxy_url: &str, bridge: &str) -> Self {
+        Self::start_with(installed, proxy_url, &["--bridge", bridge])
+    }
+
+    /// [`PackageApp::start`] with these further arguments.
+    pub fn start_with(installed: &Installed, proxy_url: &str, args: &[&str]) -> Self {
         let mut child = tokio::process::Command::new(&installed.node)
             .arg("package_app.ts")
             .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
-            .args(["--bridge", bridge])
+            .args(args)
             .current_dir(&installed.project)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -8,6 +8,7 @@
 // {"cancelled": tool, "reason": why} when a running call is cancelled.
 //
 // usage: node package_app.ts --proxy-url URL --app-token TOKEN [--bridge grpc|websocket]
+//                            [--max-concurrent-calls N]
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import { App, McpError, type Serving, ToolError } from "openclaw-proxy-app";
@@ -18,10 +19,12 @@ const event = (fields: Record<string, unknown>): void => {
 
 const { values } = parseArgs({ options: {
   "proxy-url": { type: "string" }, "app-token": { type: "string", default: "" }, bridge: { type: "string", default: "grpc" },
+  "max-concurrent-calls": { type: "string", default: "32" },
 } });
 const app = new App(values["proxy-url"] ?? "http://127.0.0.1:8000", {
   appToken: values["app-token"], deviceId: "typescript-package-e2e", appVersion: "1.0.0",
   initialReconnectDelayMs: 20, maxReconnectDelayMs: 500, bridge: values.bridge === "websocket" ? "websocket" : "grpc",
+  maxConcurrentCalls: Number(values["max-concurrent-calls"]),
   logger: (level, message) => console.error(`${level}: ${message}`),
 });
 let serving: Serving | undefined;

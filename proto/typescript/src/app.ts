@@ -37,6 +37,8 @@ export interface AppOptions {
   initialReconnectDelayMs?: number;
   /** The ceiling of the reconnection delay; 30 s by default. */
   maxReconnectDelayMs?: number;
+  /** How many calls run at once (32 by default); as many more wait, and past those a call is answered that the app is busy. */
+  maxConcurrentCalls?: number;
   /** How long registering and updates may take; 30 s by default. */
   requestTimeoutMs?: number;
   /**

@@ -135,12 +135,19 @@ export class Serving {
   /** Settles when serving stopped: resolves after `close()`, rejects with the AppError that stopped it. */
   readonly closed: Promise<void>;
   readonly #running: Promise<void>;
+  // Calls run up to maxConcurrentCalls at once, as many more wait, and
+  // beyond that are answered "busy" at once.
+  readonly #limit: number;
+  #admitted = 0;
+  #busySlots = 0;
+  readonly #waiting: Array<() => void> = [];
 
   private constructor(app: App, first: { resolve: () => void; reject: (error: Error) => void }) {
     this.#app = app;
     this.#firstAttached = first;
     this.#transport = app.options.bridge === "websocket"
       ? new WebSocketTransport(app.proxyUrl) : new GrpcTransport(app.proxyUrl);
+    this.#limit = Math.max(1, app.options.maxConcurrentCalls ?? 32);
     this.#backoff = new Backoff(app.options.initialReconnectDelayMs ?? 250, app.options.maxReconnectDelayMs ?? 30_000);
     this.closed = new Promise<void>((resolve, reject) => { this.#settleClosed = { resolve, reject }; });
     this.closed.catch(() => undefined); // awaited by whoever wants it
@@ -318,7 +325,7 @@ export class Serving {
       case "invoke": {
         const invoke = message.invoke!;
         const ctx = this.#context(bridge, invoke.request_id, "tools/call", invoke.client, invoke.caller, jsonObject(invoke.meta_json), invoke.trace_parent);
-        this.#spawn(bridge, ctx, async () => {
+        this.#spawn(bridge, ctx, (busy) => ({ result: { request_id: ctx.requestId, ok: false, error: busy } }), async () => {
           let args: unknown;
           try {
             args = invoke.arguments_json ? JSON.parse(invoke.arguments_json) : {};
@@ -336,7 +343,7 @@ export class Serving {
         const meta = params["_meta"];
         const ctx = this.#context(bridge, request.request_id, request.method, request.client, request.caller,
           typeof meta === "object" && meta !== null ? meta as Record<string, unknown> : {}, request.trace_parent);
-        this.#spawn(bridge, ctx, async () => {
+        this.#spawn(bridge, ctx, (busy) => ({ mcp_result: { request_id: ctx.requestId, error: { code: INTERNAL_ERROR, message: busy, data_json: "" } } }), async () => {
           try {
             const result = await this.#app.answerMcp(request.method, params, ctx);
             return { mcp_result: { request_id: ctx.requestId, result_json: JSON.stringify(result) } };
@@ -382,12 +389,36 @@ export class Serving {
     });
   }
 
-  /** Runs one call on its own; its answer is sent unless the call was cancelled meanwhile (the proxy has answered it then). */
-  #spawn(bridge: Bridge, ctx: Context, work: () => Promise<AppMessage>): void {
-    work().then((answer) => {
+  /**
+   * Runs one call on its own once a slot is free; its answer is sent unless
+   * the call was cancelled meanwhile (the proxy has answered it then). Past
+   * the running and waiting calls the app holds, it is answered busy at once.
+   */
+  #spawn(bridge: Bridge, ctx: Context, busy: (message: string) => AppMessage, work: () => Promise<AppMessage>): void {
+    if (this.#admitted >= 2 * this.#limit) {
+      bridge.calls.delete(ctx.requestId);
+      bridge.send(busy(`The app is busy: it is already running ${this.#limit} calls and has as many waiting. Try again shortly.`));
+      return;
+    }
+    this.#admitted++;
+    const run = async (): Promise<AppMessage> => {
+      if (this.#busySlots >= this.#limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+      this.#busySlots++;
+      try {
+        if (ctx.signal.aborted) return {}; // cancelled while it waited: never sent
+        return await work();
+      } finally {
+        this.#busySlots--;
+        this.#waiting.shift()?.();
+      }
+    };
+    run().then((answer) => {
       if (!ctx.signal.aborted) bridge.send(answer);
     }, (error: unknown) => {
       this.#app.log("warn", `a call failed inside the package: ${describe(error)}`);
-    }).finally(() => bridge.calls.delete(ctx.requestId));
+    }).finally(() => {
+      this.#admitted--;
+      bridge.calls.delete(ctx.requestId);
+    });
   }
 }

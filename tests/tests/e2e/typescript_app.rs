@@ -331,6 +331,70 @@ async fn serves_and_survives_a_restart(bridge: &str) {
     let _ = app.child.wait().await;
 }
 
+/// Sends a `tools/call` of `wait_for_cancel` and returns its handle.
+async fn waiting_call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, Host>,
+) -> rmcp::service::RequestHandle<rmcp::RoleClient> {
+    let request =
+        ClientRequest::CallToolRequest(CallToolRequest::new(call("wait_for_cancel", json!({}))));
+    no_hang(client.send_cancellable_request(request, PeerRequestOptions::no_options()))
+        .await
+        .expect("tools/call sent")
+}
+
+/// With one call running and one waiting, the next is answered at once that
+/// the app is busy; the waiting one runs when the running one ends.
+#[tokio::test]
+async fn past_its_running_and_waiting_calls_a_call_is_answered_busy_at_once() {
+    let installed = installed().await;
+    let server = TestServer::start().await;
+    let mut app = PackageApp::start_with(
+        &installed,
+        &server.http_url(),
+        &["--max-concurrent-calls", "1"],
+    );
+    let session_id = app.next_session().await;
+    bridged(&server, &session_id).await;
+    let client = connect(&server.http_url(), &session_id, Host::default()).await;
+
+    let running = waiting_call(&client).await;
+    let waiting = waiting_call(&client).await;
+    server
+        .wait_for_session(&session_id, "two calls at the app", |session| {
+            session.calls_in_flight == 2
+        })
+        .await;
+    let busy = call_tool(&client, "echo_text", json!({"text": "more"})).await;
+    assert_eq!(busy.is_error, Some(true), "{busy:?}");
+    assert_eq!(
+        texts(&busy),
+        [
+            "The app is busy: it is already running 1 calls and has as many waiting. Try again shortly."
+        ]
+    );
+
+    // The running call ends; the waiting one starts, and ends when cancelled.
+    no_hang(running.cancel(Some("done".into())))
+        .await
+        .expect("notifications/cancelled");
+    // Only a call whose handler runs can say it was cancelled.
+    let first = app.next("cancelled").await;
+    assert_eq!(first["cancelled"], "wait_for_cancel", "{first}");
+    server
+        .wait_for_session(&session_id, "the waiting call running", |session| {
+            session.calls_in_flight == 1
+        })
+        .await;
+    no_hang(waiting.cancel(Some("also done".into())))
+        .await
+        .expect("notifications/cancelled");
+    let second = app.next("cancelled").await;
+    assert_eq!(second["cancelled"], "wait_for_cancel", "{second}");
+    let _ = client.cancel().await;
+    let _ = app.child.start_kill();
+    let _ = app.child.wait().await;
+}
+
 #[tokio::test]
 async fn an_app_with_a_wrong_token_stops_at_start_and_says_what_to_fix() {
     let installed = installed().await;
