@@ -6,6 +6,7 @@
 
 mod asks;
 mod balancer;
+mod typescript_app;
 
 use std::collections::HashSet;
 use std::path::Path;
