@@ -56,8 +56,8 @@ pub struct Installed {
     /// Node.js 22.
     pub node: PathBuf,
     /// A project with the packed package, zod, TypeScript, the package's unit
-    /// tests (`test/`), the test app (`package_app.ts`) and the example
-    /// (`echo_app.ts`).
+    /// tests (`test/`), the test app (`package_app.ts`), the example
+    /// (`echo_app.ts`) and the README's opening app (`readme_app.ts`).
     pub project: PathBuf,
     /// The tarball `npm pack` made.
     pub tarball: PathBuf,
@@ -155,6 +155,8 @@ fn install(dir: &Path) -> Installed {
     for (app, name) in apps() {
         std::fs::copy(app, project.join(name)).expect("copy an app written with the package");
     }
+    // The README's opening app, so that tsc checks it as written.
+    std::fs::write(project.join("readme_app.ts"), readme_app()).expect("write the README's app");
     run(
         npm(&node, &project).args(["install", "--no-package-lock"]),
         "installing the TypeScript package's tarball into a clean project failed",
@@ -180,6 +182,20 @@ pub fn npm(node: &Path, dir: &Path) -> Command {
         .current_dir(dir)
         .stdin(Stdio::null());
     command
+}
+
+/// The first TypeScript block of the package's README: its complete app.
+fn readme_app() -> String {
+    let readme =
+        std::fs::read_to_string(package_dir().join("README.md")).expect("the package's README");
+    let start = readme
+        .find("```ts\n")
+        .expect("the README opens with a ```ts block")
+        + "```ts\n".len();
+    let length = readme[start..]
+        .find("```")
+        .expect("the README's first block ends");
+    readme[start..start + length].to_owned()
 }
 
 fn tarball_in(dir: &Path) -> Option<PathBuf> {
@@ -238,8 +254,8 @@ fn apps() -> [(PathBuf, &'static str); 2] {
     ]
 }
 
-/// A digest of the package's sources, the contract it compiles and the apps
-/// written with it.
+/// A digest of the package's sources, the contract it compiles, the apps
+/// written with it and this installer.
 fn fingerprint() -> String {
     let mut files = Vec::new();
     collect(&package_dir(), &mut files);
@@ -247,8 +263,8 @@ fn fingerprint() -> String {
     files.extend(apps().into_iter().map(|(path, _)| path));
     files.sort();
     let mut hasher = DefaultHasher::new();
-    hasher.write(PROJECT_DEPENDENCIES.as_bytes());
-    hasher.write(PROJECT_DEV_DEPENDENCIES.as_bytes());
+    // How the project is made is part of what it is.
+    hasher.write(include_bytes!("typescript_package.rs"));
     for file in files {
         hasher.write(file.to_string_lossy().as_bytes());
         hasher.write(&std::fs::read(&file).unwrap_or_default());

@@ -227,11 +227,12 @@ export class App {
 
   /**
    * Registers the session and keeps its bridge attached; resolves once the
-   * bridge is attached. Rejects with AppError when the proxy refuses the app
-   * (bad token, bad declaration).
+   * bridge is attached (retrying while the proxy cannot be reached). Rejects
+   * with AppError when the proxy refuses the app (bad token, bad
+   * declaration), or when `signal` aborts first.
    */
-  serve(): Promise<Serving> {
-    return Serving.start(this);
+  serve(options: { signal?: AbortSignal } = {}): Promise<Serving> {
+    return Serving.start(this, options.signal);
   }
 
   /** Serves until Ctrl-C or SIGTERM (then deletes the session) or until serving fails with an AppError. */

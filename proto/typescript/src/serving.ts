@@ -128,6 +128,7 @@ export class Serving {
   #stream: Attached | undefined;
   #changed = false;
   #stopped = false;
+  #closing: Promise<void> = Promise.resolve();
   #wake: (() => void) | undefined;
   #updated: { resolve: () => void; reject: (error: Error) => void } | undefined;
   #firstAttached!: { resolve: () => void; reject: (error: Error) => void };
@@ -155,11 +156,21 @@ export class Serving {
   }
 
   /** @internal Starts serving `app`; resolves once the bridge is attached. */
-  static async start(app: App): Promise<Serving> {
+  static async start(app: App, signal?: AbortSignal): Promise<Serving> {
     let first!: { resolve: () => void; reject: (error: Error) => void };
     const attached = new Promise<void>((resolve, reject) => { first = { resolve, reject }; });
     const serving = new Serving(app, first);
-    await attached;
+    const stop = (): void => { void serving.close(); };
+    signal?.addEventListener("abort", stop, { once: true });
+    if (signal?.aborted) stop();
+    try {
+      await attached;
+    } catch (error) {
+      await serving.close();
+      throw error;
+    } finally {
+      signal?.removeEventListener("abort", stop);
+    }
     return serving;
   }
 
@@ -204,7 +215,13 @@ export class Serving {
 
   /** Stops serving: aborts running calls and deletes the session. */
   async close(): Promise<void> {
+    if (this.#stopped) return this.#closing;
     this.#stopped = true;
+    this.#closing = this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#wake?.();
     this.#stream?.cancel();
     await this.#running;
@@ -238,6 +255,7 @@ export class Serving {
             this.#session = await this.#create();
             await this.#app.reportSession(this.#session);
           }
+          if (this.#stopped) break; // closed while registering
           const end = await this.#attach(this.#session);
           if (this.#stopped) break;
           this.#endedWith(end);

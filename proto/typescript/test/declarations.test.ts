@@ -94,3 +94,18 @@ test("the package's version is the one in its package.json", () => {
   const manifest = JSON.parse(readFileSync(new URL(import.meta.resolve("openclaw-proxy-app/package.json")), "utf8"));
   assert.equal(version, manifest.version);
 });
+
+test("serving a proxy nobody listens at retries until its signal aborts, then rejects saying so", async () => {
+  // Port 1 on the loopback: refused at once, every time.
+  const warnings: string[] = [];
+  const unreachable = new App("http://127.0.0.1:1", {
+    initialReconnectDelayMs: 5, maxReconnectDelayMs: 20, requestTimeoutMs: 2_000,
+    logger: (level, text) => { if (level === "warn") warnings.push(text); },
+  });
+  const controller = new AbortController();
+  const serving = unreachable.serve({ signal: controller.signal });
+  while (warnings.length < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+  controller.abort();
+  await assert.rejects(serving, /serving was closed before the bridge attached/);
+  assert.match(warnings[0] ?? "", /could not reach the proxy \(.*\); retrying/);
+});

@@ -52,14 +52,19 @@ async fn check(installed: &Installed, args: &[&str]) {
 #[tokio::test]
 async fn the_package_passes_tsc_strict_and_its_unit_tests_installed_from_its_tarball() {
     let installed = installed().await;
-    // The unit tests and the test app import the installed package by name:
+    // The unit tests, the test app, the example and the README's opening app
+    // import the installed package by name:
     // its types, its generated code and its dist/ as npm delivers them.
     check(
         &installed,
         &["node_modules/typescript/bin/tsc", "--noEmit", "-p", "."],
     )
     .await;
-    check(&installed, &["--test", "test/*.test.ts"]).await;
+    check(
+        &installed,
+        &["--test", "--test-timeout=60000", "test/*.test.ts"],
+    )
+    .await;
 }
 
 #[tokio::test]
