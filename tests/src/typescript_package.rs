@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    Implementation, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, Root,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -350,7 +351,8 @@ impl PackageApp {
     }
 }
 
-/// An agent host: its user answers every form with the color teal; it keeps
+/// An agent host: its user answers every form with the color teal, its model
+/// writes "a summary", its one root is `file:///notes` ("notes"); it keeps
 /// the progress and the log records it receives.
 #[derive(Clone, Default)]
 pub struct Host {
@@ -363,7 +365,8 @@ pub struct Host {
 impl ClientHandler for Host {
     fn get_info(&self) -> ClientConfig {
         let capabilities: ClientCapabilities =
-            serde_json::from_value(json!({"elicitation": {}})).unwrap_or_default();
+            serde_json::from_value(json!({"elicitation": {}, "sampling": {}, "roots": {}}))
+                .unwrap_or_default();
         ClientConfig::new(
             capabilities,
             Implementation::new("typescript-package-host", "0"),
@@ -376,6 +379,25 @@ impl ClientHandler for Host {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"color": "teal"})))
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        serde_json::from_value(json!({"model": "host-model", "role": "assistant",
+            "content": {"type": "text", "text": "a summary"}}))
+        .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::new(vec![
+            Root::new("file:///notes").with_name("notes"),
+        ]))
     }
 
     async fn on_progress(

@@ -54,6 +54,14 @@ app.tool("ask_color", { description: "Asks the user for a color.", requiresClien
   return answer.content ? `${answer.action}: ${answer.content.color}` : answer.action;
 });
 
+app.tool("ask_model", { description: "Asks the client's model for a summary." }, async (_args, ctx) => {
+  const reply = await ctx.sample("Summarise the notes.", { maxTokens: 50 });
+  return `${reply.model}: ${reply.text}`;
+});
+
+app.tool("list_roots", { description: "Lists the client's roots." }, async (_args, ctx) =>
+  (await ctx.roots()).map((root) => `${root.name ?? ""}=${root.uri}`).join(", "));
+
 app.tool("log_line", { description: "Sends a log record to the caller.", input: z.object({ text: z.string() }) }, ({ text }, ctx) => {
   ctx.log("warning", { said: text }, "package-app");
   return "logged";

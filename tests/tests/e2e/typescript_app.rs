@@ -3,10 +3,10 @@
 //! (strict) and its own unit tests run there, and an app written with it
 //! (`tests/typescript/package_app.ts`) run against the real server and driven
 //! by rmcp, the official Rust MCP SDK, as an agent host: a call, progress, a
-//! cancel, resources and a template, a prompt, an elicitation answered, a
-//! log record, the verified caller, a tool added while serving, the
-//! confirmation flag and the client requirement, and a new session after the
-//! proxy restarts.
+//! cancel, resources and a template, a prompt, an elicitation answered, the
+//! client's model and roots asked, a log record, the verified caller, a tool
+//! added while serving, the confirmation flag and the client requirement, a
+//! new session after the proxy restarts, and calls past the app's limit.
 
 // MCP deprecates logging from 2026-07-28 (SEP-2577); this host is at
 // 2025-11-25 and asks for log records, which the package still sends.
@@ -262,6 +262,12 @@ async fn serves_and_survives_a_restart(bridge: &str) {
     // An elicitation, answered by the host's user, typed by its zod form.
     let color = call_tool(&client, "ask_color", json!({})).await;
     assert_eq!(texts(&color), ["accept: teal"]);
+
+    // The client's model and its roots, asked during a call.
+    let sampled = call_tool(&client, "ask_model", json!({})).await;
+    assert_eq!(texts(&sampled), ["host-model: a summary"]);
+    let roots = call_tool(&client, "list_roots", json!({})).await;
+    assert_eq!(texts(&roots), ["notes=file:///notes"]);
 
     // A log record, at the level the client asked for.
     no_hang(client.set_level(SetLevelRequestParams::new(LoggingLevel::Info)))
