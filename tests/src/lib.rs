@@ -26,6 +26,7 @@ pub mod rest;
 pub mod server;
 pub mod server_process;
 pub mod session;
+pub mod typescript_package;
 pub mod ws_app;
 
 pub use app::{

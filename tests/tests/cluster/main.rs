@@ -7,6 +7,7 @@
 mod asks;
 mod balancer;
 mod python_app;
+mod typescript_app;
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -931,7 +931,7 @@ impl ExampleApp {
 
 /// A server that pings every 100 ms and drops a bridge silent for 300 ms,
 /// so an example that does not answer pings loses its bridge.
-async fn pinging_server() -> TestServer {
+pub(crate) async fn pinging_server() -> TestServer {
     TestServer::builder()
         .core(|core| {
             core.ping_interval = Duration::from_millis(100);
@@ -1082,43 +1082,13 @@ async fn the_python_example_answers_asks_the_user_and_survives_a_proxy_restart()
 
 #[tokio::test]
 async fn the_typescript_example_answers_asks_the_user_and_survives_a_proxy_restart() {
-    let node = tokio::task::spawn_blocking(openclaw_proxy_tests::conformance::ensure_node_tools)
-        .await
-        .expect("join")
-        .expect("Node.js 22 installed");
-    let dir = examples_dir().join("typescript");
-    let installed = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || install_npm_packages(&dir)
-    });
-    installed.await.expect("join").expect("npm install");
-    let mut command = tokio::process::Command::new(node);
-    command.current_dir(&dir).arg("echo_app.ts");
+    // The example is written with the TypeScript app package; it runs on the
+    // package's tarball as tests/e2e/typescript_app.rs installs it.
+    let installed = openclaw_proxy_tests::typescript_package::typescript_app_package(Path::new(
+        env!("CARGO_TARGET_TMPDIR"),
+    ))
+    .await;
+    let mut command = tokio::process::Command::new(&installed.node);
+    command.current_dir(&installed.project).arg("echo_app.ts");
     check_example(command, Asks::Yes).await;
-}
-
-/// `npm install` in `dir` unless its dependencies are there already.
-fn install_npm_packages(dir: &Path) -> Result<(), String> {
-    let modules = dir.join("node_modules");
-    if modules.join("@grpc/grpc-js/package.json").exists()
-        && modules.join("@grpc/proto-loader/package.json").exists()
-    {
-        return Ok(());
-    }
-    let status = std::process::Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--no-package-lock",
-            "--loglevel=error",
-        ])
-        .current_dir(dir)
-        .status()
-        .map_err(|error| format!("npm is needed for the TypeScript example: {error}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("npm install in {} failed: {status}", dir.display()))
-    }
 }

@@ -31,5 +31,6 @@ mod sign_in;
 mod slow_bodies;
 mod telemetry;
 mod tls;
+mod typescript_app;
 mod unread;
 mod ws;

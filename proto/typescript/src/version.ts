@@ -1,0 +1,2 @@
+/** The package's version: the proxy's. */
+export const version = "0.1.0";
