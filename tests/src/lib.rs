@@ -19,6 +19,7 @@ pub mod listening;
 pub mod many_sessions;
 pub mod mcp_client;
 pub mod oauth;
+pub mod package_app;
 pub mod processes;
 pub mod prometheus;
 pub mod python_package;

@@ -15,9 +15,8 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -28,10 +27,10 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt as _;
 use tokio::sync::OnceCell;
 
-use crate::{APP_TOKEN, OPENCLAW_TOKEN, call, http_client, no_hang};
+use crate::package_app::Launch;
+use crate::{OPENCLAW_TOKEN, call, http_client, no_hang};
 
 /// Where the package's sources are.
 pub fn package_dir() -> PathBuf {
@@ -145,59 +144,19 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// The app under test, started as a child process; its stdout carries one
-/// JSON event per line.
-pub struct PackageApp {
-    /// The process, killed when dropped.
-    pub child: tokio::process::Child,
-    events: tokio::sync::mpsc::Receiver<Value>,
-}
+pub use crate::package_app::PackageApp;
 
-impl PackageApp {
-    /// Starts `tests/python/package_app.py` with `python` (from
-    /// [`python_app_package`]) against `proxy_url` with the test app token,
-    /// on `bridge` ("grpc" or "websocket").
-    pub fn start(python: &Path, proxy_url: &str, bridge: &str) -> Self {
-        let mut child = tokio::process::Command::new(python)
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("python/package_app.py"))
-            .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
-            .args(["--bridge", bridge])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the Python app");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, events) = tokio::sync::mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let event = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| panic!("the app printed a line that is not JSON: {line}"));
-                let _ = sender.send(event).await;
-            }
-        });
-        Self { child, events }
+/// The Python app under test, `tests/python/package_app.py`, run by the
+/// virtualenv's interpreter (from [`python_app_package`]).
+impl Launch for PathBuf {
+    fn command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(self);
+        command.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("python/package_app.py"));
+        command
     }
 
-    /// The next event that has `key`.
-    pub async fn next(&mut self, key: &str) -> Value {
-        loop {
-            let event = tokio::time::timeout(Duration::from_secs(60), self.events.recv())
-                .await
-                .unwrap_or_else(|_| panic!("the app printed no {key:?} event within 60 s"))
-                .expect("the app exited");
-            if event.get(key).is_some() {
-                return event;
-            }
-        }
-    }
-
-    /// The id of the next session the app registers.
-    pub async fn next_session(&mut self) -> String {
-        let event = self.next("session").await;
-        event["session"].as_str().expect("a session id").to_owned()
+    fn what(&self) -> &'static str {
+        "the Python app"
     }
 }
 

@@ -21,7 +21,6 @@ use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
@@ -33,10 +32,10 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt as _;
 use tokio::sync::OnceCell;
 
-use crate::{APP_TOKEN, OPENCLAW_TOKEN, call, http_client, no_hang};
+use crate::package_app::Launch;
+use crate::{OPENCLAW_TOKEN, call, http_client, no_hang};
 
 /// The versions the clean project installs beside the package.
 const PROJECT_DEPENDENCIES: &str = r#""zod": "4.6.7""#;
@@ -290,64 +289,18 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// The app under test, started as a child process; its stdout carries one
-/// JSON event per line.
-pub struct PackageApp {
-    /// The process, killed when dropped.
-    pub child: tokio::process::Child,
-    events: tokio::sync::mpsc::Receiver<Value>,
-}
+pub use crate::package_app::PackageApp;
 
-impl PackageApp {
-    /// Starts the project's `package_app.ts` against `proxy_url` with the
-    /// test app token, on `bridge` ("grpc" or "websocket").
-    pub fn start(installed: &Installed, proxy_url: &str, bridge: &str) -> Self {
-        Self::start_with(installed, proxy_url, &["--bridge", bridge])
+/// The project's `package_app.ts`, run by Node.js 22 in the project.
+impl Launch for Installed {
+    fn command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.node);
+        command.arg("package_app.ts").current_dir(&self.project);
+        command
     }
 
-    /// [`PackageApp::start`] with these further arguments.
-    pub fn start_with(installed: &Installed, proxy_url: &str, args: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(&installed.node)
-            .arg("package_app.ts")
-            .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
-            .args(args)
-            .current_dir(&installed.project)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the TypeScript app");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, events) = tokio::sync::mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let event = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| panic!("the app printed a line that is not JSON: {line}"));
-                let _ = sender.send(event).await;
-            }
-        });
-        Self { child, events }
-    }
-
-    /// The next event that has `key`.
-    pub async fn next(&mut self, key: &str) -> Value {
-        loop {
-            let event = tokio::time::timeout(Duration::from_secs(60), self.events.recv())
-                .await
-                .unwrap_or_else(|_| panic!("the app printed no {key:?} event within 60 s"))
-                .expect("the app exited");
-            if event.get(key).is_some() {
-                return event;
-            }
-        }
-    }
-
-    /// The id of the next session the app registers.
-    pub async fn next_session(&mut self) -> String {
-        let event = self.next("session").await;
-        event["session"].as_str().expect("a session id").to_owned()
+    fn what(&self) -> &'static str {
+        "the TypeScript app"
     }
 }
 

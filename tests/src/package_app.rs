@@ -1,0 +1,79 @@
+//! An app written with one of the app packages (Python, TypeScript), run as
+//! a process of its own: it prints one JSON object per line for each thing
+//! it did (a session registered, a call served), which the tests read as
+//! events. Each package's module says how its app is started ([`Launch`]).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::APP_TOKEN;
+
+/// How an app written with a package is started.
+pub trait Launch {
+    /// The command that runs the app, before the proxy's arguments.
+    fn command(&self) -> tokio::process::Command;
+    /// The app, as panics name it ("the Python app").
+    fn what(&self) -> &'static str;
+}
+
+/// The app's process and the events it printed.
+pub struct PackageApp {
+    /// The process, killed when dropped.
+    pub child: tokio::process::Child,
+    events: tokio::sync::mpsc::Receiver<Value>,
+}
+
+impl PackageApp {
+    /// Starts the app against `proxy_url` with the test app token, on
+    /// `bridge` ("grpc" or "websocket").
+    pub fn start(app: &(impl Launch + ?Sized), proxy_url: &str, bridge: &str) -> Self {
+        Self::start_with(app, proxy_url, &["--bridge", bridge])
+    }
+
+    /// [`PackageApp::start`] with these further arguments.
+    pub fn start_with(app: &(impl Launch + ?Sized), proxy_url: &str, args: &[&str]) -> Self {
+        let mut child = app
+            .command()
+            .args(["--proxy-url", proxy_url, "--app-token", APP_TOKEN])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|error| panic!("start {}: {error}", app.what()));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, events) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let event = serde_json::from_str(&line)
+                    .unwrap_or_else(|_| panic!("the app printed a line that is not JSON: {line}"));
+                let _ = sender.send(event).await;
+            }
+        });
+        Self { child, events }
+    }
+
+    /// The next event that has `key`.
+    pub async fn next(&mut self, key: &str) -> Value {
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(60), self.events.recv())
+                .await
+                .unwrap_or_else(|_| panic!("the app printed no {key:?} event within 60 s"))
+                .expect("the app exited");
+            if event.get(key).is_some() {
+                return event;
+            }
+        }
+    }
+
+    /// The id of the next session the app registers.
+    pub async fn next_session(&mut self) -> String {
+        let event = self.next("session").await;
+        event["session"].as_str().expect("a session id").to_owned()
+    }
+}
