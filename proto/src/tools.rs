@@ -152,6 +152,13 @@ impl ClientNeeds {
         self.0 == 0
     }
 
+    /// Their names, as a tool definition gives them.
+    pub fn names(self) -> Vec<String> {
+        self.iter()
+            .map(|capability| capability.as_str().to_owned())
+            .collect()
+    }
+
     /// The capabilities needed, in [`ClientCapability::ALL`]'s order.
     pub fn iter(self) -> impl Iterator<Item = ClientCapability> {
         ClientCapability::ALL
@@ -177,11 +184,7 @@ impl Tool {
                     message: message.to_string(),
                 }),
             requires: (!self.requires_client.is_empty()).then(|| crate::v1::ToolRequirements {
-                client_capabilities: self
-                    .requires_client
-                    .iter()
-                    .map(|capability| capability.as_str().to_owned())
-                    .collect(),
+                client_capabilities: self.requires_client.names(),
             }),
         }
     }

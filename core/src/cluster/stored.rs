@@ -152,11 +152,7 @@ impl StoredSession {
                 path: tool.path.to_string(),
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(str::to_owned),
-                requires_client: tool
-                    .requires_client
-                    .iter()
-                    .map(|capability| capability.as_str().to_owned())
-                    .collect(),
+                requires_client: tool.requires_client.names(),
             })
             .collect()
     }
