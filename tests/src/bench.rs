@@ -783,11 +783,7 @@ static PACKAGE_APPS: std::sync::Mutex<Vec<tokio::process::Child>> =
 
 /// Starts one app written with a package ([`GrpcApp::Python`] or
 /// [`GrpcApp::Typescript`]); returns its session id.
-async fn start_package_app(
-    target: &Target,
-    app: GrpcApp,
-    reports: u32,
-) -> anyhow::Result<String> {
+async fn start_package_app(target: &Target, app: GrpcApp, reports: u32) -> anyhow::Result<String> {
     use tokio::io::AsyncBufReadExt as _;
     // Where the tests keep their installed packages (`CARGO_TARGET_TMPDIR`
     // with the default target directory).
