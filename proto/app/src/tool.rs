@@ -278,7 +278,6 @@ impl Tool {
                         .collect(),
                 }
             }),
-            ..Default::default()
         }
     }
 }
