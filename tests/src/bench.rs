@@ -1434,9 +1434,10 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         "method": config.method.name(),
         "bridge": config.bridge.name(),
         "app": match (config.bridge, config.grpc_app) {
+            (BridgeKind::Ws, _) | (BridgeKind::Grpc, GrpcApp::Lean) => "lean",
             (BridgeKind::Grpc, GrpcApp::Crate) => "crate",
             (BridgeKind::Grpc, GrpcApp::Python) => "python",
-            _ => "lean",
+            (BridgeKind::Grpc, GrpcApp::Typescript) => "typescript",
         },
         "protocol": config.protocol.name(),
         "progress": config.progress,
