@@ -102,6 +102,10 @@ pub struct ConnectionLimits {
     pub body_read_timeout: Duration,
     /// Interval (and answer limit) of HTTP/2 keep-alive pings.
     pub http2_keepalive: Duration,
+    /// How long a connection may have no request open, and a reflection
+    /// stream send nothing, before it is closed ([`crate::idle`]); zero
+    /// for never.
+    pub idle_timeout: Duration,
     /// How long a WebSocket frame may take to be written to the app.
     pub write_timeout: Duration,
     /// How long an answer may wait on a client that reads none of it
@@ -118,12 +122,18 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             http2_keepalive: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS),
             write_timeout: Duration::from_secs(10),
             response_write_timeout: Duration::from_secs(30),
             trusted_proxies: Vec::new(),
         }
     }
 }
+
+/// Seconds a connection may have nothing open before it is closed, unless
+/// configured: longer than a client's pause between requests, short enough
+/// that connections nobody uses give their slots back.
+pub const DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS: u64 = 60;
 
 /// Streams per HTTP/2 connection unless configured: enough for a backend
 /// app to multiplex a thousand session bridges on one connection (hyper's
@@ -161,6 +171,7 @@ impl ServerConfig {
                 header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds),
                 body_read_timeout: Duration::from_secs(self.body_read_timeout_seconds),
                 http2_keepalive: Duration::from_secs(self.http2_keepalive_seconds),
+                idle_timeout: Duration::from_secs(self.connection_idle_timeout_seconds),
                 write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
                 response_write_timeout: Duration::from_secs(self.response_write_timeout_seconds),
                 trusted_proxies: self.trusted_proxies.clone(),

@@ -190,6 +190,11 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http2_keepalive_seconds: u64,
 
+    /// Seconds a connection may have no request open (an HTTP/2 connection with no stream, say), and a reflection stream send no message, before it is closed (0: never).
+    #[arg(long, env = "OPENCLAW_PROXY_CONNECTION_IDLE_TIMEOUT_SECONDS", default_value_t = edge::DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS,
+          value_parser = clap::value_parser!(u64).range(0..=SECONDS_PER_DAY))]
+    pub connection_idle_timeout_seconds: u64,
+
     /// Seconds an answer may wait on a client that reads none of it (an HTTP/2 stream with no window, a full socket) before its connection is closed.
     #[arg(long, env = "OPENCLAW_PROXY_RESPONSE_WRITE_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
