@@ -38,6 +38,27 @@ pub struct EdgeConfig {
     pub legacy: LegacyLimits,
     /// How large a request head may be before the routes see it.
     pub head: HeadLimits,
+    /// What `subscriptions/listen` streams may hold.
+    pub listen: ListenLimits,
+}
+
+/// What the `subscriptions/listen` streams of one session may hold: each
+/// keeps the resource URIs it listens to for as long as it is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenLimits {
+    /// Listen streams one session may have open at once.
+    pub streams_per_session: usize,
+    /// Bytes of resource URIs one stream may listen to.
+    pub uri_bytes: usize,
+}
+
+impl Default for ListenLimits {
+    fn default() -> Self {
+        Self {
+            streams_per_session: 16,
+            uri_bytes: 64 * 1024,
+        }
+    }
 }
 
 /// How large a request head may be: its target, and its header fields in
@@ -180,6 +201,10 @@ impl ServerConfig {
             legacy: LegacyLimits {
                 queue_bytes: self.legacy_sse_queue_bytes,
                 streams_per_client: self.legacy_sse_streams_per_client,
+            },
+            listen: ListenLimits {
+                streams_per_session: self.max_listen_streams_per_session,
+                uri_bytes: self.max_listen_uri_bytes,
             },
             head: HeadLimits {
                 max_target_bytes: self.max_request_target_bytes,

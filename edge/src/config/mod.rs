@@ -16,6 +16,7 @@ mod edge;
 
 pub use edge::{
     ConnectionLimits, DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS, EdgeConfig, HeadLimits, LegacyLimits,
+    ListenLimits,
 };
 
 const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
@@ -209,6 +210,16 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT", default_value_t = LegacyLimits::default().streams_per_client,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub legacy_sse_streams_per_client: usize,
+
+    /// `subscriptions/listen` streams one session may have open at once; one more is refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_STREAMS_PER_SESSION", default_value_t = ListenLimits::default().streams_per_session,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub max_listen_streams_per_session: usize,
+
+    /// Bytes of resource URIs one `subscriptions/listen` stream may listen to; more is refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_URI_BYTES", default_value_t = ListenLimits::default().uri_bytes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=16 * 1024 * 1024))]
+    pub max_listen_uri_bytes: usize,
 
     /// Longest request target (path and query; with scheme and host when the request names them), in bytes: longer is refused 414 before any route (1 KiB to 65534, what HTTP/1 allows at all).
     #[arg(long, env = "OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", default_value_t = HeadLimits::default().max_target_bytes,

@@ -89,3 +89,95 @@ async fn a_quiet_bridge_keeps_its_connection_past_the_idle_timeout() {
     let listed = server.hub.get_session(request).await.expect("the session");
     assert!(listed.bridge_connected, "the bridge is still attached");
 }
+
+/// A `subscriptions/listen` request for these resources.
+fn listen_request(mcp_url: &str, resources: &[String]) -> openclaw_proxy_tests::rest::RawRequest {
+    let meta = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let listen = serde_json::json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                        "params": {"_meta": meta, "notifications": {
+                            "resourceSubscriptions": resources}}});
+    mcp_post(mcp_url, &listen)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .header("accept", "application/json, text/event-stream")
+}
+
+/// Opens a listen stream; the stream, held open, and its acknowledgement.
+async fn listen(mcp_url: &str, resources: &[String]) -> (reqwest::Response, serde_json::Value) {
+    let mut stream = listen_request(mcp_url, resources).send_streaming().await;
+    assert_eq!(stream.status(), 200);
+    let mut text = String::new();
+    loop {
+        let chunk = no_hang(stream.chunk())
+            .await
+            .expect("the listen stream")
+            .expect("a chunk before the stream ends");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(first) = openclaw_proxy_tests::mcp_client::sse_messages(&text)
+            .into_iter()
+            .next()
+        {
+            assert_eq!(
+                first["method"], "notifications/subscriptions/acknowledged",
+                "{first}"
+            );
+            return (stream, first);
+        }
+    }
+}
+
+#[tokio::test]
+async fn listen_streams_keep_only_served_uris_within_their_bytes_and_number() {
+    let server = TestServer::builder()
+        .edge(|edge| {
+            edge.listen.streams_per_session = 2;
+            edge.listen.uri_bytes = 1024;
+        })
+        .start()
+        .await;
+    let mut body = legacy_session_body();
+    body["resources"] = serde_json::json!([{"uri": "notes:///7", "name": "seven"}]);
+    body["resourceTemplates"] =
+        serde_json::json!([{"uriTemplate": "notes:///{id}", "name": "note"}]);
+    let session = server.rest().register(&body).await;
+    let named: Vec<String> = ["notes:///7", "other:///x", "notes:///7", "notes:///abc"]
+        .map(String::from)
+        .to_vec();
+    // Only what the session serves is kept, each once; the acknowledgement
+    // says so.
+    let (first, ack) = listen(&session.mcp_url, &named).await;
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        serde_json::json!(["notes:///7", "notes:///abc"]),
+        "{ack}"
+    );
+    let (_second, _) = listen(&session.mcp_url, &named).await;
+    // A third stream of the same session is refused, naming the setting.
+    let refused = no_hang(listen_request(&session.mcp_url, &named).send()).await;
+    let error = refused.json();
+    assert!(
+        error["error"]["message"].as_str().is_some_and(
+            |message| message.contains("OPENCLAW_PROXY_MAX_LISTEN_STREAMS_PER_SESSION")
+        ),
+        "{error}"
+    );
+    // A stream closed makes room, but not for more URI bytes than a stream
+    // may keep (each matches the template).
+    drop(first);
+    let many: Vec<String> = (0..100).map(|n| format!("notes:///{n:020}")).collect();
+    eventually(
+        "a closed listen stream's room",
+        std::time::Duration::from_secs(10),
+        || async {
+            let refused = listen_request(&session.mcp_url, &many).send().await.json();
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("OPENCLAW_PROXY_MAX_LISTEN_URI_BYTES"))
+        },
+    )
+    .await;
+    let (_third, _) = listen(&session.mcp_url, &many[..10]).await;
+}
