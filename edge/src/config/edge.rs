@@ -98,6 +98,9 @@ pub struct LegacyLimits {
     pub queue_bytes: usize,
     /// Streams one client (an OAuth subject, else an address) may hold.
     pub streams_per_client: usize,
+    /// Streams the server holds in all; when all are taken, a client
+    /// holding fewer than the largest holder takes one of that holder's.
+    pub max_streams: usize,
 }
 
 impl Default for LegacyLimits {
@@ -105,6 +108,7 @@ impl Default for LegacyLimits {
         Self {
             queue_bytes: 4 * 1024 * 1024,
             streams_per_client: 32,
+            max_streams: 1024,
         }
     }
 }
@@ -201,6 +205,7 @@ impl ServerConfig {
             legacy: LegacyLimits {
                 queue_bytes: self.legacy_sse_queue_bytes,
                 streams_per_client: self.legacy_sse_streams_per_client,
+                max_streams: self.legacy_sse_max_streams,
             },
             listen: ListenLimits {
                 streams_per_session: self.max_listen_streams_per_session,

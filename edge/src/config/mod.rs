@@ -211,6 +211,11 @@ pub struct ServerConfig {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub legacy_sse_streams_per_client: usize,
 
+    /// Legacy SSE streams the server holds in all; when every one is taken, a client holding fewer streams than the largest holder still gets one, and that holder's oldest is closed.
+    #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS", default_value_t = LegacyLimits::default().max_streams,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
+    pub legacy_sse_max_streams: usize,
+
     /// `subscriptions/listen` streams one session may have open at once; one more is refused naming this setting.
     #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_STREAMS_PER_SESSION", default_value_t = ListenLimits::default().streams_per_session,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]

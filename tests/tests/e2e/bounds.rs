@@ -181,3 +181,50 @@ async fn listen_streams_keep_only_served_uris_within_their_bytes_and_number() {
     .await;
     let (_third, _) = listen(&session.mcp_url, &many[..10]).await;
 }
+
+#[tokio::test]
+async fn with_every_legacy_stream_taken_a_newcomer_still_gets_its_share() {
+    use openclaw_proxy_tests::listening::{Open, open_request};
+    let server = TestServer::builder()
+        .edge(|edge| {
+            edge.legacy.streams_per_client = 3;
+            edge.legacy.max_streams = 4;
+        })
+        // Behind a trusted proxy, each client is the address it forwards.
+        .core(|core| core.limits.trusted_proxies = vec!["127.0.0.0/8".parse().expect("range")])
+        .start()
+        .await;
+    let session = TestSession::legacy(&server).await;
+    let open = |client: &str| {
+        open_request(&server.http_url(), &session.id, Open::Path)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("x-forwarded-for", client)
+            .send_streaming()
+    };
+    // One client holds three streams, another one: every slot is taken.
+    let mut greedy = Vec::new();
+    for _ in 0..3 {
+        let stream = open("203.0.113.7").await;
+        assert_eq!(stream.status(), 200);
+        greedy.push(stream);
+    }
+    let modest = open("198.51.100.2").await;
+    assert_eq!(modest.status(), 200);
+    // A third client gets a stream: the largest holder's oldest is closed.
+    let newcomer = open("192.0.2.9").await;
+    assert_eq!(newcomer.status(), 200);
+    let mut oldest = greedy.remove(0);
+    while let Ok(Some(_)) = no_hang(oldest.chunk()).await {}
+    // Past its share (as many as the largest holder), it is refused, and
+    // told which setting.
+    let refused = open("192.0.2.9").await;
+    assert_eq!(refused.status(), 429);
+    let body: serde_json::Value = refused.json().await.expect("a JSON-RPC error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS")),
+        "{body}"
+    );
+    drop((modest, newcomer, greedy));
+}
