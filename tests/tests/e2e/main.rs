@@ -6,6 +6,7 @@ mod app_sdk;
 mod asks;
 mod audit_log;
 mod bench;
+mod bounds;
 mod caller;
 mod catalog;
 mod compat;

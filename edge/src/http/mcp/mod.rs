@@ -42,6 +42,7 @@ pub mod answers;
 pub mod call;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod listens;
 pub mod methods;
 pub mod oauth;
 pub mod rounds;
@@ -72,6 +73,7 @@ impl McpState {
                 .map(|settings| Arc::new(Verifier::new(settings))),
             in_flight,
             legacy: Arc::default(),
+            listens: Arc::default(),
             rounds,
             edge,
         }))
@@ -98,6 +100,8 @@ pub struct McpShared {
     pub rounds: Arc<rounds::Rounds>,
     /// The access token checks, when OAuth is on.
     pub oauth: Option<Arc<Verifier>>,
+    /// The open `subscriptions/listen` streams of each session.
+    pub listens: Arc<listens::ListenStreams>,
 }
 
 impl std::ops::Deref for McpShared {
