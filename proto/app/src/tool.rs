@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use openclaw_proxy_proto::tools::ClientCapability;
+use openclaw_proxy_proto::tools::{ClientCapability, TaskSupport};
 
 use crate::call::CallContext;
 use crate::error::{AppError, with_causes};
@@ -76,6 +76,7 @@ pub struct Tool {
     pub(crate) input_schema: Value,
     pub(crate) path: String,
     pub(crate) requires_client: Vec<ClientCapability>,
+    pub(crate) task_support: TaskSupport,
     pub(crate) handler: Arc<Handler>,
 }
 
@@ -159,6 +160,7 @@ impl Tool {
             input_schema,
             path: String::new(),
             requires_client: Vec::new(),
+            task_support: TaskSupport::Forbidden,
             handler: Arc::new(handler),
         }
     }
@@ -180,6 +182,19 @@ impl Tool {
         if !self.requires_client.contains(&capability) {
             self.requires_client.push(capability);
         }
+        self
+    }
+
+    /// Whether MCP clients may call the tool as a task (MCP's
+    /// `execution.taskSupport`; [`TaskSupport::Forbidden`] unless set): the
+    /// proxy answers such a client at once with a task it polls, runs the
+    /// call here as usual ([`crate::CallContext::task_id`] names the task),
+    /// and keeps the result for the client. Declare
+    /// [`TaskSupport::Optional`] for a slow tool that clients without task
+    /// support should still reach.
+    #[must_use]
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 
@@ -229,6 +244,12 @@ impl Tool {
                         .iter()
                         .map(|capability| capability.as_str().to_owned())
                         .collect(),
+                }
+            }),
+            execution: self.task_support.allows_task().then(|| {
+                openclaw_proxy_proto::v1::ToolExecution {
+                    task_support: openclaw_proxy_proto::v1::TaskSupport::from(self.task_support)
+                        .into(),
                 }
             }),
             ..Default::default()

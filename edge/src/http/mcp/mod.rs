@@ -45,6 +45,7 @@ pub mod legacy;
 pub mod methods;
 pub mod oauth;
 pub mod rounds;
+pub mod tasks;
 pub mod transport;
 
 /// The state of the MCP handlers: the edge's, plus what only MCP keeps.
@@ -73,6 +74,7 @@ impl McpState {
             in_flight,
             legacy: Arc::default(),
             rounds,
+            tasks: tasks::TaskState::new(edge.hub.config().tasks.clone()),
             edge,
         }))
     }
@@ -98,6 +100,8 @@ pub struct McpShared {
     pub rounds: Arc<rounds::Rounds>,
     /// The access token checks, when OAuth is on.
     pub oauth: Option<Arc<Verifier>>,
+    /// MCP tasks: their store and the task calls running here.
+    pub tasks: tasks::TaskState,
 }
 
 impl std::ops::Deref for McpShared {
@@ -188,7 +192,14 @@ pub(super) async fn handle_message(
         Ok(Message::Response) => {
             *method = McpMethod::Response;
             return match answers::parse(&bytes) {
-                Some(reply) => answers::deliver(&state.hub, &session_id, reply).await,
+                Some(reply) => {
+                    let answered = reply.as_ref().ok().map(|reply| reply.id().to_owned());
+                    let response = answers::deliver(&state.hub, &session_id, reply).await;
+                    if let Some(answered) = answered {
+                        state.tasks.runs.answered(&answered);
+                    }
+                    response
+                }
                 None => axum::http::StatusCode::ACCEPTED.into_response(),
             };
         }
