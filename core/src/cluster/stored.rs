@@ -15,7 +15,7 @@ use crate::caller::Owner;
 use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::proto;
-use crate::tools::{ClientCapability, ClientNeeds, Schema, Tool};
+use crate::tools::{ClientCapability, ClientNeeds, Schema, TaskSupport, Tool};
 
 /// A session as stored in the KV bucket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -115,6 +115,10 @@ pub struct StoredTool {
     /// does not know (stored by a newer one) is left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires_client: Vec<String>,
+    /// Whether calls may run as MCP tasks, by MCP's name; absent for
+    /// plain calls only (a name this node does not know reads as that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<String>,
 }
 
 impl StoredSession {
@@ -153,6 +157,10 @@ impl StoredSession {
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(str::to_owned),
                 requires_client: tool.requires_client.names(),
+                task_support: tool
+                    .task_support
+                    .allows_task()
+                    .then(|| tool.task_support.as_str().to_owned()),
             })
             .collect()
     }
@@ -173,6 +181,11 @@ impl StoredSession {
                     .iter()
                     .filter_map(|name| ClientCapability::parse(name))
                     .fold(ClientNeeds::NONE, ClientNeeds::with),
+                task_support: tool
+                    .task_support
+                    .as_deref()
+                    .and_then(TaskSupport::parse)
+                    .unwrap_or_default(),
             })
             .collect()
     }

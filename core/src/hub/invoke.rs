@@ -243,6 +243,7 @@ impl Hub {
             progress,
             trace_parent,
             origin: _,
+            task_id,
         } = context;
         let (prepared, message) = self.prepare(
             record,
@@ -260,6 +261,7 @@ impl Hub {
                     client: Some(client),
                     trace_parent,
                     caller: Some(caller.to_proto()),
+                    task_id,
                 })
             },
         )?;

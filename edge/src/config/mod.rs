@@ -13,6 +13,9 @@ use openclaw_proxy_core::{BearerToken, CoreConfig, Limits};
 use crate::oauth::{OAuthArgs, OAuthSettings};
 
 mod edge;
+mod tasks;
+
+pub use tasks::TaskArgs;
 
 pub use edge::{
     ConnectionLimits, DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS, EdgeConfig, HeadLimits, LegacyLimits,
@@ -380,6 +383,9 @@ pub struct ServerConfig {
     /// OAuth access tokens on the MCP endpoints (`OPENCLAW_PROXY_OAUTH_*`).
     #[command(flatten)]
     pub oauth: OAuthArgs,
+
+    #[command(flatten)]
+    pub tasks: TaskArgs,
 }
 
 /// How log lines are written.
@@ -474,6 +480,7 @@ impl ServerConfig {
                 issuer: oauth.issuer,
                 only: oauth.only,
             }),
+            tasks: self.tasks.settings(),
             ..CoreConfig::default()
         }
     }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use openclaw_proxy_proto::tools::{ClientCapability, MAX_CONFIRM_MESSAGE_CHARS};
+use openclaw_proxy_proto::tools::{ClientCapability, MAX_CONFIRM_MESSAGE_CHARS, TaskSupport};
 
 use crate::call::CallContext;
 use crate::error::{AppError, with_causes};
@@ -81,6 +81,7 @@ pub struct Tool {
     pub(crate) confirm: Option<String>,
     /// The tool's own time limit in whole seconds; 0 for the server's.
     pub(crate) timeout_seconds: u32,
+    pub(crate) task_support: TaskSupport,
     pub(crate) handler: Arc<Handler>,
 }
 
@@ -166,6 +167,7 @@ impl Tool {
             requires_client: Vec::new(),
             confirm: None,
             timeout_seconds: 0,
+            task_support: TaskSupport::Forbidden,
             handler: Arc::new(handler),
         }
     }
@@ -213,6 +215,19 @@ impl Tool {
     pub fn timeout(mut self, limit: std::time::Duration) -> Self {
         let whole = limit.as_secs() + u64::from(limit.subsec_nanos() > 0);
         self.timeout_seconds = u32::try_from(whole).unwrap_or(u32::MAX).max(1);
+        self
+    }
+
+    /// Whether MCP clients may call the tool as a task (MCP's
+    /// `execution.taskSupport`; [`TaskSupport::Forbidden`] unless set): the
+    /// proxy answers such a client at once with a task it polls, runs the
+    /// call here as usual ([`crate::CallContext::task_id`] names the task),
+    /// and keeps the result for the client. Declare
+    /// [`TaskSupport::Optional`] for a slow tool that clients without task
+    /// support should still reach.
+    #[must_use]
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 
@@ -276,6 +291,12 @@ impl Tool {
                         .iter()
                         .map(|capability| capability.as_str().to_owned())
                         .collect(),
+                }
+            }),
+            execution: self.task_support.allows_task().then(|| {
+                openclaw_proxy_proto::v1::ToolExecution {
+                    task_support: openclaw_proxy_proto::v1::TaskSupport::from(self.task_support)
+                        .into(),
                 }
             }),
         }

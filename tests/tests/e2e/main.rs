@@ -30,6 +30,7 @@ mod sdk_asks;
 mod security;
 mod sign_in;
 mod slow_bodies;
+mod tasks;
 mod telemetry;
 mod tls;
 mod typescript_app;

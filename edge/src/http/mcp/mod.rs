@@ -46,6 +46,7 @@ pub mod listens;
 pub mod methods;
 pub mod oauth;
 pub mod rounds;
+pub mod tasks;
 pub mod transport;
 
 /// The state of the MCP handlers: the edge's, plus what only MCP keeps.
@@ -75,6 +76,7 @@ impl McpState {
             legacy: Arc::default(),
             listens: Arc::default(),
             rounds,
+            tasks: tasks::TaskState::new(edge.hub.config().tasks.clone()),
             edge,
         }))
     }
@@ -102,6 +104,8 @@ pub struct McpShared {
     pub oauth: Option<Arc<Verifier>>,
     /// The open `subscriptions/listen` streams of each session.
     pub listens: Arc<listens::ListenStreams>,
+    /// MCP tasks: their store and the task calls running here.
+    pub tasks: tasks::TaskState,
 }
 
 impl std::ops::Deref for McpShared {
@@ -192,7 +196,14 @@ pub(super) async fn handle_message(
         Ok(Message::Response) => {
             *method = McpMethod::Response;
             return match answers::parse(&bytes) {
-                Some(reply) => answers::deliver(&state.hub, &session_id, reply).await,
+                Some(reply) => {
+                    let answered = reply.as_ref().ok().map(|reply| reply.id().to_owned());
+                    let response = answers::deliver(&state.hub, &session_id, reply).await;
+                    if let Some(answered) = answered {
+                        state.tasks.runs.answered(&answered);
+                    }
+                    response
+                }
                 None => axum::http::StatusCode::ACCEPTED.into_response(),
             };
         }

@@ -111,14 +111,20 @@ struct ToolEntry<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     input_schema: Box<RawValue>,
+    /// `execution.taskSupport`, at the revisions that have it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<Value>,
 }
 
 impl<'a> ToolEntry<'a> {
-    fn of(tool: &'a Tool) -> Self {
+    fn of(tool: &'a Tool, shows_execution: bool) -> Self {
         Self {
             name: &tool.name,
             description: &tool.description,
             input_schema: tool.input_schema.to_raw(),
+            execution: shows_execution
+                .then(|| crate::http::mcp::tasks::execution(tool.task_support))
+                .flatten(),
         }
     }
 }
@@ -132,7 +138,11 @@ pub(super) async fn tools(context: &Context<'_>, request: &Request) -> Result<An
         .await
         .map_err(|error| hub_refusal(&error))?;
     let (range, next) = page(tools.len(), cursor.as_deref())?;
-    let entries: Vec<ToolEntry<'_>> = tools[range].iter().map(ToolEntry::of).collect();
+    let shows = crate::http::mcp::tasks::shows_execution(context, request);
+    let entries: Vec<ToolEntry<'_>> = tools[range]
+        .iter()
+        .map(|tool| ToolEntry::of(tool, shows))
+        .collect();
     Ok(page_answer(request, "tools", &entries, next))
 }
 

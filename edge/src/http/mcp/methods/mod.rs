@@ -84,6 +84,9 @@ pub async fn answer(context: Context<'_>, request: Request) -> Response {
         "prompts/get" => &prompts_get::METHOD,
         "completion/complete" => &completion_complete::METHOD,
         "subscriptions/listen" => return subscriptions::listen(context, request).await,
+        "tasks/result" if context.state.tasks.enabled() && !request.revision.per_request() => {
+            return crate::http::mcp::tasks::result(context, request).await;
+        }
         _ => {
             return Box::pin(answer_here(context, request))
                 .await
@@ -109,7 +112,7 @@ async fn answer_here(context: Context<'_>, request: Request) -> Answer {
     let answered = match request.method.as_str() {
         _ if removed => Err(not_found(&request.method, request.revision)),
         "initialize" => initialize::answer(&context, &request),
-        "server/discover" => Ok(discover::answer(&request)),
+        "server/discover" => Ok(discover::answer(&context, &request)),
         "ping" => Ok(Answer::result(&request.id, serde_json::json!({}))),
         "tools/list" => lists::tools(&context, &request).await,
         "resources/list" => lists::resources(&context, &request).await,
@@ -118,6 +121,16 @@ async fn answer_here(context: Context<'_>, request: Request) -> Answer {
         "logging/setLevel" => logging::set_level(&context, &request).await,
         "resources/subscribe" | "resources/unsubscribe" => {
             subscriptions::subscribe(&context, &request).await
+        }
+        "tasks/get" | "tasks/list" | "tasks/cancel"
+            if context.state.tasks.enabled() && !request.revision.per_request() =>
+        {
+            crate::http::mcp::tasks::answer(&context, &request).await
+        }
+        "tasks/get" | "tasks/update" | "tasks/cancel"
+            if context.state.tasks.enabled() && request.revision.per_request() =>
+        {
+            crate::http::mcp::tasks::answer(&context, &request).await
         }
         method => Err(not_found(method, request.revision)),
     };
