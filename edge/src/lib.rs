@@ -19,6 +19,7 @@ pub mod config;
 pub mod first_bytes;
 pub mod http;
 pub mod oauth;
+pub mod policy;
 pub mod self_probe;
 pub mod server;
 pub mod stall;

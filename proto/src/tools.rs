@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use crate::requirements::{CallerNeeds, Missing, RequirementError};
 use crate::schema::Parsed;
 pub use crate::schema::Schema;
 
@@ -36,6 +37,10 @@ pub struct Definition {
     /// The client capabilities every call needs, by name
     /// ([`ClientCapability`]).
     pub requires_client: Vec<String>,
+    /// The OAuth scopes a caller needs, every one ([`CallerNeeds`]).
+    pub requires_scopes: Vec<String>,
+    /// The kinds of caller admitted, by wire name; empty for every kind.
+    pub requires_caller_kinds: Vec<String>,
 }
 
 #[cfg(feature = "grpc")]
@@ -50,7 +55,17 @@ impl From<crate::v1::ToolDefinition> for Definition {
             confirm: definition.confirm.map(|confirm| confirm.message),
             requires_client: definition
                 .requires
-                .map(|requires| requires.client_capabilities)
+                .as_ref()
+                .map(|requires| requires.client_capabilities.clone())
+                .unwrap_or_default(),
+            requires_scopes: definition
+                .requires
+                .as_ref()
+                .map(|requires| requires.scopes.clone())
+                .unwrap_or_default(),
+            requires_caller_kinds: definition
+                .requires
+                .map(|requires| requires.caller_kinds)
                 .unwrap_or_default(),
         }
     }
@@ -81,6 +96,8 @@ pub struct Tool {
     pub confirm: Option<Arc<str>>,
     /// The client capabilities every call needs.
     pub requires_client: ClientNeeds,
+    /// Who may see and call the tool.
+    pub requires_caller: CallerNeeds,
 }
 
 /// A client capability a tool may need of its caller: what the app may ask
@@ -183,9 +200,13 @@ impl Tool {
                 .map(|message| crate::v1::ConfirmCalls {
                     message: message.to_string(),
                 }),
-            requires: (!self.requires_client.is_empty()).then(|| crate::v1::ToolRequirements {
-                client_capabilities: self.requires_client.names(),
-            }),
+            requires: (!self.requires_client.is_empty() || !self.requires_caller.is_empty()).then(
+                || crate::v1::ToolRequirements {
+                    client_capabilities: self.requires_client.names(),
+                    scopes: self.requires_caller.scope_names(),
+                    caller_kinds: self.requires_caller.kind_names(),
+                },
+            ),
         }
     }
 }
@@ -226,6 +247,11 @@ pub enum ToolError {
         crate::escape::quoted(.name)
     )]
     UnknownClientCapability { index: usize, name: String },
+    #[error("tools[{index}].{problem}")]
+    Requirement {
+        index: usize,
+        problem: RequirementError,
+    },
 }
 
 /// Whether `name` is a valid MCP tool name.
@@ -266,6 +292,11 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
                 .ok_or(ToolError::UnknownClientCapability { index, name })?;
             requires_client = requires_client.with(capability);
         }
+        let requires_caller = CallerNeeds::parse(
+            &definition.requires_scopes,
+            &definition.requires_caller_kinds,
+        )
+        .map_err(|problem| ToolError::Requirement { index, problem })?;
         tools.push(Tool {
             name: name.into(),
             description: definition.description.into(),
@@ -274,6 +305,7 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
             timeout_seconds: definition.timeout_seconds,
             confirm: definition.confirm.map(Into::into),
             requires_client,
+            requires_caller,
         });
     }
     Ok(tools)

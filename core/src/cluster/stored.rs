@@ -15,7 +15,7 @@ use crate::caller::Owner;
 use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::proto;
-use crate::tools::{ClientCapability, ClientNeeds, Schema, Tool};
+use crate::tools::{CallerNeeds, ClientCapability, ClientNeeds, Schema, Tool};
 
 /// A session as stored in the KV bucket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -115,6 +115,13 @@ pub struct StoredTool {
     /// does not know (stored by a newer one) is left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires_client: Vec<String>,
+    /// The OAuth scopes a caller needs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires_scopes: Vec<String>,
+    /// The kinds of caller admitted; a kind this node does not know is
+    /// left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires_caller_kinds: Vec<String>,
 }
 
 impl StoredSession {
@@ -153,6 +160,8 @@ impl StoredSession {
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(str::to_owned),
                 requires_client: tool.requires_client.names(),
+                requires_scopes: tool.requires_caller.scope_names(),
+                requires_caller_kinds: tool.requires_caller.kind_names(),
             })
             .collect()
     }
@@ -173,6 +182,10 @@ impl StoredSession {
                     .iter()
                     .filter_map(|name| ClientCapability::parse(name))
                     .fold(ClientNeeds::NONE, ClientNeeds::with),
+                requires_caller: CallerNeeds::trusted(
+                    &tool.requires_scopes,
+                    &tool.requires_caller_kinds,
+                ),
             })
             .collect()
     }

@@ -38,6 +38,9 @@ pub struct EdgeConfig {
     pub legacy: LegacyLimits,
     /// How large a request head may be before the routes see it.
     pub head: HeadLimits,
+    /// The operator's policy, when a file is configured (loaded by
+    /// [`ServerConfig::policy`]).
+    pub policy: Option<std::sync::Arc<crate::policy::Live>>,
 }
 
 /// How large a request head may be: its target, and its header fields in
@@ -175,6 +178,7 @@ impl ServerConfig {
                 max_header_bytes: self.max_header_bytes,
                 max_headers: self.max_headers,
             },
+            policy: None,
         }
     }
 }

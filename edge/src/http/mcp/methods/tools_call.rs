@@ -181,6 +181,7 @@ pub fn answer<'a>(
     };
     let askable = meta.askable;
     let revision = request.revision;
+    let policy = state.config.policy.clone();
     // At 2026-07-28 a call whose client can be asked something goes in
     // rounds; one that declared nothing it can be asked is not parked (the
     // app's requests are refused naming what the client lacks).
@@ -201,8 +202,14 @@ pub fn answer<'a>(
             // An async block: the call's task is spawned when the answer
             // first runs, inside the request's span, which the task inherits.
             None => Box::pin(async move {
+                let mut prepared = prepared;
+                if let Err(refused) = admit(policy.as_deref(), hub, session_id, &mut prepared).await
+                {
+                    return render(&round.id, revision, Err(refused)).into_response();
+                }
                 let named = (prepared.name.as_str(), prepared.arguments_json.as_str());
-                if let Err(rejected) = preflight(hub, session_id, named, headers, askable).await {
+                let asked = (askable, &prepared.caller);
+                if let Err(rejected) = preflight(hub, session_id, named, headers, asked).await {
                     return rejected.answering(&round.id).into_response();
                 }
                 let (running, reports) =
@@ -229,9 +236,14 @@ pub fn answer<'a>(
             .collect::<axum::http::HeaderMap>()
     });
     let running = move |sink| async move {
+        let mut prepared = prepared;
+        if let Err(refused) = admit(policy.as_deref(), &hub, &session, &mut prepared).await {
+            return render(&id, revision, Err(refused));
+        }
         if let Some(sent) = param_headers_sent {
             let call = (prepared.name.as_str(), prepared.arguments_json.as_str());
-            if let Err(rejected) = preflight(&hub, &session, call, &sent, askable).await {
+            let asked = (askable, &prepared.caller);
+            if let Err(rejected) = preflight(&hub, &session, call, &sent, asked).await {
                 return rejected.answering(&id).into();
             }
         }
@@ -249,17 +261,41 @@ pub fn answer<'a>(
     ))
 }
 
+/// The call under the operator's policy, when there is one: refused, or
+/// renamed back to the app's tool and given the pinned arguments.
+async fn admit(
+    policy: Option<&crate::policy::Live>,
+    hub: &Hub,
+    session_id: &str,
+    prepared: &mut Prepared,
+) -> Result<(), McpError> {
+    let Some(policy) = policy else {
+        return Ok(());
+    };
+    let (name, arguments) = (&prepared.name, &prepared.arguments_json);
+    let admitted = policy
+        .admit_call(hub, session_id, name, arguments, &prepared.caller)
+        .await?;
+    if let Some(tool) = admitted.tool {
+        prepared.name = tool;
+    }
+    if let Some(arguments_json) = admitted.arguments_json {
+        prepared.arguments_json = arguments_json;
+    }
+    Ok(())
+}
+
 /// A 2026-07-28 call checked against the session's tool `named` (name,
 /// arguments) before it is made: the client capabilities the tool needs
 /// (`-32021`, 400, naming the missing ones), then the `Mcp-Param-*`
-/// headers against its schema. A tool the session does not have is the
-/// call's own error to report.
+/// headers against its schema. A tool the session does not have, or that
+/// this caller may not see, is the call's own error to report.
 async fn preflight(
     hub: &Hub,
     session_id: &str,
     (tool, arguments): (&str, &str),
     headers: &axum::http::HeaderMap,
-    askable: Askable,
+    (askable, caller): (Askable, &Caller),
 ) -> Result<(), Rejected> {
     let Ok(tools) = hub.tools(session_id).await else {
         return Ok(());
@@ -267,6 +303,9 @@ async fn preflight(
     let Some(known) = tools.iter().find(|known| &*known.name == tool) else {
         return Ok(());
     };
+    if !caller.may_use(known) {
+        return Ok(());
+    }
     let missing: Vec<ClientCapability> = known
         .requires_client
         .iter()
