@@ -21,6 +21,7 @@ pub mod first_bytes;
 pub mod http;
 pub mod idle;
 pub mod oauth;
+pub mod policy;
 pub mod self_probe;
 pub mod server;
 pub mod stall;

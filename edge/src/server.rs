@@ -82,6 +82,10 @@ pub async fn serve(
     let reloader = tls
         .clone()
         .map(|tls| tokio::spawn(tls.reload_when_changed()));
+    let policy_reloader = edge.policy.clone().map(|policy| {
+        let metrics = hub.metrics().clone();
+        tokio::spawn(policy.reload_when_changed(metrics))
+    });
     let streams = edge
         .http2_max_concurrent_streams
         .unwrap_or(crate::config::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS);
@@ -149,6 +153,9 @@ pub async fn serve(
             },
         };
         connections.spawn(stream, remote, service, Served { watch, activity });
+    }
+    if let Some(reloader) = policy_reloader {
+        reloader.abort();
     }
     if let Some(reloader) = reloader {
         reloader.abort();

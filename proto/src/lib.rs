@@ -23,6 +23,7 @@ pub mod caller;
 pub mod catalog;
 pub mod escape;
 pub mod log;
+pub mod requirements;
 pub mod schema;
 pub mod tools;
 pub mod uri_template;

@@ -40,6 +40,9 @@ pub struct EdgeConfig {
     pub head: HeadLimits,
     /// What `subscriptions/listen` streams may hold.
     pub listen: ListenLimits,
+    /// The operator's policy, when a file is configured (loaded by
+    /// [`ServerConfig::policy`]).
+    pub policy: Option<std::sync::Arc<crate::policy::Live>>,
 }
 
 /// What the `subscriptions/listen` streams of one session may hold: each
@@ -216,6 +219,7 @@ impl ServerConfig {
                 max_header_bytes: self.max_header_bytes,
                 max_headers: self.max_headers,
             },
+            policy: None,
         }
     }
 }

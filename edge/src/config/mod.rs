@@ -110,6 +110,14 @@ pub struct ServerConfig {
     )]
     pub allow_unauthenticated: bool,
 
+    /// The operator's policy: a TOML file of ordered rules over callers, sessions and tools (docs/security.md, "Policy"); validated at start, reloaded when it changes.
+    #[arg(long, env = "OPENCLAW_PROXY_POLICY_FILE")]
+    pub policy_file: Option<std::path::PathBuf>,
+
+    /// How often the policy file is looked at for changes, in milliseconds.
+    #[arg(long, env = "OPENCLAW_PROXY_POLICY_POLL_MS", default_value_t = 2000)]
+    pub policy_poll_ms: u64,
+
     /// PEM certificate chain: with --tls-key-file, the one port serves HTTPS, WSS and gRPC over TLS (reloaded when the files change).
     #[arg(long, env = "OPENCLAW_PROXY_TLS_CERT_FILE", requires = "tls_key_file")]
     pub tls_cert_file: Option<std::path::PathBuf>,
@@ -433,6 +441,22 @@ impl ServerConfig {
             tls_ca_file: self.nats_tls_ca_file.clone(),
             kv_replicas: usize::from(self.nats_kv_replicas),
         })
+    }
+}
+
+impl ServerConfig {
+    /// The policy of `OPENCLAW_PROXY_POLICY_FILE`, compiled; a file that
+    /// does not compile stops the server before it listens.
+    pub fn policy(
+        &self,
+    ) -> Result<Option<std::sync::Arc<crate::policy::Live>>, crate::policy::PolicyError> {
+        self.policy_file
+            .as_deref()
+            .map(|path| {
+                let poll = Duration::from_millis(self.policy_poll_ms);
+                crate::policy::Live::load(path, poll).map(std::sync::Arc::new)
+            })
+            .transpose()
     }
 }
 

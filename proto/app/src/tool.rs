@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use openclaw_proxy_proto::CallerKind;
 use openclaw_proxy_proto::tools::{ClientCapability, MAX_CONFIRM_MESSAGE_CHARS, TaskSupport};
 
 use crate::call::CallContext;
@@ -82,6 +83,8 @@ pub struct Tool {
     /// The tool's own time limit in whole seconds; 0 for the server's.
     pub(crate) timeout_seconds: u32,
     pub(crate) task_support: TaskSupport,
+    pub(crate) requires_scopes: Vec<String>,
+    pub(crate) requires_caller_kinds: Vec<CallerKind>,
     pub(crate) handler: Arc<Handler>,
 }
 
@@ -168,6 +171,8 @@ impl Tool {
             confirm: None,
             timeout_seconds: 0,
             task_support: TaskSupport::Forbidden,
+            requires_scopes: Vec::new(),
+            requires_caller_kinds: Vec::new(),
             handler: Arc::new(handler),
         }
     }
@@ -231,6 +236,30 @@ impl Tool {
         self
     }
 
+    /// Declares an OAuth scope every caller needs. The proxy lists the tool
+    /// only to callers whose verified access token grants every declared
+    /// scope, and refuses a call from any other (naming the scope) before
+    /// the tool runs; a caller without an OAuth token has no scopes.
+    #[must_use]
+    pub fn requires_scope(mut self, scope: impl Into<String>) -> Self {
+        let scope = scope.into();
+        if !self.requires_scopes.contains(&scope) {
+            self.requires_scopes.push(scope);
+        }
+        self
+    }
+
+    /// Admits callers of `kind` (an OAuth token, the session's own token,
+    /// the proxy's global token, or none). Once a kind is declared, only
+    /// callers of a declared kind see the tool and may call it.
+    #[must_use]
+    pub fn requires_caller_kind(mut self, kind: CallerKind) -> Self {
+        if !self.requires_caller_kinds.contains(&kind) {
+            self.requires_caller_kinds.push(kind);
+        }
+        self
+    }
+
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -284,14 +313,21 @@ impl Tool {
                 .map(|message| openclaw_proxy_proto::v1::ConfirmCalls {
                     message: message.clone(),
                 }),
-            requires: (!self.requires_client.is_empty()).then(|| {
-                openclaw_proxy_proto::v1::ToolRequirements {
-                    client_capabilities: self
-                        .requires_client
-                        .iter()
-                        .map(|capability| capability.as_str().to_owned())
-                        .collect(),
-                }
+            requires: (!self.requires_client.is_empty()
+                || !self.requires_scopes.is_empty()
+                || !self.requires_caller_kinds.is_empty())
+            .then(|| openclaw_proxy_proto::v1::ToolRequirements {
+                client_capabilities: self
+                    .requires_client
+                    .iter()
+                    .map(|capability| capability.as_str().to_owned())
+                    .collect(),
+                scopes: self.requires_scopes.clone(),
+                caller_kinds: self
+                    .requires_caller_kinds
+                    .iter()
+                    .map(|kind| kind.as_str().to_owned())
+                    .collect(),
             }),
             execution: self.task_support.allows_task().then(|| {
                 openclaw_proxy_proto::v1::ToolExecution {
