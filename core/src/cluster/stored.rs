@@ -41,6 +41,10 @@ pub struct StoredSession {
     /// entries written before sessions had owners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<StoredOwner>,
+    /// The session's name in its owner's one-URL view; absent in entries
+    /// written before sessions had names.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
 }
 
 /// [`Owner`], stored.
@@ -149,6 +153,7 @@ impl StoredSession {
                 subject: owner.subject.clone(),
                 issuer: owner.issuer.clone(),
             }),
+            name: record.name.to_string(),
         }
     }
 
@@ -224,6 +229,7 @@ impl StoredSession {
             chat_id: self.metadata.chat_id,
         };
         Ok(StoredParts {
+            name: std::mem::take(&mut self.name),
             metadata,
             tools,
             catalog,
@@ -236,6 +242,7 @@ impl StoredSession {
 /// A stored session, read back.
 #[derive(Debug)]
 pub struct StoredParts {
+    pub name: String,
     pub metadata: proto::SessionMetadata,
     pub tools: Vec<Tool>,
     pub catalog: Arc<catalog::Catalog>,

@@ -37,4 +37,5 @@ mod telemetry;
 mod tls;
 mod typescript_app;
 mod unread;
+mod user_view;
 mod ws;

@@ -48,6 +48,7 @@ pub mod oauth;
 pub mod rounds;
 pub mod tasks;
 pub mod transport;
+pub mod view;
 
 /// The state of the MCP handlers: the edge's, plus what only MCP keeps.
 /// One pointer, as [`EdgeState`] is; field access reaches the edge's state
@@ -156,6 +157,14 @@ async fn serve(
     method: &mut McpMethod,
 ) -> Response {
     let mut request = request;
+    // No session named, with OAuth on: a signed-in user's one-URL view.
+    if session_id.as_deref().is_none_or(str::is_empty) && state.oauth.is_some() {
+        match view::admit(state, RequestHead::of(&request)).await {
+            Ok(Some(caller)) => return Box::pin(view::serve(state, caller, request, method)).await,
+            Ok(None) => {}
+            Err(refused) => return refused,
+        }
+    }
     match admit(state, session_id.as_deref(), RequestHead::of(&request)).await {
         Ok(caller) => request.extensions_mut().insert(caller),
         Err(refused) => return refused,
