@@ -136,6 +136,12 @@ pub struct ConnectionLimits {
     /// How long an answer may wait on a client that reads none of it
     /// before its connection is closed ([`crate::stall`]).
     pub response_write_timeout: Duration,
+    /// Bytes of answers one connection may hold unsent before one that
+    /// waits on its client closes it at once ([`crate::stall`]); 0 for no
+    /// limit.
+    pub max_unsent_bytes_per_connection: usize,
+    /// The same over every connection of the server.
+    pub max_unsent_bytes: usize,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Vec<AddressRange>,
 }
@@ -150,10 +156,21 @@ impl Default for ConnectionLimits {
             idle_timeout: Duration::from_secs(DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS),
             write_timeout: Duration::from_secs(10),
             response_write_timeout: Duration::from_secs(30),
+            max_unsent_bytes_per_connection: DEFAULT_MAX_UNSENT_BYTES_PER_CONNECTION,
+            max_unsent_bytes: DEFAULT_MAX_UNSENT_BYTES,
             trusted_proxies: Vec::new(),
         }
     }
 }
+
+/// Bytes of answers one connection may hold unsent unless configured: far
+/// more than a client that reads holds at once, a sixteenth of what 500
+/// answers of a megabyte were.
+pub const DEFAULT_MAX_UNSENT_BYTES_PER_CONNECTION: usize = 64 * 1024 * 1024;
+
+/// Bytes of answers the server may hold unsent over every connection unless
+/// configured.
+pub const DEFAULT_MAX_UNSENT_BYTES: usize = 1024 * 1024 * 1024;
 
 /// Seconds a connection may have nothing open before it is closed, unless
 /// configured: longer than a client's pause between requests, short enough
@@ -199,6 +216,8 @@ impl ServerConfig {
                 idle_timeout: Duration::from_secs(self.connection_idle_timeout_seconds),
                 write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
                 response_write_timeout: Duration::from_secs(self.response_write_timeout_seconds),
+                max_unsent_bytes_per_connection: self.max_unsent_bytes_per_connection,
+                max_unsent_bytes: self.max_unsent_bytes,
                 trusted_proxies: self.trusted_proxies.clone(),
             },
             oauth: self.oauth_settings(),

@@ -201,6 +201,14 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub response_write_timeout_seconds: u64,
 
+    /// Bytes of answers one connection may hold unsent (rendered, not yet taken by its client); past it, an answer that waits on its client for a second closes the connection (0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_UNSENT_BYTES_PER_CONNECTION", default_value_t = edge::DEFAULT_MAX_UNSENT_BYTES_PER_CONNECTION)]
+    pub max_unsent_bytes_per_connection: usize,
+
+    /// Bytes of answers the server may hold unsent over every connection; past it, a connection with an answer waiting on its client for a second is closed (0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_UNSENT_BYTES", default_value_t = edge::DEFAULT_MAX_UNSENT_BYTES)]
+    pub max_unsent_bytes: usize,
+
     /// Bytes a legacy SSE stream may hold unread (queued events and answers waiting for room); past it the stream is closed and its pending requests are answered with an error.
     #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_QUEUE_BYTES", default_value_t = LegacyLimits::default().queue_bytes,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]

@@ -228,3 +228,55 @@ async fn with_every_legacy_stream_taken_a_newcomer_still_gets_its_share() {
     );
     drop((modest, newcomer, greedy));
 }
+
+#[tokio::test]
+async fn a_connection_holding_more_unsent_than_its_limit_is_closed_before_the_write_timeout() {
+    let server = TestServer::builder()
+        .edge(|edge| {
+            // The write timeout alone would wait ten minutes.
+            edge.connections.response_write_timeout = Duration::from_secs(600);
+            edge.connections.max_unsent_bytes_per_connection = 512 * 1024;
+        })
+        .start()
+        .await;
+    let body = format!(
+        r#"{{"device_id":"d","app_version":"1","tools":[{{"name":"wide","input_schema":{}}}]}}"#,
+        openclaw_proxy_tests::exhaustion::wide_schema(10_000, 0)
+    );
+    let body: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let session = TestSession::register(&server, &body).await;
+    let tcp = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    // A window of 0: the server may send heads, never a byte of a body.
+    let (sender, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("handshake");
+    let connection = tokio::spawn(connection);
+    let mut sender = no_hang(sender.ready()).await.expect("a stream");
+    // Four answers of about 280 kB: over the limit together.
+    let mut heads = Vec::new();
+    for _ in 0..4 {
+        let request = axum::http::Request::post(&session.mcp_url)
+            .header("authorization", format!("Bearer {OPENCLAW_TOKEN}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(())
+            .expect("a request");
+        let (response, mut body) = sender.send_request(request, false).expect("sent");
+        body.send_data(
+            bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            true,
+        )
+        .expect("body sent");
+        heads.push(response);
+    }
+    // Answering pings, reading nothing: the server closes the connection
+    // (within no_hang's 30 s, long before the 600 s write timeout).
+    let _ = no_hang(connection).await.expect("join");
+    drop(heads);
+    assert_eq!(no_hang(server.rest().health()).await.status(), 200);
+}
