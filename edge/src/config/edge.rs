@@ -40,6 +40,31 @@ pub struct EdgeConfig {
     pub head: HeadLimits,
     /// What `subscriptions/listen` streams may hold.
     pub listen: ListenLimits,
+    /// What 2026-07-28 calls waiting for their clients may hold.
+    pub parked: ParkedLimits,
+}
+
+/// What the 2026-07-28 calls waiting for their clients' answers (parked
+/// between rounds) may hold on one node: each keeps the app's requests
+/// until its client retries or the client-request timeout ends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParkedLimits {
+    /// Calls parked at once.
+    pub calls: usize,
+    /// Bytes of the app's requests they keep, over all sessions.
+    pub bytes: usize,
+    /// Bytes of the app's requests one session's parked calls keep.
+    pub bytes_per_session: usize,
+}
+
+impl Default for ParkedLimits {
+    fn default() -> Self {
+        Self {
+            calls: 10_000,
+            bytes: 512 * 1024 * 1024,
+            bytes_per_session: 16 * 1024 * 1024,
+        }
+    }
 }
 
 /// What the `subscriptions/listen` streams of one session may hold: each
@@ -225,6 +250,11 @@ impl ServerConfig {
                 queue_bytes: self.legacy_sse_queue_bytes,
                 streams_per_client: self.legacy_sse_streams_per_client,
                 max_streams: self.legacy_sse_max_streams,
+            },
+            parked: ParkedLimits {
+                calls: self.max_parked_calls,
+                bytes: self.max_parked_bytes,
+                bytes_per_session: self.max_parked_bytes_per_session,
             },
             listen: ListenLimits {
                 streams_per_session: self.max_listen_streams_per_session,

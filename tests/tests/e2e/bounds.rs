@@ -280,3 +280,78 @@ async fn a_connection_holding_more_unsent_than_its_limit_is_closed_before_the_wr
     drop(heads);
     assert_eq!(no_hang(server.rest().health()).await.status(), 200);
 }
+
+/// Starts a 2026-07-28 call of `echo_text` on `session` whose app asks an
+/// `elicitation/create` with a message of `size` bytes; the answer.
+async fn parked_call(session: &TestSession, app: &mut WsApp, size: usize) -> serde_json::Value {
+    let call = ToolsCall2026 {
+        tool: "echo_text",
+        arguments: serde_json::json!({"text": "ask"}),
+        client_info: None,
+    };
+    let elicits = serde_json::json!({"elicitation": {}});
+    let answer = tokio::spawn(
+        call.post(&session.mcp_url, &elicits, &serde_json::json!({}))
+            .send(),
+    );
+    // Frames about earlier calls (their cancellation) are passed over.
+    let invoke = loop {
+        let frame = no_hang(app.next_json()).await.expect("invoke_tool");
+        if frame["type"] == "invoke_tool" {
+            break frame;
+        }
+    };
+    app.send_json(serde_json::json!({"type": "client_request",
+        "request_id": invoke["request_id"], "id": "confirm",
+        "method": "elicitation/create",
+        "params": {"message": "x".repeat(size),
+                   "requestedSchema": {"type": "object", "properties": {}}}}))
+        .await;
+    no_hang(answer).await.expect("the answer").json()
+}
+
+fn is_parked(answer: &serde_json::Value) -> bool {
+    answer["result"]["resultType"] == "input_required"
+}
+
+fn refusal_names(answer: &serde_json::Value, setting: &str) -> bool {
+    answer["error"]["message"]
+        .as_str()
+        .is_some_and(|message| message.contains(setting))
+}
+
+#[tokio::test]
+async fn parked_calls_are_bounded_in_bytes_per_session_and_no_session_takes_the_pool() {
+    let server = TestServer::builder()
+        .edge(|edge| {
+            edge.parked.calls = 2;
+            edge.parked.bytes_per_session = 64 * 1024;
+        })
+        .start()
+        .await;
+    // One session's waiting calls keep at most 64 KiB of the app's requests.
+    let heavy = TestSession::legacy(&server).await;
+    let mut heavy_app = WsApp::attached(&server, &heavy).await;
+    let first = parked_call(&heavy, &mut heavy_app, 40 * 1024).await;
+    assert!(is_parked(&first), "{first}");
+    let second = parked_call(&heavy, &mut heavy_app, 40 * 1024).await;
+    assert!(
+        refusal_names(&second, "OPENCLAW_PROXY_MAX_PARKED_BYTES_PER_SESSION"),
+        "{second}"
+    );
+    // The pool (two calls here) is full once the session parks a small one.
+    let small = parked_call(&heavy, &mut heavy_app, 10).await;
+    assert!(is_parked(&small), "{small}");
+    // Another session still parks its call: the largest holder's oldest
+    // makes room.
+    let other = TestSession::legacy(&server).await;
+    let mut other_app = WsApp::attached(&server, &other).await;
+    let theirs = parked_call(&other, &mut other_app, 10).await;
+    assert!(is_parked(&theirs), "{theirs}");
+    // Holding as many as anyone, it is refused, naming the setting.
+    let more = parked_call(&other, &mut other_app, 10).await;
+    assert!(
+        refusal_names(&more, "OPENCLAW_PROXY_MAX_PARKED_CALLS"),
+        "{more}"
+    );
+}
