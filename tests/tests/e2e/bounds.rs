@@ -355,3 +355,44 @@ async fn parked_calls_are_bounded_in_bytes_per_session_and_no_session_takes_the_
         "{more}"
     );
 }
+
+#[tokio::test]
+async fn a_websocket_app_that_leaves_a_fragmented_message_unfinished_is_dropped_with_4408() {
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let server = TestServer::builder()
+        .core(|core| core.ping_interval = Duration::from_millis(100))
+        .start()
+        .await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("connect");
+    // Pong frames alone (the socket answers ping frames by itself) keep a
+    // bridge: ten intervals pass.
+    let mut pings = 0;
+    while pings < 10 {
+        match no_hang(app.next_event()).await {
+            WsEvent::PingFrame => pings += 1,
+            WsEvent::Json(frame) => assert_eq!(frame["type"], "ping", "{frame}"),
+            other => panic!("the bridge ended while answering pings: {other:?}"),
+        }
+    }
+    // The first fragment of a text message, never the last; pings are
+    // still answered with pong frames.
+    let first = Frame::message(
+        b"{\"type\":\"pong\",\"padding\":\"".to_vec(),
+        OpCode::Data(Data::Text),
+        false,
+    );
+    app.send(Message::Frame(first)).await;
+    let closed = loop {
+        match no_hang(app.next_event()).await {
+            WsEvent::PingFrame | WsEvent::Json(_) => {}
+            WsEvent::Closed(code, reason) => break (code, reason),
+            WsEvent::Ended => panic!("ended without a close frame"),
+        }
+    };
+    assert_eq!(closed.0, 4408, "{closed:?}");
+}
