@@ -9,23 +9,27 @@
 //! by default) for ever; two hundred such bridges held 1.8 GB. The gRPC
 //! bridge drops the same case after three ping intervals, since h2's pings
 //! are not the app's messages. tungstenite keeps the unfinished message to
-//! itself and has no setting for how long it may wait, so the bridge reads
-//! the frame headers itself as the bytes go by ([`Fragments`]): while a
-//! fragmented message is unfinished, the app's pings and pongs are not
-//! signs of life ([`super::app_side`]), and a bridge that does not finish
-//! its message within three ping intervals is dropped with `4408`, as a
-//! silent one is.
+//! itself and has no setting for how long it may wait, but it gives its
+//! frame header parser to its users (`FrameHeader::parse`, in its module
+//! of utilities for raw frames): the bridge runs it over the app's bytes
+//! as they go by ([`Fragments`]). While a fragmented message is
+//! unfinished, the app's pings and pongs are not signs of life
+//! ([`super::app_side`]), and a bridge that does not finish its message
+//! within three ping intervals is dropped with `4408`, as a silent one is.
 //!
-//! Only the headers are read (RFC 6455, section 5.2: two bytes, an
-//! extended length, a mask); payloads are skipped by their length. Bytes
-//! that break the framing are tungstenite's to refuse (`1002`).
+//! Only the headers are read, by tungstenite; payloads are skipped by the
+//! length it reads. Bytes that break the framing are tungstenite's to
+//! refuse (`1002`): from then on nothing more is followed.
 
+use std::io::Cursor;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tungstenite::protocol::frame::FrameHeader;
+use tungstenite::protocol::frame::coding::{Data, OpCode};
 
 /// Whether the app is in the middle of a fragmented message.
 #[derive(Debug, Default)]
@@ -51,6 +55,18 @@ enum At {
     Header { bytes: [u8; 14], len: u8 },
     /// Skipping a payload: the bytes left.
     Payload(u64),
+    /// Past bytes that are no frame header.
+    Broken,
+}
+
+impl At {
+    /// At the start of a frame header.
+    fn header() -> Self {
+        Self::Header {
+            bytes: [0; 14],
+            len: 0,
+        }
+    }
 }
 
 /// The app's side of a bridge socket, its frame headers read as they pass;
@@ -67,10 +83,7 @@ impl<S, F: AsRef<Unfinished>> Fragments<S, F> {
     pub fn new(inner: S, unfinished: Arc<F>) -> Self {
         Self {
             inner,
-            at: At::Header {
-                bytes: [0; 14],
-                len: 0,
-            },
+            at: At::header(),
             unfinished,
         }
     }
@@ -84,70 +97,47 @@ impl<S, F: AsRef<Unfinished>> Fragments<S, F> {
                     *left -= skipped as u64;
                     data = &data[skipped..];
                     if *left == 0 {
-                        self.at = At::Header {
-                            bytes: [0; 14],
-                            len: 0,
-                        };
+                        self.at = At::header();
                     }
                 }
                 At::Header { bytes, len } => {
                     bytes[usize::from(*len)] = data[0];
                     *len += 1;
                     data = &data[1..];
-                    if let Some((fin, opcode, payload)) = header(&bytes[..usize::from(*len)]) {
-                        match opcode {
-                            // A data frame: a message begins; unfinished
-                            // without FIN.
-                            1 | 2 => AsRef::<Unfinished>::as_ref(&*self.unfinished)
-                                .0
-                                .store(!fin, Ordering::Relaxed),
-                            // A continuation: with FIN the message ends.
-                            0 if fin => AsRef::<Unfinished>::as_ref(&*self.unfinished)
-                                .0
-                                .store(false, Ordering::Relaxed),
-                            // Control frames come between fragments.
-                            _ => {}
-                        }
-                        self.at = if payload == 0 {
-                            At::Header {
-                                bytes: [0; 14],
-                                len: 0,
+                    let mut read = Cursor::new(&bytes[..usize::from(*len)]);
+                    match FrameHeader::parse(&mut read) {
+                        // More bytes make the header.
+                        Ok(None) => {}
+                        Ok(Some((header, payload))) => {
+                            let unfinished = &AsRef::<Unfinished>::as_ref(&*self.unfinished).0;
+                            match header.opcode {
+                                // A data frame: a message begins; unfinished
+                                // without FIN.
+                                OpCode::Data(Data::Text | Data::Binary) => {
+                                    unfinished.store(!header.is_final, Ordering::Relaxed);
+                                }
+                                // A continuation: with FIN the message ends.
+                                OpCode::Data(Data::Continue) if header.is_final => {
+                                    unfinished.store(false, Ordering::Relaxed);
+                                }
+                                // Control frames come between fragments.
+                                _ => {}
                             }
-                        } else {
-                            At::Payload(payload)
-                        };
-                    } else if usize::from(*len) == bytes.len() {
-                        // Cannot happen: 14 bytes always make a header.
-                        self.at = At::Payload(0);
+                            self.at = if payload == 0 {
+                                At::header()
+                            } else {
+                                At::Payload(payload)
+                            };
+                        }
+                        // tungstenite refuses the same bytes and ends the
+                        // bridge.
+                        Err(_) => self.at = At::Broken,
                     }
                 }
+                At::Broken => return,
             }
         }
     }
-}
-
-/// A whole frame header in `bytes`: FIN, the opcode and the payload length;
-/// `None` while more bytes are needed.
-fn header(bytes: &[u8]) -> Option<(bool, u8, u64)> {
-    let (&first, &second) = (bytes.first()?, bytes.get(1)?);
-    let masked = second & 0x80 != 0;
-    let (length, at) = match second & 0x7f {
-        126 => (
-            u64::from(u16::from_be_bytes([*bytes.get(2)?, *bytes.get(3)?])),
-            4,
-        ),
-        127 => {
-            let mut wide = [0_u8; 8];
-            wide.copy_from_slice(bytes.get(2..10)?);
-            (u64::from_be_bytes(wide), 10)
-        }
-        short => (u64::from(short), 2),
-    };
-    let end = at + if masked { 4 } else { 0 };
-    if bytes.len() < end {
-        return None;
-    }
-    Some((first & 0x80 != 0, first & 0x0f, length))
 }
 
 impl<S: AsyncRead + Unpin, F: AsRef<Unfinished>> AsyncRead for Fragments<S, F> {
@@ -198,24 +188,27 @@ impl<S: AsyncWrite + Unpin, F: AsRef<Unfinished>> AsyncWrite for Fragments<S, F>
 
 #[cfg(test)]
 mod tests {
+    use tungstenite::protocol::frame::coding::Control;
+
     use super::*;
 
-    /// A masked client frame.
-    fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = vec![if fin { 0x80 } else { 0 } | opcode];
-        match payload.len() {
-            short @ 0..=125 => bytes.push(0x80 | short as u8),
-            medium @ 126..=0xffff => {
-                bytes.push(0x80 | 126);
-                bytes.extend_from_slice(&(medium as u16).to_be_bytes());
-            }
-            long => {
-                bytes.push(0x80 | 127);
-                bytes.extend_from_slice(&(long as u64).to_be_bytes());
-            }
-        }
-        bytes.extend_from_slice(&[1, 2, 3, 4]);
-        bytes.extend_from_slice(payload);
+    const TEXT: OpCode = OpCode::Data(Data::Text);
+    const BINARY: OpCode = OpCode::Data(Data::Binary);
+    const CONTINUE: OpCode = OpCode::Data(Data::Continue);
+    const PONG: OpCode = OpCode::Control(Control::Pong);
+
+    /// A masked client frame, as tungstenite writes one.
+    fn frame(fin: bool, opcode: OpCode, payload: &[u8]) -> Vec<u8> {
+        use tungstenite::protocol::frame::Frame;
+        let mut frame = match opcode {
+            PONG => Frame::pong(payload.to_vec()),
+            data => Frame::message(payload.to_vec(), data, fin),
+        };
+        frame.header_mut().mask = Some([1, 2, 3, 4]);
+        let mut bytes = Vec::new();
+        frame
+            .format(&mut bytes)
+            .expect("a frame formats into memory");
         bytes
     }
 
@@ -223,19 +216,19 @@ mod tests {
     fn a_fragmented_message_is_unfinished_until_its_last_fragment_whatever_comes_between() {
         let unfinished = Arc::new(Unfinished::default());
         let mut reader = Fragments::new((), unfinished.clone());
-        let mut bytes = frame(true, 1, b"{\"type\":\"pong\"}");
-        bytes.extend(frame(false, 1, &[b'x'; 300]));
+        let mut bytes = frame(true, TEXT, b"{\"type\":\"pong\"}");
+        bytes.extend(frame(false, TEXT, &[b'x'; 300]));
         // Byte by byte, as a slow socket gives them.
         for byte in &bytes {
             reader.follow(std::slice::from_ref(byte));
         }
         assert!(unfinished.is_set(), "a text frame without FIN");
-        reader.follow(&frame(true, 10, b"pong"));
-        reader.follow(&frame(false, 0, &[b'x'; 70_000]));
+        reader.follow(&frame(true, PONG, b"pong"));
+        reader.follow(&frame(false, CONTINUE, &[b'x'; 70_000]));
         assert!(unfinished.is_set(), "pongs and more fragments between");
-        reader.follow(&frame(true, 0, b"end"));
+        reader.follow(&frame(true, CONTINUE, b"end"));
         assert!(!unfinished.is_set(), "the last fragment ends it");
-        reader.follow(&frame(true, 2, b"whole"));
+        reader.follow(&frame(true, BINARY, b"whole"));
         assert!(!unfinished.is_set(), "a whole message is no fragment");
     }
 }
