@@ -9,6 +9,7 @@
 //! ([`directory`], [`delivery`]), [`hub`], and above it [`cluster`] and
 //! [`grpc`]. The module map and the rule in full: `ARCHITECTURE.md#modules`.
 
+pub mod admit;
 pub mod asking;
 pub mod audit;
 pub mod auth;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use crate::requirements::{CallerNeeds, Missing, RequirementError};
 use crate::schema::Parsed;
 pub use crate::schema::Schema;
 
@@ -39,6 +40,10 @@ pub struct Definition {
     /// Whether calls may run as MCP tasks, by MCP's name (`forbidden`,
     /// `optional`, `required`); empty for `forbidden`.
     pub task_support: String,
+    /// The OAuth scopes a caller needs, every one ([`CallerNeeds`]).
+    pub requires_scopes: Vec<String>,
+    /// The kinds of caller admitted, by wire name; empty for every kind.
+    pub requires_caller_kinds: Vec<String>,
 }
 
 #[cfg(feature = "grpc")]
@@ -53,7 +58,17 @@ impl From<crate::v1::ToolDefinition> for Definition {
             confirm: definition.confirm.map(|confirm| confirm.message),
             requires_client: definition
                 .requires
-                .map(|requires| requires.client_capabilities)
+                .as_ref()
+                .map(|requires| requires.client_capabilities.clone())
+                .unwrap_or_default(),
+            requires_scopes: definition
+                .requires
+                .as_ref()
+                .map(|requires| requires.scopes.clone())
+                .unwrap_or_default(),
+            requires_caller_kinds: definition
+                .requires
+                .map(|requires| requires.caller_kinds)
                 .unwrap_or_default(),
             task_support: definition
                 .execution
@@ -95,6 +110,8 @@ pub struct Tool {
     pub requires_client: ClientNeeds,
     /// Whether calls may run as MCP tasks.
     pub task_support: TaskSupport,
+    /// Who may see and call the tool.
+    pub requires_caller: CallerNeeds,
 }
 
 /// Whether a tool's calls may run as MCP tasks (MCP's
@@ -259,9 +276,13 @@ impl Tool {
                 .map(|message| crate::v1::ConfirmCalls {
                     message: message.to_string(),
                 }),
-            requires: (!self.requires_client.is_empty()).then(|| crate::v1::ToolRequirements {
-                client_capabilities: self.requires_client.names(),
-            }),
+            requires: (!self.requires_client.is_empty() || !self.requires_caller.is_empty()).then(
+                || crate::v1::ToolRequirements {
+                    client_capabilities: self.requires_client.names(),
+                    scopes: self.requires_caller.scope_names(),
+                    caller_kinds: self.requires_caller.kind_names(),
+                },
+            ),
             execution: self
                 .task_support
                 .allows_task()
@@ -313,6 +334,11 @@ pub enum ToolError {
         crate::escape::quoted(.value)
     )]
     UnknownTaskSupport { index: usize, value: String },
+    #[error("tools[{index}].{problem}")]
+    Requirement {
+        index: usize,
+        problem: RequirementError,
+    },
 }
 
 /// Whether `name` is a valid MCP tool name.
@@ -358,6 +384,11 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
                 index,
                 value: definition.task_support,
             })?;
+        let requires_caller = CallerNeeds::parse(
+            &definition.requires_scopes,
+            &definition.requires_caller_kinds,
+        )
+        .map_err(|problem| ToolError::Requirement { index, problem })?;
         tools.push(Tool {
             name: name.into(),
             description: definition.description.into(),
@@ -367,6 +398,7 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
             confirm: definition.confirm.map(Into::into),
             requires_client,
             task_support,
+            requires_caller,
         });
     }
     Ok(tools)

@@ -129,7 +129,7 @@ proptest! {
                 timeout_seconds,
                 confirm: None,
                 requires_client: Vec::new(),
-                task_support: String::new(),
+                ..Definition::default()
             })
             .collect();
         let tools = validate_tools(definitions);

@@ -77,14 +77,45 @@ fn execution_of(
     }))
 }
 
-/// A tool's `requires`: `{"client_capabilities": ["sampling", ...]}`
-/// (`clientCapabilities` too).
+/// A tool's `requires`: `{"client_capabilities": ["sampling", ...],
+/// "scopes": ["chat:write"], "caller_kinds": ["oauth"]}` (`clientCapabilities`
+/// and `callerKinds` too).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequiresBody {
     client_capabilities: Option<Vec<String>>,
     #[serde(rename = "clientCapabilities")]
     client_capabilities_camel: Option<Vec<String>>,
+    scopes: Option<Vec<String>>,
+    caller_kinds: Option<Vec<String>>,
+    #[serde(rename = "callerKinds")]
+    caller_kinds_camel: Option<Vec<String>>,
+}
+
+impl RequiresBody {
+    fn into_requirements(self, index: usize) -> Result<proto::ToolRequirements, ApiError> {
+        let refused =
+            |problem: String| ApiError::InvalidBody(format!("tools[{index}].requires: {problem}"));
+        let client_capabilities = pick(
+            "client_capabilities",
+            self.client_capabilities,
+            "clientCapabilities",
+            self.client_capabilities_camel,
+        )
+        .map_err(refused)?;
+        let caller_kinds = pick(
+            "caller_kinds",
+            self.caller_kinds,
+            "callerKinds",
+            self.caller_kinds_camel,
+        )
+        .map_err(refused)?;
+        Ok(proto::ToolRequirements {
+            client_capabilities: client_capabilities.unwrap_or_default(),
+            scopes: self.scopes.unwrap_or_default(),
+            caller_kinds: caller_kinds.unwrap_or_default(),
+        })
+    }
 }
 
 /// A tool's `confirm`: `true`/`false`/`null`, or `{"message": "..."}`.
@@ -126,18 +157,7 @@ impl ToolBody {
         .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
         let requires = match self.requires {
             None => None,
-            Some(requires) => pick(
-                "client_capabilities",
-                requires.client_capabilities,
-                "clientCapabilities",
-                requires.client_capabilities_camel,
-            )
-            .map_err(|problem| {
-                ApiError::InvalidBody(format!("tools[{index}].requires: {problem}"))
-            })?
-            .map(|client_capabilities| proto::ToolRequirements {
-                client_capabilities,
-            }),
+            Some(requires) => Some(requires.into_requirements(index)?),
         };
         Ok(proto::ToolDefinition {
             name: self.name,

@@ -196,7 +196,7 @@ export class WebSocketTransport implements Transport {
     }
     if (!response.ok) throw new Unreachable(`cannot register: HTTP ${response.status}`);
     const created = object(JSON.parse(detail));
-    return { session_id: text(created["mcpSessionId"]), session_token: text(created["session_token"]), mcp_token: text(created["mcp_token"]) };
+    return { session_id: text(created["mcpSessionId"]), session_token: text(created["session_token"]), mcp_token: text(created["mcp_token"]), name: text(created["name"]) };
   }
 
   attach(sessionId: string, token: string, dispatch: (message: ProxyMessage__Output) => void): Attached {

@@ -224,7 +224,7 @@ fn answer(outcome: Result<ToolOutcome, InvokeError>) -> Result<RawToolResult, Mc
             outcome.content,
             outcome.error,
         )),
-        Err(error @ InvokeError::UnknownTool { .. }) => {
+        Err(error @ (InvokeError::UnknownTool { .. } | InvokeError::NotForCaller { .. })) => {
             Err(McpError::invalid_params(error.to_string(), None))
         }
         Err(error) => Ok(RawToolResult {

@@ -65,6 +65,17 @@ fn page_answer<T: Serialize>(
     items: &[T],
     next_cursor: Option<String>,
 ) -> Answer {
+    page_answer_ttl(request, key, items, next_cursor, TTL_MS)
+}
+
+/// One page of a list that stays fresh `ttl_ms` at 2026-07-28.
+pub(crate) fn page_answer_ttl<T: Serialize>(
+    request: &Request,
+    key: &'static str,
+    items: &[T],
+    next_cursor: Option<String>,
+    ttl_ms: u64,
+) -> Answer {
     let per_request = request.revision == Revision::PerRequest;
     Answer::result(
         &request.id,
@@ -72,7 +83,7 @@ fn page_answer<T: Serialize>(
             items: Items { key, items },
             next_cursor,
             result_type: per_request.then_some("complete"),
-            ttl_ms: per_request.then_some(TTL_MS),
+            ttl_ms: per_request.then_some(ttl_ms),
             cache_scope: per_request.then_some("private"),
         },
     )
@@ -81,7 +92,7 @@ fn page_answer<T: Serialize>(
 /// The range of `len` items on the page the `cursor` a previous page
 /// handed out names (the offset of its first entry, as text), and the
 /// cursor of the next page.
-fn page(
+pub(crate) fn page(
     len: usize,
     cursor: Option<&str>,
 ) -> Result<(std::ops::Range<usize>, Option<String>), Rejected> {
@@ -106,8 +117,8 @@ fn page(
 /// schema as its kept text.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ToolEntry<'a> {
-    name: &'a str,
+pub(crate) struct ToolEntry<'a> {
+    pub(crate) name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     input_schema: Box<RawValue>,
@@ -117,7 +128,7 @@ struct ToolEntry<'a> {
 }
 
 impl<'a> ToolEntry<'a> {
-    fn of(tool: &'a Tool, shows_execution: bool) -> Self {
+    pub(crate) fn of(tool: &'a Tool, shows_execution: bool) -> Self {
         Self {
             name: &tool.name,
             description: &tool.description,
@@ -131,17 +142,56 @@ impl<'a> ToolEntry<'a> {
 
 pub(super) async fn tools(context: &Context<'_>, request: &Request) -> Result<Answer, Rejected> {
     let Paginated { cursor } = request.params_as()?;
+    if let Some(policy) = &context.state.config.policy {
+        return policy_tools(context, request, policy, cursor.as_deref()).await;
+    }
     let tools = context
         .state
         .hub
         .tools(context.session_id)
         .await
         .map_err(|error| hub_refusal(&error))?;
-    let (range, next) = page(tools.len(), cursor.as_deref())?;
+    // Only the tools this caller may see, before paging: a page's
+    // cursor counts what the caller was shown.
+    let visible: Vec<&Tool> = tools
+        .iter()
+        .filter(|tool| context.caller.may_use(tool))
+        .collect();
+    let (range, next) = page(visible.len(), cursor.as_deref())?;
     let shows = crate::http::mcp::tasks::shows_execution(context, request);
-    let entries: Vec<ToolEntry<'_>> = tools[range]
+    let entries: Vec<ToolEntry<'_>> = visible[range]
         .iter()
         .map(|tool| ToolEntry::of(tool, shows))
+        .collect();
+    Ok(page_answer(request, "tools", &entries, next))
+}
+
+/// `tools/list` under the operator's policy: the tools as this caller sees
+/// them (`crate::policy`).
+async fn policy_tools(
+    context: &Context<'_>,
+    request: &Request,
+    policy: &crate::policy::Live,
+    cursor: Option<&str>,
+) -> Result<Answer, Rejected> {
+    let hub = &context.state.hub;
+    let record = hub
+        .session_record(context.session_id)
+        .await
+        .map_err(|error| hub_refusal(&error))?;
+    let views = policy.tools_for(&record, &context.caller);
+    let (range, next) = page(views.len(), cursor)?;
+    let shows = crate::http::mcp::tasks::shows_execution(context, request);
+    let entries: Vec<ToolEntry<'_>> = views[range]
+        .iter()
+        .map(|view| ToolEntry {
+            name: &view.name,
+            description: &view.description,
+            input_schema: view.input_schema.clone(),
+            execution: shows
+                .then(|| crate::http::mcp::tasks::execution(view.task_support))
+                .flatten(),
+        })
         .collect();
     Ok(page_answer(request, "tools", &entries, next))
 }

@@ -186,15 +186,17 @@ pub fn answer<'a>(
     };
     let askable = meta.askable;
     let revision = request.revision;
+    let policy = state.config.policy.clone();
     let tasks_on = revision == Revision::WithInitialize && state.tasks.enabled();
     if tasks_on && let Some(task) = params.task {
-        return Either::Right(Box::pin(as_task(
-            state,
-            session_id,
-            (request.id, meta.progress.clone(), log_level, askable),
-            (task, revision),
-            prepared,
-        )));
+        let listening = (request.id, meta.progress.clone(), log_level, askable);
+        return Either::Right(Box::pin(async move {
+            let mut prepared = prepared;
+            if let Err(refused) = admit(policy.as_deref(), hub, session_id, &mut prepared).await {
+                return render(&listening.0, revision, Err(refused)).into_response();
+            }
+            as_task(state, session_id, listening, (task, revision), prepared).await
+        }));
     }
     // At 2026-07-28 the proxy makes a task of a call whose tool allows it,
     // for a client that declared the extension; `None` with tasks off.
@@ -222,8 +224,13 @@ pub fn answer<'a>(
             // An async block: the call's task is spawned when the answer
             // first runs, inside the request's span, which the task inherits.
             None => Box::pin(async move {
+                let mut prepared = prepared;
+                if let Err(refused) = admit(policy.as_deref(), hub, session_id, &mut prepared).await
+                {
+                    return render(&round.id, revision, Err(refused)).into_response();
+                }
                 let named = (prepared.name.as_str(), prepared.arguments_json.as_str());
-                let checks = (askable, tasks_declared);
+                let checks = (askable, tasks_declared, &prepared.caller);
                 if let Err(rejected) = preflight(hub, session_id, named, headers, checks).await {
                     return rejected.answering(&round.id).into_response();
                 }
@@ -258,13 +265,17 @@ pub fn answer<'a>(
             .collect::<axum::http::HeaderMap>()
     });
     let running = move |sink| async move {
+        let mut prepared = prepared;
+        if let Err(refused) = admit(policy.as_deref(), &hub, &session, &mut prepared).await {
+            return render(&id, revision, Err(refused));
+        }
         if tasks_on && let Err(rejected) = tasks::refuse_plain(&hub, &session, &prepared.name).await
         {
             return rejected.answering(&id).into();
         }
         if let Some(sent) = param_headers_sent {
             let call = (prepared.name.as_str(), prepared.arguments_json.as_str());
-            let checks = (askable, tasks_declared);
+            let checks = (askable, tasks_declared, &prepared.caller);
             if let Err(rejected) = preflight(&hub, &session, call, &sent, checks).await {
                 return rejected.answering(&id).into();
             }
@@ -334,17 +345,41 @@ async fn as_task(
     .into_response()
 }
 
+/// The call under the operator's policy, when there is one: refused, or
+/// renamed back to the app's tool and given the pinned arguments.
+async fn admit(
+    policy: Option<&crate::policy::Live>,
+    hub: &Hub,
+    session_id: &str,
+    prepared: &mut Prepared,
+) -> Result<(), McpError> {
+    let Some(policy) = policy else {
+        return Ok(());
+    };
+    let (name, arguments) = (&prepared.name, &prepared.arguments_json);
+    let admitted = policy
+        .admit_call(hub, session_id, name, arguments, &prepared.caller)
+        .await?;
+    if let Some(tool) = admitted.tool {
+        prepared.name = tool;
+    }
+    if let Some(arguments_json) = admitted.arguments_json {
+        prepared.arguments_json = arguments_json;
+    }
+    Ok(())
+}
+
 /// A 2026-07-28 call checked against the session's tool `named` (name,
 /// arguments) before it is made: the client capabilities the tool needs
 /// (`-32021`, 400, naming the missing ones), then the `Mcp-Param-*`
-/// headers against its schema. A tool the session does not have is the
-/// call's own error to report.
+/// headers against its schema. A tool the session does not have, or that
+/// this caller may not see, is the call's own error to report.
 async fn preflight(
     hub: &Hub,
     session_id: &str,
     (tool, arguments): (&str, &str),
     headers: &axum::http::HeaderMap,
-    (askable, tasks_declared): (Askable, Option<bool>),
+    (askable, tasks_declared, caller): (Askable, Option<bool>, &Caller),
 ) -> Result<(), Rejected> {
     let Ok(tools) = hub.tools(session_id).await else {
         return Ok(());
@@ -352,6 +387,9 @@ async fn preflight(
     let Some(known) = tools.iter().find(|known| &*known.name == tool) else {
         return Ok(());
     };
+    if !caller.may_use(known) {
+        return Ok(());
+    }
     if tasks_declared == Some(false)
         && known.task_support == openclaw_proxy_core::tools::TaskSupport::Required
     {
