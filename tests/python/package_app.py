@@ -48,6 +48,11 @@ def build(proxy_url: str, app_token: str, bridge: Literal["grpc", "websocket"]) 
         """Echo the text back."""
         return Echoed(text)
 
+    @app.tool(task_support="optional")
+    def which_task(ctx: Context) -> str:
+        """Says which MCP task it runs as."""
+        return ctx.task_id or "plain"
+
     @app.tool
     async def steps(count: int, ctx: Context) -> str:
         """Report progress for each step, then finish."""

@@ -77,3 +77,42 @@ impl PackageApp {
         event["session"].as_str().expect("a session id").to_owned()
     }
 }
+
+/// Calls `tool` of the session as an MCP task at 2025-11-25, on the
+/// session's own URL with the OpenClaw token: the call is answered at once
+/// with its task, whose result `tasks/result` then waits for. The task's id
+/// and the result's first text.
+pub async fn call_as_task(base_url: &str, session_id: &str, tool: &str) -> (String, String) {
+    let url = format!("{base_url}/v1/mcp/{session_id}");
+    let post = |body: Value| {
+        let url = url.clone();
+        async move {
+            let reply = crate::mcp_post(&url, &body)
+                .bearer_auth(crate::OPENCLAW_TOKEN)
+                .header("mcp-protocol-version", "2025-11-25")
+                .send()
+                .await;
+            assert_eq!(reply.status(), 200, "{body}: {}", reply.text());
+            reply.json()
+        }
+    };
+    let created = post(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}, "task": {"ttl": 60_000}}}),
+    )
+    .await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a CreateTaskResult: {created}"))
+        .to_owned();
+    let fetched = post(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result",
+        "params": {"taskId": task_id}}),
+    )
+    .await;
+    let text = fetched["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the task's result: {fetched}"))
+        .to_owned();
+    (task_id, text)
+}

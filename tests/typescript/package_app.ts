@@ -32,6 +32,9 @@ let serving: Serving | undefined;
 app.tool("echo_text", { description: "Echo the text back.", input: z.object({ text: z.string() }) },
   ({ text }) => ({ echoed_text: text }));
 
+app.tool("which_task", { description: "Says which MCP task it runs as.", taskSupport: "optional" },
+  (_args, ctx) => ctx.taskId || "plain");
+
 app.tool("steps", { description: "Report progress for each step, then finish.", input: z.object({ count: z.number().int() }) },
   async ({ count }, ctx) => {
     for (let step = 1; step <= count; step++) {

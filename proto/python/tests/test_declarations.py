@@ -11,6 +11,7 @@ import pydantic
 import pytest
 
 from openclaw_proxy_app import App, Context
+from openclaw_proxy_app._proto import proxy_pb2 as pb
 
 
 def schema_of(app: App, name: str) -> dict[str, Any]:
@@ -120,6 +121,26 @@ def test_the_client_capabilities_a_tool_needs_reach_the_definition_and_unknown_o
     assert not tools["plain"].HasField("requires")
     with pytest.raises(ValueError, match="telepathy"):
         app.tool(requires_client=["telepathy"])  # type: ignore[list-item]
+
+
+def test_task_support_reaches_the_definition_and_an_unknown_value_is_refused() -> None:
+    app = App("http://127.0.0.1:1")
+
+    @app.tool(task_support="optional")
+    def export() -> None: ...
+
+    @app.tool(task_support="required")
+    def report() -> None: ...
+
+    @app.tool
+    def quick() -> None: ...
+
+    tools = {t.name: t for t in app.declarations()[0]}
+    assert tools["export"].execution.task_support == pb.TASK_SUPPORT_OPTIONAL
+    assert tools["report"].execution.task_support == pb.TASK_SUPPORT_REQUIRED
+    assert not tools["quick"].HasField("execution")
+    with pytest.raises(ValueError, match="sometimes"):
+        app.tool(task_support="sometimes")  # type: ignore[call-overload]
 
 
 def test_resources_templates_and_prompts_are_declared() -> None:

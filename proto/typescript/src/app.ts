@@ -62,6 +62,12 @@ export interface ToolOptions<S extends Schema | undefined> {
   confirm?: boolean | string;
   /** MCP client capabilities a call needs (e.g. `["elicitation"]`); the proxy refuses calls from clients without them. */
   requiresClient?: string[];
+  /**
+   * Whether MCP clients may call the tool as a task they poll ("optional" or
+   * "required"; "forbidden", the default, for plain calls only), for a slow
+   * tool. The call runs as usual; `ctx.taskId` names its task.
+   */
+  taskSupport?: "forbidden" | "optional" | "required";
 }
 
 export type ToolHandler<S extends Schema | undefined> = (args: Infer<S>, ctx: Context) => unknown;
@@ -164,6 +170,11 @@ export class App {
     };
     if (options.confirm) definition.confirm = { message: typeof options.confirm === "string" ? options.confirm : "" };
     if (options.requiresClient?.length) definition.requires = { client_capabilities: [...options.requiresClient] };
+    const tasks = options.taskSupport ?? "forbidden";
+    if (!["forbidden", "optional", "required"].includes(tasks)) {
+      throw new TypeError(`tool ${name}: taskSupport ${JSON.stringify(tasks)} is not understood; use "forbidden", "optional" or "required"`);
+    }
+    if (tasks !== "forbidden") definition.execution = { task_support: tasks === "required" ? "TASK_SUPPORT_REQUIRED" : "TASK_SUPPORT_OPTIONAL" };
     this.#tools.set(name, { definition, input: options.input, handler: handler as Tool["handler"] });
     return this;
   }

@@ -71,11 +71,13 @@ export class Context {
    * and other APIs that take one, or check `signal.aborted`.
    */
   readonly signal: AbortSignal;
+  /** The MCP task this call runs as, when the client made it one (the tool declared `taskSupport`); "" for a plain call. */
+  readonly taskId: string;
   readonly #link: Link;
 
   constructor(fields: {
     requestId: string; method: string; client: ClientInfo; caller: Caller; meta: Record<string, unknown>;
-    traceParent: string; signal: AbortSignal; link: Link;
+    traceParent: string; signal: AbortSignal; link: Link; taskId?: string;
   }) {
     this.requestId = fields.requestId;
     this.method = fields.method;
@@ -84,6 +86,7 @@ export class Context {
     this.meta = fields.meta;
     this.traceParent = fields.traceParent;
     this.signal = fields.signal;
+    this.taskId = fields.taskId ?? "";
     this.#link = fields.link;
   }
 

@@ -342,7 +342,7 @@ export class Serving {
         break;
       case "invoke": {
         const invoke = message.invoke!;
-        const ctx = this.#context(bridge, invoke.request_id, "tools/call", invoke.client, invoke.caller, jsonObject(invoke.meta_json), invoke.trace_parent);
+        const ctx = this.#context(bridge, invoke.request_id, "tools/call", invoke.client, invoke.caller, jsonObject(invoke.meta_json), invoke.trace_parent, invoke.task_id);
         this.#spawn(bridge, ctx, (busy) => ({ result: { request_id: ctx.requestId, ok: false, error: busy } }), async () => {
           let args: unknown;
           try {
@@ -398,12 +398,12 @@ export class Serving {
   }
 
   #context(bridge: Bridge, requestId: string, method: string, info: CallerInfo__Output | null,
-    identity: CallerIdentity__Output | null, meta: Record<string, unknown>, traceParent: string): Context {
+    identity: CallerIdentity__Output | null, meta: Record<string, unknown>, traceParent: string, taskId = ""): Context {
     const controller = new AbortController();
     bridge.calls.set(requestId, controller);
     return new Context({
       requestId, method, client: client(info), caller: caller(identity), meta, traceParent,
-      signal: controller.signal, link: bridge,
+      signal: controller.signal, link: bridge, taskId,
     });
   }
 

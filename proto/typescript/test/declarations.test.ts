@@ -52,6 +52,18 @@ test("confirm and requiresClient reach the tool definition", () => {
   assert.equal(ask?.["timeout_seconds"], 120);
 });
 
+test("taskSupport reaches the tool definition, and an unknown value is refused", () => {
+  const built = app()
+    .tool("export", { taskSupport: "optional" }, () => "exported")
+    .tool("report", { taskSupport: "required" }, () => "reported")
+    .tool("quick", {}, () => "done");
+  const [exported, report, quick] = definitions(built).tools;
+  assert.deepEqual(exported?.["execution"], { task_support: "TASK_SUPPORT_OPTIONAL" });
+  assert.deepEqual(report?.["execution"], { task_support: "TASK_SUPPORT_REQUIRED" });
+  assert.equal(quick?.["execution"], undefined);
+  assert.throws(() => app().tool("odd", { taskSupport: "sometimes" as never }, () => ""), /taskSupport "sometimes" is not understood/);
+});
+
 test("names the proxy would refuse are refused when declared, naming the rule", () => {
   assert.throws(() => app().tool("has space", {}, () => ""), /A-Z a-z 0-9 _ - \./);
   assert.throws(() => app().prompt("", {}, () => ""), /prompt name/);

@@ -389,3 +389,25 @@ async fn an_app_whose_session_another_bridge_takes_over_stops_and_leaves_it_alon
         .await;
     drop(taker);
 }
+
+/// A tool declared with task support runs as an MCP task when the client
+/// asks for one, its handler told the task's id, and as a plain call when
+/// the client does not.
+#[tokio::test]
+async fn a_tool_with_task_support_runs_as_a_task_and_is_told_its_id() {
+    let server = TestServer::start().await;
+    let mut app = PackageApp::start(&python().await, &server.http_url(), "grpc");
+    let session_id = app.next_session().await;
+    bridged(&server, &session_id).await;
+    let (task_id, text) = openclaw_proxy_tests::package_app::call_as_task(
+        &server.http_url(),
+        &session_id,
+        "which_task",
+    )
+    .await;
+    assert_eq!(text, task_id, "the handler saw its task's id");
+    let client = connect(&server.http_url(), &session_id, Host::default()).await;
+    let plain = call_tool(&client, "which_task", json!({})).await;
+    assert_eq!(texts(&plain), ["plain"]);
+    let _ = client.cancel().await;
+}

@@ -430,3 +430,25 @@ async fn an_app_with_a_wrong_token_stops_at_start_and_says_what_to_fix() {
     );
     assert!(output.stdout.is_empty(), "no session was reported");
 }
+
+/// A tool declared with task support runs as an MCP task when the client
+/// asks for one, its handler told the task's id, and as a plain call when
+/// the client does not.
+#[tokio::test]
+async fn a_tool_with_task_support_runs_as_a_task_and_is_told_its_id() {
+    let server = TestServer::start().await;
+    let mut app = PackageApp::start(&installed().await, &server.http_url(), "grpc");
+    let session_id = app.next_session().await;
+    bridged(&server, &session_id).await;
+    let (task_id, text) = openclaw_proxy_tests::package_app::call_as_task(
+        &server.http_url(),
+        &session_id,
+        "which_task",
+    )
+    .await;
+    assert_eq!(text, task_id, "the handler saw its task's id");
+    let client = connect(&server.http_url(), &session_id, Host::default()).await;
+    let plain = call_tool(&client, "which_task", json!({})).await;
+    assert_eq!(texts(&plain), ["plain"]);
+    let _ = client.cancel().await;
+}

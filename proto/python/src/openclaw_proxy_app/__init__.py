@@ -19,7 +19,7 @@ deletes the session on exit::
     app.run()
 """
 
-from .app import App, ClientCapability, CompletionRequest
+from .app import App, ClientCapability, CompletionRequest, TaskSupport
 from .content import (
     AudioContent,
     Content,
@@ -38,7 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "App", "AppError", "AskError", "AudioContent", "Caller", "ClientCapability", "ClientInfo",
-    "CompletionRequest", "Content", "Context", "ElicitResult", "EmbeddedResource", "ImageContent", "LogLevel", "McpError", "PromptMessage",
-    "ResourceContents", "ResourceLink", "Root", "SampleResult", "Serving", "SessionInfo", "TextContent",
-    "ToolError", "UpdateError",
+    "CompletionRequest", "Content", "Context", "ElicitResult", "EmbeddedResource", "ImageContent",
+    "LogLevel", "McpError", "PromptMessage", "ResourceContents", "ResourceLink", "Root", "SampleResult",
+    "Serving", "SessionInfo", "TaskSupport", "TextContent", "ToolError", "UpdateError",
 ]

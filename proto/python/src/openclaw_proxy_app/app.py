@@ -28,6 +28,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 ClientCapability = Literal["elicitation", "elicitation.url", "sampling", "roots"]
 """A client capability a tool's calls need (`requires_client=`)."""
 
+TaskSupport = Literal["forbidden", "optional", "required"]
+"""Whether MCP clients may call a tool as a task (`task_support=`)."""
+
+_TASK_SUPPORT: dict[str, pb.TaskSupport] = {
+    "forbidden": pb.TASK_SUPPORT_FORBIDDEN, "optional": pb.TASK_SUPPORT_OPTIONAL, "required": pb.TASK_SUPPORT_REQUIRED}
+
 _CLIENT_CAPABILITIES: frozenset[str] = frozenset(("elicitation", "elicitation.url", "sampling", "roots"))
 
 log = logging.getLogger("openclaw_proxy_app")
@@ -61,6 +67,7 @@ class _Tool:
     confirm: str | None
     timeout_seconds: int
     requires_client: tuple[str, ...] = ()
+    task_support: str = "forbidden"
 
     def definition(self) -> pb.ToolDefinition:
         out = pb.ToolDefinition(name=self.name, description=self.description,
@@ -70,6 +77,8 @@ class _Tool:
             out.confirm.message = self.confirm
         if self.requires_client:
             out.requires.client_capabilities.extend(self.requires_client)
+        if self.task_support != "forbidden":
+            out.execution.task_support = _TASK_SUPPORT[self.task_support]
         return out
 
 
@@ -164,11 +173,13 @@ class App:
     @overload
     def tool(self, function: None = None, /, *, name: str | None = None, description: str | None = None,
              confirm: bool | str = False, timeout_seconds: int = 0,
-             requires_client: Sequence[ClientCapability] = ()) -> Callable[[F], F]: ...
+             requires_client: Sequence[ClientCapability] = (),
+             task_support: TaskSupport = "forbidden") -> Callable[[F], F]: ...
 
     def tool(self, function: F | None = None, /, *, name: str | None = None, description: str | None = None,
              confirm: bool | str = False, timeout_seconds: int = 0,
-             requires_client: Sequence[ClientCapability] = ()) -> F | Callable[[F], F]:
+             requires_client: Sequence[ClientCapability] = (),
+             task_support: TaskSupport = "forbidden") -> F | Callable[[F], F]:
         """Declares a tool: `@app.tool` or `@app.tool(name=..., ...)`. Its
         name defaults to the function's, its description to the docstring's
         first paragraph, its input schema comes from the parameters' type
@@ -176,7 +187,12 @@ class App:
         before every call; `timeout_seconds` gives a slow tool more time;
         `requires_client` names the client capabilities its calls need
         (`"elicitation"`, `"elicitation.url"`, `"sampling"`, `"roots"`), and
-        the proxy refuses a 2026-07-28 call from a client without them."""
+        the proxy refuses a 2026-07-28 call from a client without them;
+        `task_support="optional"` (or `"required"`) lets MCP clients call it
+        as a task they poll (`ctx.task_id` names it), for a slow tool."""
+        if task_support not in _TASK_SUPPORT:
+            raise ValueError(f"task_support {task_support!r} not understood: use \"forbidden\", \"optional\" "
+                             "or \"required\"")
         unknown = [c for c in requires_client if c not in _CLIENT_CAPABILITIES]
         if unknown:
             raise ValueError(f"requires_client {unknown} not understood: name client capabilities from "
@@ -187,7 +203,7 @@ class App:
                 tool_name, _description(function, description), function,
                 Signature(function, f"tool {tool_name!r}"),
                 None if confirm is False else ("" if confirm is True else str(confirm)), timeout_seconds,
-                tuple(dict.fromkeys(requires_client)))
+                tuple(dict.fromkeys(requires_client)), task_support)
             return function
         return register if function is None else register(function)
 

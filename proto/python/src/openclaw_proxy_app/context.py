@@ -100,6 +100,10 @@ class Context:
     _link: _Link = field(repr=False)
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
     cancel_reason: str | None = None
+    task_id: str = ""
+    """The MCP task this call runs as, when the client made it a task (the
+    tool declared `task_support`); empty for a plain call. Nothing else
+    changes: the proxy keeps the result for the client to fetch."""
 
     @property
     def cancelled(self) -> bool:

@@ -297,7 +297,7 @@ class Serving:
         elif kind == "invoke":
             invoke = message.invoke
             ctx = self._context(bridge, invoke.request_id, "tools/call", invoke.client, invoke.caller,
-                                _json_object(invoke.meta_json), invoke.trace_parent)
+                                _json_object(invoke.meta_json), invoke.trace_parent, invoke.task_id)
             self._spawn(bridge, ctx, self._run_call(bridge, ctx, invoke))
         elif kind == "mcp_request":
             request = message.mcp_request
@@ -328,9 +328,10 @@ class Serving:
                 log.warning("the proxy could not use a message: %s", notice.message)
 
     def _context(self, bridge: _Bridge, request_id: str, method: str, client: pb.CallerInfo,
-                 caller: pb.CallerIdentity, meta: dict[str, Any], trace_parent: str) -> Context:
+                 caller: pb.CallerIdentity, meta: dict[str, Any], trace_parent: str,
+                 task_id: str = "") -> Context:
         return Context(request_id=request_id, method=method, client=_client(client), caller=_caller(caller),
-                       meta=meta, trace_parent=trace_parent, _link=bridge)
+                       meta=meta, trace_parent=trace_parent, _link=bridge, task_id=task_id)
 
     def _spawn(self, bridge: _Bridge, ctx: Context, work: Any) -> None:
         task: asyncio.Task[None] = bridge.loop.create_task(work)

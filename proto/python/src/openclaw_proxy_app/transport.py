@@ -240,7 +240,8 @@ def proxy_message(frame: dict[str, Any]) -> pb.ProxyMessage | None:
             tool_name=str(frame.get("tool_name") or frame.get("toolName") or ""),
             arguments_json=json.dumps(frame.get("arguments") or {}),
             meta_json="" if meta is None else json.dumps(meta), client=_client(frame),
-            trace_parent=str(frame.get("traceparent", "")), caller=_caller(frame)))
+            trace_parent=str(frame.get("traceparent", "")), caller=_caller(frame),
+            task_id=str(frame.get("task_id") or frame.get("taskId") or "")))
     if kind == "mcp_request":
         return pb.ProxyMessage(mcp_request=pb.McpRequest(
             session_id=str(frame.get("mcpSessionId", "")), request_id=_request_id(frame),
