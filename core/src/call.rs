@@ -27,4 +27,7 @@ pub struct CallContext {
     pub trace_parent: String,
     /// Where the call came from, for the audit log.
     pub origin: Origin,
+    /// The MCP task the call runs as (`crate::tasks`); empty for a plain
+    /// call.
+    pub task_id: String,
 }

@@ -176,16 +176,6 @@ impl SessionRecord {
         let offer = self.offer();
         offer.tools.iter().find(|tool| &*tool.name == name).cloned()
     }
-
-    /// The tool names, for an error message.
-    pub fn tool_names(&self) -> String {
-        let tools = self.tools();
-        if tools.is_empty() {
-            return "no tools".into();
-        }
-        let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
-        names.join(", ")
-    }
 }
 
 /// Why the directory could not answer.

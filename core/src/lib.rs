@@ -9,6 +9,7 @@
 //! ([`directory`], [`delivery`]), [`hub`], and above it [`cluster`] and
 //! [`grpc`]. The module map and the rule in full: `ARCHITECTURE.md#modules`.
 
+pub mod admit;
 pub mod asking;
 pub mod audit;
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod minted;
 pub mod outcome;
 pub mod progress;
 pub mod request_state;
+pub mod tasks;
 pub mod tools;
 pub mod trace;
 

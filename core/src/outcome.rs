@@ -123,6 +123,14 @@ pub enum InvokeError {
     UnknownSession(String),
     #[error("unknown tool {}: this session offers {available}", crate::escape::quoted(.tool))]
     UnknownTool { tool: String, available: String },
+    /// A tool whose declared requirements this caller does not meet
+    /// ([`crate::admit`]).
+    #[error("tool {} is not available to this caller: {missing}", crate::escape::quoted(.tool))]
+    NotForCaller {
+        tool: String,
+        /// Boxed: every call's future holds room for an error.
+        missing: Box<openclaw_proxy_proto::tools::Missing>,
+    },
     /// A read of a URI the session does not serve.
     #[error("Resource not found: {}", crate::escape::quoted(.uri))]
     UnknownResource { uri: String },

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use openclaw_proxy_proto::tools::{
-    ClientCapability, ClientNeeds, Definition, MAX_TOOL_NAME_LEN, Schema, Tool, ToolError,
-    is_valid_tool_name, json_kind,
+    CallerNeeds, ClientCapability, ClientNeeds, Definition, MAX_TOOL_NAME_LEN, Missing, Schema,
+    TaskSupport, Tool, ToolError, is_valid_tool_name, json_kind,
 };
 
 use crate::proto;

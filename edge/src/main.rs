@@ -56,6 +56,15 @@ async fn run(config: ServerConfig) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     // Settings that cannot work stop the server before it listens.
+    let policy = config.policy()?;
+    if let Some(policy) = &policy {
+        let current = policy.current();
+        tracing::info!(
+            sha256 = current.sha256(),
+            rules = current.rule_names().len(),
+            "policy file applies"
+        );
+    }
     let hub = match config.cluster() {
         None => Hub::new(config.core()),
         Some(settings) => {
@@ -88,7 +97,9 @@ async fn run(config: ServerConfig) -> anyhow::Result<()> {
         None => None,
     };
     tracing::info!(address = %listener.local_addr()?, "openclaw-proxy listening (HTTP, WebSocket and gRPC)");
-    serve(listener, hub, config.edge(), stop.cancelled_owned()).await?;
+    let mut edge = config.edge();
+    edge.policy = policy;
+    serve(listener, hub, edge, stop.cancelled_owned()).await?;
     if let Some(metrics) = metrics {
         metrics.abort();
     }

@@ -25,6 +25,7 @@ pub mod caller;
 pub mod catalog;
 pub mod escape;
 pub mod log;
+pub mod requirements;
 pub mod schema;
 pub mod session_name;
 pub mod tools;

@@ -129,6 +129,7 @@ proptest! {
                 timeout_seconds,
                 confirm: None,
                 requires_client: Vec::new(),
+                ..Definition::default()
             })
             .collect();
         let tools = validate_tools(definitions);

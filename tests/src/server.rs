@@ -151,6 +151,19 @@ impl ServerBuilder {
         self
     }
 
+    /// The operator's policy file at `path` (it must compile), looked at
+    /// for changes every `poll`.
+    pub fn policy_file(mut self, path: &std::path::Path, poll: Duration) -> Self {
+        let live =
+            openclaw_proxy_edge::policy::Live::load(path, poll).expect("a valid policy file");
+        self.edge.policy = Some(std::sync::Arc::new(live));
+        self.set_env("OPENCLAW_PROXY_POLICY_FILE", &path.display().to_string())
+            .set_env(
+                "OPENCLAW_PROXY_POLICY_POLL_MS",
+                &poll.as_millis().to_string(),
+            )
+    }
+
     /// Serves TLS on the port with these files.
     pub fn tls(self, files: TlsFiles) -> Self {
         self.edge(|edge| edge.tls = Some(files))

@@ -15,7 +15,7 @@ use crate::caller::Owner;
 use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::proto;
-use crate::tools::{ClientCapability, ClientNeeds, Schema, Tool};
+use crate::tools::{CallerNeeds, ClientCapability, ClientNeeds, Schema, TaskSupport, Tool};
 
 /// A session as stored in the KV bucket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -119,6 +119,17 @@ pub struct StoredTool {
     /// does not know (stored by a newer one) is left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires_client: Vec<String>,
+    /// Whether calls may run as MCP tasks, by MCP's name; absent for
+    /// plain calls only (a name this node does not know reads as that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<String>,
+    /// The OAuth scopes a caller needs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires_scopes: Vec<String>,
+    /// The kinds of caller admitted; a kind this node does not know is
+    /// left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires_caller_kinds: Vec<String>,
 }
 
 impl StoredSession {
@@ -158,6 +169,12 @@ impl StoredSession {
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(str::to_owned),
                 requires_client: tool.requires_client.names(),
+                task_support: tool
+                    .task_support
+                    .allows_task()
+                    .then(|| tool.task_support.as_str().to_owned()),
+                requires_scopes: tool.requires_caller.scope_names(),
+                requires_caller_kinds: tool.requires_caller.kind_names(),
             })
             .collect()
     }
@@ -178,6 +195,15 @@ impl StoredSession {
                     .iter()
                     .filter_map(|name| ClientCapability::parse(name))
                     .fold(ClientNeeds::NONE, ClientNeeds::with),
+                task_support: tool
+                    .task_support
+                    .as_deref()
+                    .and_then(TaskSupport::parse)
+                    .unwrap_or_default(),
+                requires_caller: CallerNeeds::trusted(
+                    &tool.requires_scopes,
+                    &tool.requires_caller_kinds,
+                ),
             })
             .collect()
     }

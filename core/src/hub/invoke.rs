@@ -96,12 +96,7 @@ impl Hub {
         counted: &mut CallCounted<'_>,
     ) -> Result<ToolOutcome, InvokeError> {
         let record = self.record_for_call(session_id).await?;
-        if !record.has_tool(tool_name) {
-            return Err(InvokeError::UnknownTool {
-                tool: tool_name.to_owned(),
-                available: record.tool_names(),
-            });
-        }
+        let context = crate::admit::admit(&record, tool_name, context)?;
         // Boxed, holding the call's arguments and context while it waits
         // (only a pointer is held across the wait here): the gate is no
         // part of the future of calls that have none. It runs where the
@@ -243,6 +238,7 @@ impl Hub {
             progress,
             trace_parent,
             origin: _,
+            task_id,
         } = context;
         let (prepared, message) = self.prepare(
             record,
@@ -260,6 +256,7 @@ impl Hub {
                     client: Some(client),
                     trace_parent,
                     caller: Some(caller.to_proto()),
+                    task_id,
                 })
             },
         )?;

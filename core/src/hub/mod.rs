@@ -271,7 +271,7 @@ impl Hub {
 
     /// The live session `session_id`, from the directory's cache when it
     /// has it.
-    async fn record(&self, session_id: &str) -> Result<Arc<SessionRecord>, HubError> {
+    pub(crate) async fn record(&self, session_id: &str) -> Result<Arc<SessionRecord>, HubError> {
         if let Some(record) = self.inner.directory.cached(session_id) {
             return Ok(record);
         }

@@ -53,6 +53,7 @@ impl CallOutcome {
             Err(
                 InvokeError::UnknownSession(_)
                 | InvokeError::UnknownTool { .. }
+                | InvokeError::NotForCaller { .. }
                 | InvokeError::UnknownResource { .. }
                 | InvokeError::UnknownPrompt { .. }
                 | InvokeError::Unavailable(_)

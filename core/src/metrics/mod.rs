@@ -48,6 +48,7 @@ macro_rules! label_value {
 
 mod client_requests;
 mod labels;
+mod policy;
 
 pub use client_requests::AskOutcome;
 use client_requests::ClientRequestMetrics;
@@ -56,6 +57,7 @@ use labels::{
     LoggedLabels, McpLabels, OutcomeLabels, ReasonLabels, RequestLabels, SurfaceLabels,
     TransportLabels,
 };
+pub use policy::PolicyMetrics;
 
 /// Registers what apps answer besides tool calls and the log records they
 /// write.
@@ -94,6 +96,7 @@ pub struct Metrics {
     dropped: [Counter; DropReason::ALL.len()],
     auth_failures: [Counter; Surface::ALL.len()],
     client_requests: ClientRequestMetrics,
+    policy: PolicyMetrics,
 }
 
 impl Metrics {
@@ -138,6 +141,7 @@ impl Metrics {
         );
         let (app_requests, app_logs) = register_app_metrics(&mut registry);
         let client_requests = ClientRequestMetrics::register(&mut registry);
+        let policy = PolicyMetrics::register(&mut registry);
         let drops = Family::<ReasonLabels, Counter>::default();
         let dropped =
             DropReason::ALL.map(|reason| drops.get_or_create(&ReasonLabels { reason }).clone());
@@ -186,7 +190,13 @@ impl Metrics {
             dropped,
             auth_failures,
             client_requests,
+            policy,
         }
+    }
+
+    /// The operator's policy file's series.
+    pub fn policy(&self) -> &PolicyMetrics {
+        &self.policy
     }
 
     /// Counts a finished tool call and its duration.

@@ -13,9 +13,13 @@ use openclaw_proxy_core::{BearerToken, CoreConfig, Limits};
 use crate::oauth::{OAuthArgs, OAuthSettings};
 
 mod edge;
+mod tasks;
+
+pub use tasks::TaskArgs;
 
 pub use edge::{
     ConnectionLimits, DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS, EdgeConfig, HeadLimits, LegacyLimits,
+    ListenLimits,
 };
 
 const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
@@ -106,6 +110,14 @@ pub struct ServerConfig {
     )]
     pub allow_unauthenticated: bool,
 
+    /// The operator's policy: a TOML file of ordered rules over callers, sessions and tools (docs/security.md, "Policy"); validated at start, reloaded when it changes.
+    #[arg(long, env = "OPENCLAW_PROXY_POLICY_FILE")]
+    pub policy_file: Option<std::path::PathBuf>,
+
+    /// How often the policy file is looked at for changes, in milliseconds.
+    #[arg(long, env = "OPENCLAW_PROXY_POLICY_POLL_MS", default_value_t = 2000)]
+    pub policy_poll_ms: u64,
+
     /// PEM certificate chain: with --tls-key-file, the one port serves HTTPS, WSS and gRPC over TLS (reloaded when the files change).
     #[arg(long, env = "OPENCLAW_PROXY_TLS_CERT_FILE", requires = "tls_key_file")]
     pub tls_cert_file: Option<std::path::PathBuf>,
@@ -190,6 +202,11 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http2_keepalive_seconds: u64,
 
+    /// Seconds a connection may have no request open (an HTTP/2 connection with no stream, say), and a reflection stream send no message, before it is closed (0: never).
+    #[arg(long, env = "OPENCLAW_PROXY_CONNECTION_IDLE_TIMEOUT_SECONDS", default_value_t = edge::DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS,
+          value_parser = clap::value_parser!(u64).range(0..=SECONDS_PER_DAY))]
+    pub connection_idle_timeout_seconds: u64,
+
     /// Seconds an answer may wait on a client that reads none of it (an HTTP/2 stream with no window, a full socket) before its connection is closed.
     #[arg(long, env = "OPENCLAW_PROXY_RESPONSE_WRITE_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -204,6 +221,21 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT", default_value_t = LegacyLimits::default().streams_per_client,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub legacy_sse_streams_per_client: usize,
+
+    /// Legacy SSE streams the server holds in all; when every one is taken, a client holding fewer streams than the largest holder still gets one, and that holder's oldest is closed.
+    #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS", default_value_t = LegacyLimits::default().max_streams,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
+    pub legacy_sse_max_streams: usize,
+
+    /// `subscriptions/listen` streams one session may have open at once; one more is refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_STREAMS_PER_SESSION", default_value_t = ListenLimits::default().streams_per_session,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub max_listen_streams_per_session: usize,
+
+    /// Bytes of resource URIs one `subscriptions/listen` stream may listen to; more is refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_URI_BYTES", default_value_t = ListenLimits::default().uri_bytes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=16 * 1024 * 1024))]
+    pub max_listen_uri_bytes: usize,
 
     /// Longest request target (path and query; with scheme and host when the request names them), in bytes: longer is refused 414 before any route (1 KiB to 65534, what HTTP/1 allows at all).
     #[arg(long, env = "OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", default_value_t = HeadLimits::default().max_target_bytes,
@@ -359,6 +391,9 @@ pub struct ServerConfig {
     /// OAuth access tokens on the MCP endpoints (`OPENCLAW_PROXY_OAUTH_*`).
     #[command(flatten)]
     pub oauth: OAuthArgs,
+
+    #[command(flatten)]
+    pub tasks: TaskArgs,
 }
 
 /// How log lines are written.
@@ -410,6 +445,22 @@ impl ServerConfig {
 }
 
 impl ServerConfig {
+    /// The policy of `OPENCLAW_PROXY_POLICY_FILE`, compiled; a file that
+    /// does not compile stops the server before it listens.
+    pub fn policy(
+        &self,
+    ) -> Result<Option<std::sync::Arc<crate::policy::Live>>, crate::policy::PolicyError> {
+        self.policy_file
+            .as_deref()
+            .map(|path| {
+                let poll = Duration::from_millis(self.policy_poll_ms);
+                crate::policy::Live::load(path, poll).map(std::sync::Arc::new)
+            })
+            .transpose()
+    }
+}
+
+impl ServerConfig {
     /// The defaults, as if started with no flags and no environment.
     pub fn defaults() -> Self {
         Self::parse_from(["openclaw-proxy"])
@@ -453,6 +504,7 @@ impl ServerConfig {
                 issuer: oauth.issuer,
                 only: oauth.only,
             }),
+            tasks: self.tasks.settings(),
             ..CoreConfig::default()
         }
     }

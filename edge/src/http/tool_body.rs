@@ -30,16 +30,92 @@ pub struct ToolBody {
     confirm: Option<Value>,
     /// What the tool needs of its caller.
     requires: Option<RequiresBody>,
+    /// How the tool may run (MCP's `execution`).
+    execution: Option<ExecutionBody>,
 }
 
-/// A tool's `requires`: `{"client_capabilities": ["sampling", ...]}`
-/// (`clientCapabilities` too).
+/// A tool's `execution`: `{"taskSupport": "optional"}` as MCP writes it
+/// (`task_support` too).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionBody {
+    task_support: Option<String>,
+    #[serde(rename = "taskSupport")]
+    task_support_camel: Option<String>,
+}
+
+/// A tool's `execution` as the wire message, its `taskSupport` checked
+/// here (the enum cannot carry an unknown name to the core).
+fn execution_of(
+    index: usize,
+    execution: Option<ExecutionBody>,
+) -> Result<Option<proto::ToolExecution>, ApiError> {
+    let Some(execution) = execution else {
+        return Ok(None);
+    };
+    let named = pick(
+        "task_support",
+        execution.task_support,
+        "taskSupport",
+        execution.task_support_camel,
+    )
+    .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}].execution: {problem}")))?;
+    let Some(named) = named else {
+        return Ok(None);
+    };
+    let support = openclaw_proxy_core::tools::TaskSupport::parse(&named).ok_or_else(|| {
+        ApiError::InvalidBody(
+            openclaw_proxy_core::tools::ToolError::UnknownTaskSupport {
+                index,
+                value: named,
+            }
+            .to_string(),
+        )
+    })?;
+    Ok(Some(proto::ToolExecution {
+        task_support: proto::TaskSupport::from(support).into(),
+    }))
+}
+
+/// A tool's `requires`: `{"client_capabilities": ["sampling", ...],
+/// "scopes": ["chat:write"], "caller_kinds": ["oauth"]}` (`clientCapabilities`
+/// and `callerKinds` too).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequiresBody {
     client_capabilities: Option<Vec<String>>,
     #[serde(rename = "clientCapabilities")]
     client_capabilities_camel: Option<Vec<String>>,
+    scopes: Option<Vec<String>>,
+    caller_kinds: Option<Vec<String>>,
+    #[serde(rename = "callerKinds")]
+    caller_kinds_camel: Option<Vec<String>>,
+}
+
+impl RequiresBody {
+    fn into_requirements(self, index: usize) -> Result<proto::ToolRequirements, ApiError> {
+        let refused =
+            |problem: String| ApiError::InvalidBody(format!("tools[{index}].requires: {problem}"));
+        let client_capabilities = pick(
+            "client_capabilities",
+            self.client_capabilities,
+            "clientCapabilities",
+            self.client_capabilities_camel,
+        )
+        .map_err(refused)?;
+        let caller_kinds = pick(
+            "caller_kinds",
+            self.caller_kinds,
+            "callerKinds",
+            self.caller_kinds_camel,
+        )
+        .map_err(refused)?;
+        Ok(proto::ToolRequirements {
+            client_capabilities: client_capabilities.unwrap_or_default(),
+            scopes: self.scopes.unwrap_or_default(),
+            caller_kinds: caller_kinds.unwrap_or_default(),
+        })
+    }
 }
 
 /// A tool's `confirm`: `true`/`false`/`null`, or `{"message": "..."}`.
@@ -81,18 +157,7 @@ impl ToolBody {
         .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}]: {problem}")))?;
         let requires = match self.requires {
             None => None,
-            Some(requires) => pick(
-                "client_capabilities",
-                requires.client_capabilities,
-                "clientCapabilities",
-                requires.client_capabilities_camel,
-            )
-            .map_err(|problem| {
-                ApiError::InvalidBody(format!("tools[{index}].requires: {problem}"))
-            })?
-            .map(|client_capabilities| proto::ToolRequirements {
-                client_capabilities,
-            }),
+            Some(requires) => Some(requires.into_requirements(index)?),
         };
         Ok(proto::ToolDefinition {
             name: self.name,
@@ -105,6 +170,7 @@ impl ToolBody {
             timeout_seconds: timeout_seconds.unwrap_or_default(),
             confirm: confirm_of(index, self.confirm)?,
             requires,
+            execution: execution_of(index, self.execution)?,
         })
     }
 }

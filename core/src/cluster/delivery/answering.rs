@@ -445,5 +445,6 @@ fn context_of(header: &impl Fn(&str) -> Option<String>, sink: ProgressSink) -> C
         progress: Some(sink),
         trace_parent: header(wire::TRACE_PARENT).unwrap_or_default(),
         origin: crate::audit::Origin::new(crate::metrics::Transport::Nats, None),
+        task_id: header(wire::TASK_ID).unwrap_or_default(),
     }
 }

@@ -57,6 +57,8 @@ pub struct ToolCall<'a> {
     pub peer: Option<SocketAddr>,
     /// The request's W3C `traceparent` ([`trace_parent`]); empty for none.
     pub trace_parent: String,
+    /// The MCP task the call runs as; empty for a plain call.
+    pub task_id: String,
 }
 
 /// Runs a `tools/call` over the session's bridge and maps its outcome to the
@@ -80,6 +82,7 @@ pub async fn call_tool(
         caller,
         peer,
         trace_parent,
+        task_id,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
     let reports = progress.map(|Progress::Reports(sink)| sink);
@@ -90,6 +93,7 @@ pub async fn call_tool(
         progress: reports,
         trace_parent,
         origin: Origin::new(Transport::Mcp, peer),
+        task_id,
     };
     // Boxed: the core's future is kilobytes, and this one is moved (into
     // the answer's future, into a box, into a task) before it first runs;
@@ -220,7 +224,7 @@ fn answer(outcome: Result<ToolOutcome, InvokeError>) -> Result<RawToolResult, Mc
             outcome.content,
             outcome.error,
         )),
-        Err(error @ InvokeError::UnknownTool { .. }) => {
+        Err(error @ (InvokeError::UnknownTool { .. } | InvokeError::NotForCaller { .. })) => {
             Err(McpError::invalid_params(error.to_string(), None))
         }
         Err(error) => Ok(RawToolResult {
@@ -254,6 +258,7 @@ mod tests {
             caller: Caller::default(),
             peer: None,
             trace_parent: String::new(),
+            task_id: String::new(),
         };
         let (sink, _reports) = openclaw_proxy_core::progress::channel();
         let progress = Some(Progress::Reports(sink));

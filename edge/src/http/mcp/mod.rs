@@ -42,9 +42,11 @@ pub mod answers;
 pub mod call;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod listens;
 pub mod methods;
 pub mod oauth;
 pub mod rounds;
+pub mod tasks;
 pub mod transport;
 pub mod view;
 
@@ -73,7 +75,9 @@ impl McpState {
                 .map(|settings| Arc::new(Verifier::new(settings))),
             in_flight,
             legacy: Arc::default(),
+            listens: Arc::default(),
             rounds,
+            tasks: tasks::TaskState::new(edge.hub.config().tasks.clone()),
             edge,
         }))
     }
@@ -99,6 +103,10 @@ pub struct McpShared {
     pub rounds: Arc<rounds::Rounds>,
     /// The access token checks, when OAuth is on.
     pub oauth: Option<Arc<Verifier>>,
+    /// The open `subscriptions/listen` streams of each session.
+    pub listens: Arc<listens::ListenStreams>,
+    /// MCP tasks: their store and the task calls running here.
+    pub tasks: tasks::TaskState,
 }
 
 impl std::ops::Deref for McpShared {
@@ -197,7 +205,14 @@ pub(super) async fn handle_message(
         Ok(Message::Response) => {
             *method = McpMethod::Response;
             return match answers::parse(&bytes) {
-                Some(reply) => answers::deliver(&state.hub, &session_id, reply).await,
+                Some(reply) => {
+                    let answered = reply.as_ref().ok().map(|reply| reply.id().to_owned());
+                    let response = answers::deliver(&state.hub, &session_id, reply).await;
+                    if let Some(answered) = answered {
+                        state.tasks.runs.answered(&answered);
+                    }
+                    response
+                }
                 None => axum::http::StatusCode::ACCEPTED.into_response(),
             };
         }

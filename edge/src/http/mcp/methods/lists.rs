@@ -117,33 +117,82 @@ pub(crate) fn page(
 /// schema as its kept text.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct ToolEntry<'a> {
-    pub(crate) name: &'a str,
+struct ToolEntry<'a> {
+    name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     input_schema: Box<RawValue>,
+    /// `execution.taskSupport`, at the revisions that have it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<Value>,
 }
 
 impl<'a> ToolEntry<'a> {
-    pub(crate) fn of(tool: &'a Tool) -> Self {
+    fn of(tool: &'a Tool, shows_execution: bool) -> Self {
         Self {
             name: &tool.name,
             description: &tool.description,
             input_schema: tool.input_schema.to_raw(),
+            execution: shows_execution
+                .then(|| crate::http::mcp::tasks::execution(tool.task_support))
+                .flatten(),
         }
     }
 }
 
 pub(super) async fn tools(context: &Context<'_>, request: &Request) -> Result<Answer, Rejected> {
     let Paginated { cursor } = request.params_as()?;
+    if let Some(policy) = &context.state.config.policy {
+        return policy_tools(context, request, policy, cursor.as_deref()).await;
+    }
     let tools = context
         .state
         .hub
         .tools(context.session_id)
         .await
         .map_err(|error| hub_refusal(&error))?;
-    let (range, next) = page(tools.len(), cursor.as_deref())?;
-    let entries: Vec<ToolEntry<'_>> = tools[range].iter().map(ToolEntry::of).collect();
+    // Only the tools this caller may see, before paging: a page's
+    // cursor counts what the caller was shown.
+    let visible: Vec<&Tool> = tools
+        .iter()
+        .filter(|tool| context.caller.may_use(tool))
+        .collect();
+    let (range, next) = page(visible.len(), cursor.as_deref())?;
+    let shows = crate::http::mcp::tasks::shows_execution(context, request);
+    let entries: Vec<ToolEntry<'_>> = visible[range]
+        .iter()
+        .map(|tool| ToolEntry::of(tool, shows))
+        .collect();
+    Ok(page_answer(request, "tools", &entries, next))
+}
+
+/// `tools/list` under the operator's policy: the tools as this caller sees
+/// them (`crate::policy`).
+async fn policy_tools(
+    context: &Context<'_>,
+    request: &Request,
+    policy: &crate::policy::Live,
+    cursor: Option<&str>,
+) -> Result<Answer, Rejected> {
+    let hub = &context.state.hub;
+    let record = hub
+        .session_record(context.session_id)
+        .await
+        .map_err(|error| hub_refusal(&error))?;
+    let views = policy.tools_for(&record, &context.caller);
+    let (range, next) = page(views.len(), cursor)?;
+    let shows = crate::http::mcp::tasks::shows_execution(context, request);
+    let entries: Vec<ToolEntry<'_>> = views[range]
+        .iter()
+        .map(|view| ToolEntry {
+            name: &view.name,
+            description: &view.description,
+            input_schema: view.input_schema.clone(),
+            execution: shows
+                .then(|| crate::http::mcp::tasks::execution(view.task_support))
+                .flatten(),
+        })
+        .collect();
     Ok(page_answer(request, "tools", &entries, next))
 }
 

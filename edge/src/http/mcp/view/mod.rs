@@ -160,7 +160,21 @@ impl Asked<'_> {
     async fn answer(self, mut request: message::Request) -> Response {
         let members = Members::of(&self.state.hub, &self.identity);
         let answered = match request.method.as_str() {
-            "tools/list" => lists::tools(&members, &request),
+            "tools/list" => {
+                let context = Context {
+                    state: self.state,
+                    session_id: &Arc::from(""),
+                    headers: &self.parts.headers,
+                    peer: self.peer,
+                    caller: self.caller.clone(),
+                };
+                let rules = lists::ToolRules {
+                    caller: &self.caller,
+                    policy: self.state.config.policy.as_deref(),
+                    shows_execution: super::tasks::shows_execution(&context, &request),
+                };
+                lists::tools(&members, &request, &rules)
+            }
             "prompts/list" => lists::prompts(&members, &request),
             "resources/list" => lists::resources(&members, &request),
             "resources/templates/list" => lists::templates(&members, &request),
