@@ -89,7 +89,7 @@ impl Caller {
 }
 
 /// The OAuth subject a session is bound to at creation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Owner {
     /// The subject, compared exactly with the token's.
     pub subject: String,

@@ -244,6 +244,10 @@ struct Entry {
 /// The directory of a single node: a map in memory.
 pub struct MemoryDirectory {
     sessions: RwLock<MintedMap<Arc<str>, Entry>>,
+    /// The sessions of each owner, so that a signed-in user's view costs
+    /// their sessions, not every session's (taken after `sessions` when
+    /// both are held).
+    owners: Mutex<std::collections::HashMap<Owner, Vec<Arc<SessionRecord>>>>,
     changes: tokio::sync::watch::Sender<u64>,
 }
 
@@ -251,6 +255,7 @@ impl Default for MemoryDirectory {
     fn default() -> Self {
         Self {
             sessions: RwLock::default(),
+            owners: Mutex::default(),
             changes: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -271,6 +276,28 @@ impl MemoryDirectory {
     fn changed(&self) {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
+
+    fn owners(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<Owner, Vec<Arc<SessionRecord>>>> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl MemoryDirectory {
+    /// Takes a record that left the map out of its owner's sessions.
+    fn unindex(&self, record: &Arc<SessionRecord>) {
+        let Some(owner) = &record.credentials.owner else {
+            return;
+        };
+        let mut owners = self.owners();
+        if let Some(records) = owners.get_mut(owner) {
+            records.retain(|held| !Arc::ptr_eq(held, record));
+            if records.is_empty() {
+                owners.remove(owner);
+            }
+        }
+    }
 }
 
 impl SessionDirectory for MemoryDirectory {
@@ -279,7 +306,16 @@ impl SessionDirectory for MemoryDirectory {
             record: record.clone(),
             last_activity: Mutex::new(Instant::now()),
         };
-        self.write().insert(record.id.clone(), entry);
+        let owner = record.credentials.owner.clone();
+        let mut sessions = self.write();
+        if let Some(owner) = owner {
+            self.owners().entry(owner).or_default().push(record.clone());
+        }
+        let replaced = sessions.insert(record.id.clone(), entry);
+        drop(sessions);
+        if let Some(replaced) = replaced {
+            self.unindex(&replaced.record);
+        }
         self.changed();
         Box::pin(std::future::ready(Ok(())))
     }
@@ -306,7 +342,8 @@ impl SessionDirectory for MemoryDirectory {
 
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, DirectoryError>> {
         let removed = self.write().remove(id);
-        if removed.is_some() {
+        if let Some(removed) = &removed {
+            self.unindex(&removed.record);
             self.changed();
         }
         // The record is dropped outside the lock.
@@ -355,11 +392,7 @@ impl SessionDirectory for MemoryDirectory {
     }
 
     fn owned_by(&self, owner: &Owner) -> Vec<Arc<SessionRecord>> {
-        self.read()
-            .values()
-            .filter(|entry| entry.record.credentials.owner.as_ref() == Some(owner))
-            .map(|entry| entry.record.clone())
-            .collect()
+        self.owners().get(owner).cloned().unwrap_or_default()
     }
 
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -123,6 +123,11 @@ pub enum Method {
     /// declaration without asking the app.
     #[value(name = "resources/list")]
     ResourcesList,
+    /// `tools/list`, every page of it, as one request: each session
+    /// declares [`LIST_TOOLS`] tools (with `--oauth --view`, the list of
+    /// the user's view over all the load's sessions).
+    #[value(name = "tools/list")]
+    ToolsList,
 }
 
 impl Method {
@@ -133,6 +138,16 @@ impl Method {
             Self::ResourcesRead => "resources/read",
             Self::PromptsGet => "prompts/get",
             Self::ResourcesList => "resources/list",
+            Self::ToolsList => "tools/list",
+        }
+    }
+
+    /// The tools each session of the load declares.
+    pub fn tools_per_session(self) -> usize {
+        if self == Self::ToolsList {
+            LIST_TOOLS
+        } else {
+            1
         }
     }
 
@@ -140,9 +155,13 @@ impl Method {
     /// prompt: for every method but `tools/call`, whose sessions stay as
     /// they always were (one `echo` tool).
     pub fn needs_catalog(self) -> bool {
-        self != Self::ToolsCall
+        !matches!(self, Self::ToolsCall | Self::ToolsList)
     }
 }
+
+/// The tools a session of a [`Method::ToolsList`] load declares: `echo`
+/// and `tool_2` to `tool_50`, each with the echo schema.
+pub const LIST_TOOLS: usize = 50;
 
 /// The URI of the one resource a session of a [`Method::needs_catalog`]
 /// load declares.
@@ -204,6 +223,9 @@ pub struct OAuthLoad {
     pub key: SigningKey,
     /// Their `sub`, and the sessions' owner.
     pub subject: String,
+    /// Calls go to the user's one URL (`/v1/mcp` with no session, each
+    /// session's tool as `{name}__echo`) instead of the session's own.
+    pub view: bool,
 }
 
 impl OAuthLoad {
@@ -213,6 +235,7 @@ impl OAuthLoad {
             issuer: issuer.url.clone(),
             key: issuer.key(),
             subject: subject.to_owned(),
+            view: false,
         }
     }
 
@@ -297,6 +320,7 @@ impl LoadConfig {
             catalog: self.method.needs_catalog(),
             owner: self.oauth.as_ref().map(|oauth| oauth.subject.as_str()),
             elicit: self.elicit,
+            tools: self.method.tools_per_session(),
         }
     }
 }
@@ -311,6 +335,8 @@ pub struct AppSide<'a> {
     pub catalog: bool,
     /// Each session is bound to this OAuth subject.
     pub owner: Option<&'a str>,
+    /// Tools each session declares (0 and 1 both mean `echo` alone).
+    pub tools: usize,
     /// Each call asks the client one question first ([`LoadConfig::elicit`]).
     pub elicit: bool,
 }
@@ -400,6 +426,7 @@ pub async fn start_apps_with(
         catalog,
         owner,
         elicit,
+        tools,
     } = side;
     if bridge == BridgeKind::Grpc && matches!(grpc_app, GrpcApp::Python | GrpcApp::Typescript) {
         if catalog || owner.is_some() || elicit {
@@ -438,7 +465,7 @@ pub async fn start_apps_with(
                 id
             }
             None => {
-                let id = register_rest(&http, target, catalog, owner).await?;
+                let id = register_rest_with(&http, target, catalog, owner, tools).await?;
                 start_ws_app(target, &id, reports, elicit).await?;
                 id
             }
@@ -460,9 +487,32 @@ pub(crate) async fn register_rest(
     catalog: bool,
     owner: Option<&str>,
 ) -> anyhow::Result<String> {
+    register_rest_with(http, target, catalog, owner, 1).await
+}
+
+/// [`register_rest`] of a session with `tools` tools: `echo`, then
+/// `tool_2`, `tool_3`, ... with the same schema.
+async fn register_rest_with(
+    http: &reqwest::Client,
+    target: &Target,
+    catalog: bool,
+    owner: Option<&str>,
+    tools: usize,
+) -> anyhow::Result<String> {
+    let schema = serde_json::from_str::<Value>(ECHO_SCHEMA)?;
+    let tools: Vec<Value> = (1..=tools.max(1))
+        .map(|n| {
+            let name = if n == 1 {
+                "echo".to_owned()
+            } else {
+                format!("tool_{n}")
+            };
+            json!({"name": name, "description": "Echo.", "input_schema": schema})
+        })
+        .collect();
     let mut body = json!({
         "device_id": "loadgen", "device_name": "loadgen", "app_version": "1", "chat_id": "load",
-        "tools": [{"name": "echo", "description": "Echo.", "input_schema": serde_json::from_str::<Value>(ECHO_SCHEMA)?}]
+        "tools": tools
     });
     if catalog {
         body["resources"] = json!([{"uri": BENCH_URI, "name": "doc", "mimeType": "text/plain"}]);
@@ -709,6 +759,7 @@ async fn start_crate_app(target: &Target, side: AppSide<'_>) -> anyhow::Result<S
         catalog,
         owner,
         elicit,
+        ..
     } = side;
     let question: Value = serde_json::from_str(ELICIT_PARAMS)?;
     let echo = move |arguments: Value, call: CallContext| {
@@ -966,6 +1017,8 @@ pub(crate) struct McpConnection {
     /// The second connection, on which a 2025-11-25 client POSTs its
     /// answers while the call's stream holds the first.
     answers: Option<http1::SendRequest<Full<Bytes>>>,
+    /// The tool called: `echo`, or `{name}__echo` through the user's view.
+    tool: std::sync::Arc<str>,
 }
 
 /// The `_meta` every 2026-07-28 request carries.
@@ -973,6 +1026,22 @@ const META_2026: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28
 
 /// [`META_2026`] of a client that can be asked questions.
 const META_2026_ELICITING: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"loadgen","version":"1"}"#;
+
+/// The name a session got in its owner's view (`GET` with the app token).
+async fn session_name(target: &Target, session_id: &str) -> anyhow::Result<String> {
+    let described: Value = crate::http_client()
+        .get(format!("{}/v1/chat/sessions/{session_id}", target.base_url))
+        .bearer_auth(&target.app_token)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    described["name"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("the server names no session in a view: {described}"))
+}
 
 /// An HTTP/1.1 connection to `authority`.
 async fn connect_http1(authority: &str) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
@@ -1004,12 +1073,20 @@ impl McpConnection {
         } else {
             None
         };
+        let view = config.oauth.as_ref().is_some_and(|oauth| oauth.view);
+        let (path, tool) = if view {
+            let name = session_name(target, session_id).await?;
+            ("/v1/mcp".to_owned(), format!("{name}__echo").into())
+        } else {
+            (format!("/v1/mcp/{session_id}"), "echo".into())
+        };
         Ok(Self {
             sender,
             elicit: config.elicit,
             answers,
+            tool,
             authority: target.mcp_authority().to_owned(),
-            path: format!("/v1/mcp/{session_id}"),
+            path,
             token: format!("Bearer {token}"),
             method: config.method,
             protocol: config.protocol,
@@ -1081,6 +1158,7 @@ impl McpConnection {
     async fn call(&mut self, id: u64, text: &str) -> bool {
         match self.method {
             Method::ToolsCall => self.echo_call(id, text).await,
+            Method::ToolsList => self.list_tools(id).await,
             method => self.catalog_request(method, id, text).await,
         }
     }
@@ -1122,11 +1200,12 @@ impl McpConnection {
             .unwrap_or(false);
         }
         let meta = self.meta(id);
+        let tool = self.tool.clone();
         let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{meta}}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"text":{}}}{meta}}}}}"#,
             Value::from(text)
         );
-        let Ok((200, body)) = self.post(body, Some("tools/call"), Some("echo")).await else {
+        let Ok((200, body)) = self.post(body, Some("tools/call"), Some(&tool)).await else {
             return false;
         };
         let is_reply = |reply: &Value| {
@@ -1160,12 +1239,13 @@ impl McpConnection {
     /// (the text) is POSTed on the second connection, and the stream ends
     /// with the result.
     async fn asked_call_on_a_stream(&mut self, id: u64, text: &str) -> anyhow::Result<bool> {
+        let tool = self.tool.clone();
         let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{}}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"text":{}}}{}}}}}"#,
             Value::from(text),
             self.meta(id)
         );
-        let response = self.send(body, Some("tools/call"), Some("echo")).await?;
+        let response = self.send(body, Some("tools/call"), Some(&tool)).await?;
         if response.status() != 200 {
             return Ok(false);
         }
@@ -1203,16 +1283,14 @@ impl McpConnection {
     /// with the answer (the text) and the `requestState`.
     async fn asked_call_in_rounds(&mut self, id: u64, text: &str) -> anyhow::Result<bool> {
         let meta = self.meta(id);
+        let tool = self.tool.clone();
         let call = |more: &str| {
             format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}{more}{meta}}}}}"#,
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"text":{}}}{more}{meta}}}}}"#,
                 Value::from(text)
             )
         };
-        let (200, first) = self
-            .post(call(""), Some("tools/call"), Some("echo"))
-            .await?
-        else {
+        let (200, first) = self.post(call(""), Some("tools/call"), Some(&tool)).await? else {
             return Ok(false);
         };
         let first: Value = serde_json::from_slice(&first)?;
@@ -1238,13 +1316,49 @@ impl McpConnection {
             Value::from(text)
         );
         let (200, reply) = self
-            .post(call(&more), Some("tools/call"), Some("echo"))
+            .post(call(&more), Some("tools/call"), Some(&tool))
             .await?
         else {
             return Ok(false);
         };
         let reply: Value = serde_json::from_slice(&reply)?;
         Ok(reply["id"] == id && reply["result"]["structuredContent"]["text"] == text)
+    }
+
+    /// Every page of `tools/list`; true when each page answered with tools
+    /// and the last handed out no cursor.
+    async fn list_tools(&mut self, id: u64) -> bool {
+        let meta = self.meta(id);
+        let mut cursor: Option<String> = None;
+        for _ in 0..10_000 {
+            let after = cursor
+                .as_deref()
+                .map(|cursor| format!(r#""cursor":{}"#, Value::from(cursor)));
+            let params = [after, Some(meta.trim_start_matches(',').to_owned())]
+                .into_iter()
+                .flatten()
+                .filter(|part| !part.is_empty())
+                .collect::<Vec<_>>()
+                .join(",");
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{{params}}}}}"#
+            );
+            let Ok((200, body)) = self.post(body, Some("tools/list"), None).await else {
+                return false;
+            };
+            let Ok(reply) = serde_json::from_slice::<Value>(&body) else {
+                return false;
+            };
+            let page = &reply["result"];
+            if reply["id"] != id || page["tools"].as_array().is_none_or(Vec::is_empty) {
+                return false;
+            }
+            match page["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return true,
+            }
+        }
+        false
     }
 
     /// One `resources/read`, `prompts/get` or `resources/list`; true when

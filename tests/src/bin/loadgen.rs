@@ -10,6 +10,8 @@
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --method resources/read
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64 --oauth
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --elicit --protocol 2026-07-28
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --oauth --view
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --oauth --view --method tools/list --sessions 20
 //! target/release/loadgen memory --spawn target/release/openclaw-proxy --bridge grpc --sessions 10000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --bridges 500 --calls 2000
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run schema --sessions 200
@@ -25,6 +27,9 @@
 //!
 //! `--url` targets a server that is already running instead of `--spawn`ing
 //! one (memory needs `--spawn` or `--pid`). Each run prints one JSON line.
+//!
+//! `--oauth --view` sends the same calls to the user's one URL (`/v1/mcp`
+//! with no session, each session's tool as `{name}__echo`).
 //!
 //! `--oauth` sends OAuth access tokens instead of the OpenClaw token: the
 //! load generator is the issuer itself, its metadata and key set on a
@@ -133,6 +138,11 @@ enum Command {
         /// the load generator runs on loopback (needs --spawn).
         #[arg(long)]
         oauth: bool,
+        /// With --oauth: each call goes to the user's one URL (`/v1/mcp`
+        /// with no session, the tool as `{name}__echo`), every session of
+        /// the load being the user's.
+        #[arg(long, requires = "oauth")]
+        view: bool,
         /// The app asks the client one question per call (a form
         /// elicitation) and answers with the client's answer, which the
         /// client gives at once: on a second connection up to 2025-11-25,
@@ -427,6 +437,7 @@ async fn main() -> anyhow::Result<()> {
             progress_reports,
             meta,
             oauth,
+            view,
             elicit,
         } => {
             // The issuer serves until the run ends.
@@ -460,9 +471,10 @@ async fn main() -> anyhow::Result<()> {
                 progress,
                 progress_reports,
                 vendor_meta: meta,
-                oauth: issuer
-                    .as_ref()
-                    .map(|issuer| OAuthLoad::new(issuer, "loadgen-user")),
+                oauth: issuer.as_ref().map(|issuer| OAuthLoad {
+                    view,
+                    ..OAuthLoad::new(issuer, "loadgen-user")
+                }),
                 elicit,
             };
             let cpu_before = server.pid.map(bench::cpu_seconds).transpose()?;

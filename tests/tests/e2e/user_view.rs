@@ -388,3 +388,66 @@ async fn a_listening_client_hears_the_users_apps_join_and_leave() {
     let listed = request_2026(&server, &token, "tools/list").await;
     assert_eq!(listed["result"]["tools"].as_array().map(Vec::len), Some(1));
 }
+
+#[tokio::test]
+async fn an_app_asks_the_signed_in_client_through_the_view_and_only_that_user_answers() {
+    let issuer = TestIssuer::start().await;
+    let server = oauth_server(&issuer).await;
+    let roots = Tool::with_schema(
+        "roots",
+        "Asks the client for its roots and answers with them.",
+        json!({"type": "object"}),
+        |_: Value, call: CallContext| async move {
+            let answer = call
+                .ask("roots/list", json!({}))
+                .await
+                .map_err(|error| ToolError::new(error.to_string()))?;
+            Ok::<_, ToolError>(json!({"answered": answer}))
+        },
+    );
+    let _files = serve(
+        device_app(&server, "alice", "files", "laptop")
+            .name("files")
+            .tool(roots),
+    )
+    .await;
+    let _bobs = serve(device_app(&server, "bob", "files", "pc").name("files")).await;
+    let alice = issuer.token("alice", &view_url(&server));
+    let bob = issuer.token("bob", &view_url(&server));
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                      "params": {"name": "files__roots", "arguments": {}}});
+    let response = mcp_post(&view_url(&server), &body)
+        .bearer_auth(&alice)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send_streaming()
+        .await;
+    assert_eq!(response.status(), 200);
+    let mut stream = SseStream::of(response);
+    let asked = no_hang(stream.next()).await.expect("the app's request");
+    assert_eq!(asked["method"], "roots/list", "{asked}");
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+                        "result": {"roots": [{"uri": "file:///home/alice", "name": "home"}]}});
+    // Another user cannot answer it, and is told nothing of whose it is.
+    let refused = mcp_post(&view_url(&server), &answer)
+        .bearer_auth(&bob)
+        .send()
+        .await;
+    assert_ne!(refused.status(), StatusCode::ACCEPTED, "{}", refused.text());
+    assert!(!refused.text().contains("alice"), "{}", refused.text());
+    let accepted = mcp_post(&view_url(&server), &answer)
+        .bearer_auth(&alice)
+        .send()
+        .await;
+    assert_eq!(
+        accepted.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        accepted.text()
+    );
+    let done = no_hang(stream.next()).await.expect("the result");
+    assert_eq!(done["id"], 8, "{done}");
+    let answered = done["result"]["structuredContent"]["answered"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(answered.contains("file:///home/alice"), "{done}");
+}

@@ -117,8 +117,8 @@ pub(crate) fn page(
 /// schema as its kept text.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct ToolEntry<'a> {
-    pub(crate) name: &'a str,
+struct ToolEntry<'a> {
+    name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     input_schema: Box<RawValue>,
@@ -128,7 +128,7 @@ pub(crate) struct ToolEntry<'a> {
 }
 
 impl<'a> ToolEntry<'a> {
-    pub(crate) fn of(tool: &'a Tool, shows_execution: bool) -> Self {
+    fn of(tool: &'a Tool, shows_execution: bool) -> Self {
         Self {
             name: &tool.name,
             description: &tool.description,

@@ -37,7 +37,7 @@ use super::transport::request::{Request, Revision};
 use axum::http::StatusCode;
 
 /// The list pieces the one-URL view ([`super::view`]) builds its lists of.
-pub(crate) use lists::{ToolEntry, page, page_answer_ttl};
+pub(crate) use lists::{page, page_answer_ttl};
 pub use tools_call::answer as call_tool;
 
 /// Where a request arrived: the session it was routed to and what the

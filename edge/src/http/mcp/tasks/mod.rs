@@ -76,13 +76,9 @@ pub fn capability() -> Value {
 /// Whether the revision of `request` knows `execution.taskSupport`
 /// (2025-11-25 and later), so that `tools/list` shows it.
 pub fn shows_execution(context: &Context<'_>, request: &Request) -> bool {
-    shows_execution_under(context.headers, request)
-}
-
-/// [`shows_execution`] for a request with these `headers`.
-pub fn shows_execution_under(headers: &axum::http::HeaderMap, request: &Request) -> bool {
     request.revision == Revision::PerRequest
-        || headers
+        || context
+            .headers
             .get(super::transport::request::PROTOCOL_VERSION)
             .and_then(|value| value.to_str().ok())
             .is_some_and(|version| version >= "2025-11-25")

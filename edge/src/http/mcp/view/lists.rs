@@ -8,11 +8,13 @@
 
 use openclaw_proxy_core::Caller;
 use openclaw_proxy_proto::session_name::prefixed;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::members::Members;
-use crate::http::mcp::methods::{ToolEntry, page, page_answer_ttl};
+use crate::http::mcp::methods::{page, page_answer_ttl};
+use crate::http::mcp::tasks;
 use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::Answer;
 use crate::http::mcp::transport::request::Request;
@@ -33,46 +35,77 @@ fn cursor(request: &Request) -> Result<Option<String>, Rejected> {
     Ok(cursor)
 }
 
-/// `tools/list` of the view: the tools `caller` may see (their
-/// requirements, as on each session's own URL), `execution` shown when the
-/// request's revision has it.
+/// A tool as the view lists it: as the session's own list has it for this
+/// caller (only the tools it may use, as the operator's policy shows them,
+/// `execution` at the revisions that have it), under its prefixed name.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ViewTool {
+    name: String,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    description: String,
+    input_schema: Box<RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<Value>,
+}
+
+/// What the per-session lists decide besides the tools themselves.
+pub(super) struct ToolRules<'a> {
+    pub caller: &'a Caller,
+    pub policy: Option<&'a crate::policy::Live>,
+    /// Whether entries carry `execution`.
+    pub shows_execution: bool,
+}
+
 pub(super) fn tools(
     members: &Members,
     request: &Request,
-    caller: &Caller,
-    shows_execution: bool,
+    rules: &ToolRules<'_>,
 ) -> Result<Answer, Rejected> {
     let cursor = cursor(request)?;
-    let sets: Vec<_> = members
-        .iter()
-        .map(|member| (member, member.record.tools()))
-        .collect();
-    let visible: Vec<_> = sets
-        .iter()
-        .flat_map(|(member, tools)| tools.iter().map(move |tool| (member, tool)))
-        .filter(|(_, tool)| caller.may_use(tool))
-        .collect();
-    let names: Vec<String> = visible
-        .iter()
-        .map(|(member, tool)| prefixed(&member.name, &tool.name))
-        .collect();
-    let (range, next) = page(names.len(), cursor.as_deref())?;
-    let entries: Vec<ToolEntry<'_>> = visible
-        .iter()
-        .map(|(_, tool)| *tool)
-        .zip(&names)
-        .skip(range.start)
-        .take(range.len())
-        .map(|(tool, name)| {
-            let mut entry = ToolEntry::of(tool, shows_execution);
-            entry.name = name;
-            entry
-        })
-        .collect();
+    let execution = |support| {
+        rules
+            .shows_execution
+            .then(|| tasks::execution(support))
+            .flatten()
+    };
+    let mut all: Vec<ViewTool> = Vec::new();
+    for member in members.iter() {
+        match rules.policy {
+            Some(policy) => {
+                all.extend(
+                    policy
+                        .tools_for(&member.record, rules.caller)
+                        .into_iter()
+                        .map(|view| ViewTool {
+                            name: prefixed(&member.name, &view.name),
+                            description: view.description.to_string(),
+                            input_schema: view.input_schema,
+                            execution: execution(view.task_support),
+                        }),
+                );
+            }
+            None => {
+                let tools = member.record.tools();
+                all.extend(
+                    tools
+                        .iter()
+                        .filter(|tool| rules.caller.may_use(tool))
+                        .map(|tool| ViewTool {
+                            name: prefixed(&member.name, &tool.name),
+                            description: tool.description.to_string(),
+                            input_schema: tool.input_schema.to_raw(),
+                            execution: execution(tool.task_support),
+                        }),
+                );
+            }
+        }
+    }
+    let (range, next) = page(all.len(), cursor.as_deref())?;
     Ok(page_answer_ttl(
         request,
         "tools",
-        &entries,
+        &all[range],
         next,
         VIEW_TTL_MS,
     ))

@@ -88,11 +88,12 @@ impl Members {
             .map(|at| &self.0[at])
     }
 
-    /// The session and its own tool name of a tool's name in the view.
+    /// The session and the tool name it knows of a tool's name in the view
+    /// (whether the session has that tool, under the caller's policy, is the
+    /// session's call to answer, as on its own URL).
     pub fn tool<'a>(&self, prefixed: &'a str) -> Option<(&Member, &'a str)> {
         let (name, tool) = session_name::split(prefixed)?;
-        let member = self.named(name)?;
-        member.record.has_tool(tool).then_some((member, tool))
+        Some((self.named(name)?, tool))
     }
 
     /// The session and its own prompt name of a prompt's name in the view.

@@ -43,7 +43,6 @@ use tracing::Instrument;
 
 use super::McpState;
 use super::methods::{self, Context};
-use super::tasks;
 use super::transport::Rejected;
 use super::transport::answer::Answer;
 use super::transport::request::{self as message, Message, Revision};
@@ -162,8 +161,19 @@ impl Asked<'_> {
         let members = Members::of(&self.state.hub, &self.identity);
         let answered = match request.method.as_str() {
             "tools/list" => {
-                let shows = tasks::shows_execution_under(&self.parts.headers, &request);
-                lists::tools(&members, &request, &self.caller, shows)
+                let context = Context {
+                    state: self.state,
+                    session_id: &Arc::from(""),
+                    headers: &self.parts.headers,
+                    peer: self.peer,
+                    caller: self.caller.clone(),
+                };
+                let rules = lists::ToolRules {
+                    caller: &self.caller,
+                    policy: self.state.config.policy.as_deref(),
+                    shows_execution: super::tasks::shows_execution(&context, &request),
+                };
+                lists::tools(&members, &request, &rules)
             }
             "prompts/list" => lists::prompts(&members, &request),
             "resources/list" => lists::resources(&members, &request),
