@@ -27,4 +27,8 @@ pub struct CallContext {
     pub trace_parent: String,
     /// Where the call came from, for the audit log.
     pub origin: Origin,
+    /// A confirmation the operator's policy asks of this call, besides any
+    /// the tool's definition asks: the question (empty for the proxy's
+    /// wording alone).
+    pub confirm: Option<std::sync::Arc<str>>,
 }

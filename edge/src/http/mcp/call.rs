@@ -57,6 +57,9 @@ pub struct ToolCall<'a> {
     pub peer: Option<SocketAddr>,
     /// The request's W3C `traceparent` ([`trace_parent`]); empty for none.
     pub trace_parent: String,
+    /// The confirmation the operator's policy asks of the call, if any
+    /// (`crate::policy`).
+    pub confirm: Option<std::sync::Arc<str>>,
 }
 
 /// Runs a `tools/call` over the session's bridge and maps its outcome to the
@@ -80,6 +83,7 @@ pub async fn call_tool(
         caller,
         peer,
         trace_parent,
+        confirm,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
     let reports = progress.map(|Progress::Reports(sink)| sink);
@@ -90,6 +94,7 @@ pub async fn call_tool(
         progress: reports,
         trace_parent,
         origin: Origin::new(Transport::Mcp, peer),
+        confirm,
     };
     // Boxed: the core's future is kilobytes, and this one is moved (into
     // the answer's future, into a box, into a task) before it first runs;
@@ -254,6 +259,7 @@ mod tests {
             caller: Caller::default(),
             peer: None,
             trace_parent: String::new(),
+            confirm: None,
         };
         let (sink, _reports) = openclaw_proxy_core::progress::channel();
         let progress = Some(Progress::Reports(sink));

@@ -96,6 +96,7 @@ pub(super) async fn answer(
         progress: None,
         trace_parent: request.trace_parent(headers),
         origin: Origin::new(Transport::Mcp, peer),
+        confirm: None,
     };
     let asked = Asked {
         jsonrpc_id: serde_json::to_string(&request.id).unwrap_or_default(),
