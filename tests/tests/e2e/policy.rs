@@ -409,3 +409,38 @@ confirm = "Really delete every note?"
     }
     serving.shutdown().await.expect("a clean shutdown");
 }
+
+#[tokio::test]
+async fn a_reload_tells_listening_clients_that_the_tool_list_changed() {
+    let file = PolicyFile::new("# Nothing is restricted yet.\n");
+    let server = server_with(&file.path()).await;
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let serving = notes_app(&server, &deletes).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let listen = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                        "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}});
+    let response = mcp_post(&serving.session().mcp_url, &listen)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .header("accept", "application/json, text/event-stream")
+        .send_streaming()
+        .await;
+    assert_eq!(response.status(), 200);
+    let mut stream = SseStream::of(response);
+    let acknowledged = no_hang(stream.next()).await.expect("the acknowledgement");
+    assert_eq!(
+        acknowledged["method"], "notifications/subscriptions/acknowledged",
+        "{acknowledged}"
+    );
+
+    file.write(HIDE_DELETES);
+    let changed = no_hang(stream.next()).await.expect("a notification");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    serving.shutdown().await.expect("a clean shutdown");
+}
