@@ -31,4 +31,7 @@ pub struct CallContext {
     /// the tool's definition asks: the question (empty for the proxy's
     /// wording alone).
     pub confirm: Option<std::sync::Arc<str>>,
+    /// The MCP task the call runs as (`crate::tasks`); empty for a plain
+    /// call.
+    pub task_id: String,
 }

@@ -55,6 +55,8 @@ pub struct CoreConfig {
     pub limits: Limits,
     /// OAuth access tokens on the MCP side, when an issuer is configured.
     pub oauth: Option<OAuthPolicy>,
+    /// Tool calls that run as MCP tasks.
+    pub tasks: crate::tasks::TaskSettings,
 }
 
 /// What the hub's decisions need of the OAuth settings (the edge verifies
@@ -90,6 +92,7 @@ impl Default for CoreConfig {
             request_state_key: crate::request_state::StateKey::random(),
             limits: Limits::default(),
             oauth: None,
+            tasks: crate::tasks::TaskSettings::default(),
         }
     }
 }

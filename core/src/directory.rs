@@ -16,6 +16,7 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::auth::SessionCredentials;
+use crate::caller::Owner;
 use crate::catalog::Catalog;
 use crate::minted::MintedMap;
 use crate::progress::LogLevel;
@@ -37,6 +38,9 @@ pub struct Offer {
 pub struct SessionRecord {
     /// The session id.
     pub id: Arc<str>,
+    /// Its name in its owner's one-URL view (`{name}__{tool}`); empty for
+    /// a record made without one.
+    pub name: Arc<str>,
     /// What the app said about itself at registration.
     pub metadata: proto::SessionMetadata,
     /// The validated tools (shared between sessions that registered the
@@ -72,6 +76,7 @@ impl SessionRecord {
     ) -> Self {
         Self {
             id,
+            name: "".into(),
             metadata,
             offer: RwLock::new(Offer {
                 tools,
@@ -99,6 +104,13 @@ impl SessionRecord {
     /// taking over a bridge starts past every id another node handed out).
     pub fn continue_request_ids_after(&self, calls_made: u64) {
         self.calls_made.fetch_max(calls_made, Ordering::Relaxed);
+    }
+
+    /// The record with this name.
+    #[must_use]
+    pub fn with_name(mut self, name: Arc<str>) -> Self {
+        self.name = name;
+        self
     }
 
     /// The record with this catalog.
@@ -209,6 +221,15 @@ pub trait SessionDirectory: Send + Sync + 'static {
     /// How many sessions this node knows of.
     fn len(&self) -> usize;
 
+    /// The sessions this node knows of that `owner` owns (issuer and
+    /// subject), for the owner's one-URL view.
+    fn owned_by(&self, owner: &Owner) -> Vec<Arc<SessionRecord>>;
+
+    /// Ticks each time the sessions known here change (created, updated,
+    /// removed, wherever that happened): what a one-URL view's listeners
+    /// wait on before they look again.
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
+
     /// Whether this node knows of no session.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -221,9 +242,18 @@ struct Entry {
 }
 
 /// The directory of a single node: a map in memory.
-#[derive(Default)]
 pub struct MemoryDirectory {
     sessions: RwLock<MintedMap<Arc<str>, Entry>>,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for MemoryDirectory {
+    fn default() -> Self {
+        Self {
+            sessions: RwLock::default(),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl MemoryDirectory {
@@ -237,6 +267,10 @@ impl MemoryDirectory {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
 }
 
 impl SessionDirectory for MemoryDirectory {
@@ -246,6 +280,7 @@ impl SessionDirectory for MemoryDirectory {
             last_activity: Mutex::new(Instant::now()),
         };
         self.write().insert(record.id.clone(), entry);
+        self.changed();
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -271,6 +306,9 @@ impl SessionDirectory for MemoryDirectory {
 
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, DirectoryError>> {
         let removed = self.write().remove(id);
+        if removed.is_some() {
+            self.changed();
+        }
         // The record is dropped outside the lock.
         Box::pin(std::future::ready(Ok(removed.is_some())))
     }
@@ -285,6 +323,7 @@ impl SessionDirectory for MemoryDirectory {
         if let Some(record) = record {
             record.replace_offer(offer);
             self.touch(id);
+            self.changed();
         }
         Box::pin(std::future::ready(Ok(found)))
     }
@@ -314,6 +353,18 @@ impl SessionDirectory for MemoryDirectory {
     fn len(&self) -> usize {
         self.read().len()
     }
+
+    fn owned_by(&self, owner: &Owner) -> Vec<Arc<SessionRecord>> {
+        self.read()
+            .values()
+            .filter(|entry| entry.record.credentials.owner.as_ref() == Some(owner))
+            .map(|entry| entry.record.clone())
+            .collect()
+    }
+
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
 }
 
 #[cfg(test)]
@@ -324,7 +375,8 @@ mod tests {
     fn a_session_record_stays_small() {
         // One per session, on every node that knows it: every byte is a
         // byte of every idle session (its tools are shared, not counted).
+        // 280 before the name in the owner's one-URL view (16 bytes).
         let size = std::mem::size_of::<SessionRecord>();
-        assert!(size <= 280, "a session record is {size} bytes");
+        assert!(size <= 296, "a session record is {size} bytes");
     }
 }

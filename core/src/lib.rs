@@ -32,6 +32,7 @@ pub mod minted;
 pub mod outcome;
 pub mod progress;
 pub mod request_state;
+pub mod tasks;
 pub mod tools;
 pub mod trace;
 

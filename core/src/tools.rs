@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 pub use openclaw_proxy_proto::tools::{
     CallerNeeds, ClientCapability, ClientNeeds, Definition, MAX_TOOL_NAME_LEN, Missing, Schema,
-    Tool, ToolError, is_valid_tool_name, json_kind,
+    TaskSupport, Tool, ToolError, is_valid_tool_name, json_kind,
 };
 
 use crate::proto;

@@ -8,6 +8,7 @@
 //! - [`http`]: the axum router (health, and the REST, WebSocket and MCP routes).
 //! - [`server`]: one listener for gRPC and HTTP, and graceful shutdown.
 //! - [`stall`]: connections that leave their answers unread are closed.
+//! - [`idle`]: connections with nothing open, and silent reflection streams, are closed.
 //! - [`tls`]: optional native TLS on that listener, reloaded when the files change.
 //! - [`oauth`]: OAuth access tokens on the MCP endpoints (JWT checks, the issuer's keys).
 //! - [`telemetry`]: log lines (text or JSON) and OpenTelemetry trace export.
@@ -18,6 +19,7 @@
 pub mod config;
 pub mod first_bytes;
 pub mod http;
+pub mod idle;
 pub mod oauth;
 pub mod policy;
 pub mod self_probe;

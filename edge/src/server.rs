@@ -37,6 +37,7 @@ use crate::first_bytes::{Rewind, read_until_known};
 use crate::http;
 use crate::http::guard::HostGuard;
 use crate::http::request::ConnectionInfo;
+use crate::idle::{Activity, IdleBody, Kept};
 use crate::stall::Watch;
 use crate::tls::Tls;
 
@@ -100,6 +101,7 @@ pub async fn serve(
         tls,
         header_read_timeout: limits.header_read_timeout,
         response_write_timeout: limits.response_write_timeout,
+        idle_timeout: limits.idle_timeout,
     };
     let admission = Admission::new(limits.max_connections);
     tokio::pin!(shutdown);
@@ -125,11 +127,13 @@ pub async fn serve(
             continue;
         };
         let watch = Watch::new(limits.response_write_timeout);
+        let activity = Activity::new(limits.idle_timeout);
         let service = match permit {
             Permit::Serve(permit) => ConnectionService::Serve {
                 router: router.clone(),
                 guard: guard.clone(),
                 watch: watch.clone(),
+                activity: activity.clone(),
                 info: ConnectionInfo {
                     local: stream.local_addr().unwrap_or(remote),
                     remote,
@@ -148,7 +152,7 @@ pub async fn serve(
                 _permit: Arc::new(permit),
             },
         };
-        connections.spawn(stream, remote, service, watch);
+        connections.spawn(stream, remote, service, Served { watch, activity });
     }
     if let Some(reloader) = policy_reloader {
         reloader.abort();
@@ -176,6 +180,15 @@ struct Connections {
     tls: Option<Arc<Tls>>,
     header_read_timeout: Duration,
     response_write_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+/// What ends a served connection early: an answer its client leaves unread
+/// ([`crate::stall`]), or nothing open for the idle timeout
+/// ([`crate::idle`]).
+struct Served {
+    watch: Arc<Watch>,
+    activity: Arc<Activity>,
 }
 
 impl Connections {
@@ -187,7 +200,7 @@ impl Connections {
         stream: TcpStream,
         remote: SocketAddr,
         service: ConnectionService,
-        watch: Arc<Watch>,
+        ends: Served,
     ) {
         // Small JSON frames and responses: send each at once rather than
         // waiting for Nagle's algorithm to coalesce them.
@@ -196,7 +209,7 @@ impl Connections {
         }
         let (builder, watcher) = (self.builder.clone(), self.graceful.watcher());
         let limit = self.header_read_timeout;
-        let write_limit = self.response_write_timeout;
+        let timeouts = (self.response_write_timeout, self.idle_timeout);
         let Some(tls) = &self.tls else {
             tokio::spawn(async move {
                 // A client that sends nothing, or part of the HTTP/2
@@ -215,7 +228,7 @@ impl Connections {
                 let connection = builder
                     .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                     .into_owned();
-                served(watcher.watch(connection), &watch, remote, write_limit).await;
+                served(watcher.watch(connection), &ends, remote, timeouts).await;
             });
             return;
         };
@@ -243,19 +256,20 @@ impl Connections {
             let connection = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service.hyper())
                 .into_owned();
-            served(watcher.watch(connection), &watch, remote, write_limit).await;
+            served(watcher.watch(connection), &ends, remote, timeouts).await;
         });
     }
 }
 
-/// Serves a connection until it ends, or until one of its answers has
-/// waited on the client longer than `write_limit` ([`crate::stall`]): the
+/// Serves a connection until it ends, until one of its answers has
+/// waited on the client longer than the write limit ([`crate::stall`]), or
+/// until it has had nothing open for the idle limit ([`crate::idle`]): the
 /// connection is then dropped, and every answer it held with it.
 async fn served<E: std::fmt::Display>(
     connection: impl Future<Output = Result<(), E>>,
-    watch: &Watch,
+    ends: &Served,
     remote: SocketAddr,
-    write_limit: Duration,
+    (write_limit, idle_limit): (Duration, Duration),
 ) {
     tokio::select! {
         ended = connection => {
@@ -263,9 +277,13 @@ async fn served<E: std::fmt::Display>(
                 tracing::debug!(%error, "connection ended with an error");
             }
         }
-        () = watch.stalled() => tracing::info!(
+        () = ends.watch.stalled() => tracing::info!(
             %remote,
             "connection closed: the client left an answer unread for {write_limit:?} (OPENCLAW_PROXY_RESPONSE_WRITE_TIMEOUT_SECONDS)"
+        ),
+        () = ends.activity.idle() => tracing::debug!(
+            %remote,
+            "connection closed: nothing open on it for {idle_limit:?} (OPENCLAW_PROXY_CONNECTION_IDLE_TIMEOUT_SECONDS)"
         ),
     }
 }
@@ -410,6 +428,8 @@ enum ConnectionService {
         router: Router,
         guard: Arc<HostGuard>,
         watch: Arc<Watch>,
+        /// The connection's open requests ([`crate::idle`]).
+        activity: Arc<Activity>,
         info: ConnectionInfo,
         /// The deadline of each request body ([`http::deadline`]).
         body_timeout: Duration,
@@ -448,12 +468,23 @@ impl ConnectionService {
                         body_timeout,
                         head,
                         watch: stall,
+                        activity,
                         ..
                     } => {
+                        let open = activity.open();
                         request.extensions_mut().insert(info);
                         request.extensions_mut().insert(ClientAddr(info.remote));
                         let (version, grpc) = (request.version(), http::is_grpc(request.headers()));
                         let refused = http::head::check(&head, request.uri(), request.headers());
+                        // Reflection: a conversation, exempt from the body
+                        // deadline, but not silent for ever.
+                        let request = if http::deadline::is_reflection(request.uri().path()) {
+                            request.map(|body| {
+                                axum::body::Body::new(IdleBody::new(body, activity.timeout()))
+                            })
+                        } else {
+                            request.map(axum::body::Body::new)
+                        };
                         let (request, watch) = http::deadline::watch(request, body_timeout);
                         // Before the Host guard and any route: a head over
                         // the limits is answered as the limit it broke.
@@ -478,7 +509,8 @@ impl ConnectionService {
                             ),
                             None => response,
                         };
-                        Ok(response.map(|body| stall.wrap(body)))
+                        Ok(response
+                            .map(|body| stall.wrap(axum::body::Body::new(Kept::new(body, open)))))
                     }
                     ConnectionService::Refuse { limit, .. } => {
                         Ok(http::too_many_connections(&request, limit))

@@ -9,6 +9,8 @@
 //! - [`tools`]: what a valid tool definition is, for every surface that
 //!   accepts one (gRPC, REST, the stdio binary's tool files); [`schema`]:
 //!   how a tool's input schema is checked and kept (as compact text).
+//! - [`session_name`]: what a session's name in its owner's one-URL view
+//!   may be, the default made from its metadata, and the prefixed names.
 //! - [`catalog`]: what a valid resource, resource template and prompt
 //!   declaration is; [`uri_template`]: which URIs a resource template names.
 //! - [`mcp`] (feature `mcp`): how a tool's result becomes MCP content.
@@ -25,6 +27,7 @@ pub mod escape;
 pub mod log;
 pub mod requirements;
 pub mod schema;
+pub mod session_name;
 pub mod tools;
 pub mod uri_template;
 

@@ -37,6 +37,9 @@ pub struct Definition {
     /// The client capabilities every call needs, by name
     /// ([`ClientCapability`]).
     pub requires_client: Vec<String>,
+    /// Whether calls may run as MCP tasks, by MCP's name (`forbidden`,
+    /// `optional`, `required`); empty for `forbidden`.
+    pub task_support: String,
     /// The OAuth scopes a caller needs, every one ([`CallerNeeds`]).
     pub requires_scopes: Vec<String>,
     /// The kinds of caller admitted, by wire name; empty for every kind.
@@ -67,6 +70,15 @@ impl From<crate::v1::ToolDefinition> for Definition {
                 .requires
                 .map(|requires| requires.caller_kinds)
                 .unwrap_or_default(),
+            task_support: definition
+                .execution
+                .map(
+                    |execution| match crate::v1::TaskSupport::try_from(execution.task_support) {
+                        Ok(known) => TaskSupport::from(known).as_str().to_owned(),
+                        Err(_) => execution.task_support.to_string(),
+                    },
+                )
+                .unwrap_or_default(),
         }
     }
 }
@@ -96,8 +108,72 @@ pub struct Tool {
     pub confirm: Option<Arc<str>>,
     /// The client capabilities every call needs.
     pub requires_client: ClientNeeds,
+    /// Whether calls may run as MCP tasks.
+    pub task_support: TaskSupport,
     /// Who may see and call the tool.
     pub requires_caller: CallerNeeds,
+}
+
+/// Whether a tool's calls may run as MCP tasks (MCP's
+/// `execution.taskSupport`); absent means [`TaskSupport::Forbidden`], as
+/// the specification says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TaskSupport {
+    /// Plain calls only.
+    #[default]
+    Forbidden,
+    /// A plain call or a task.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
+impl TaskSupport {
+    /// Its MCP name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbidden => "forbidden",
+            Self::Optional => "optional",
+            Self::Required => "required",
+        }
+    }
+
+    /// The value MCP names `name`; empty is [`TaskSupport::Forbidden`].
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "" | "forbidden" => Some(Self::Forbidden),
+            "optional" => Some(Self::Optional),
+            "required" => Some(Self::Required),
+            _ => None,
+        }
+    }
+
+    /// Whether a call may run as a task.
+    pub fn allows_task(self) -> bool {
+        self != Self::Forbidden
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl From<crate::v1::TaskSupport> for TaskSupport {
+    fn from(wire: crate::v1::TaskSupport) -> Self {
+        match wire {
+            crate::v1::TaskSupport::Forbidden => Self::Forbidden,
+            crate::v1::TaskSupport::Optional => Self::Optional,
+            crate::v1::TaskSupport::Required => Self::Required,
+        }
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl From<TaskSupport> for crate::v1::TaskSupport {
+    fn from(support: TaskSupport) -> Self {
+        match support {
+            TaskSupport::Forbidden => Self::Forbidden,
+            TaskSupport::Optional => Self::Optional,
+            TaskSupport::Required => Self::Required,
+        }
+    }
 }
 
 /// A client capability a tool may need of its caller: what the app may ask
@@ -207,6 +283,12 @@ impl Tool {
                     caller_kinds: self.requires_caller.kind_names(),
                 },
             ),
+            execution: self
+                .task_support
+                .allows_task()
+                .then(|| crate::v1::ToolExecution {
+                    task_support: crate::v1::TaskSupport::from(self.task_support).into(),
+                }),
         }
     }
 }
@@ -247,6 +329,11 @@ pub enum ToolError {
         crate::escape::quoted(.name)
     )]
     UnknownClientCapability { index: usize, name: String },
+    #[error(
+        "tools[{index}].execution.taskSupport is {}: use \"forbidden\" (plain calls only, the default), \"optional\" or \"required\"",
+        crate::escape::quoted(.value)
+    )]
+    UnknownTaskSupport { index: usize, value: String },
     #[error("tools[{index}].{problem}")]
     Requirement {
         index: usize,
@@ -292,6 +379,11 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
                 .ok_or(ToolError::UnknownClientCapability { index, name })?;
             requires_client = requires_client.with(capability);
         }
+        let task_support =
+            TaskSupport::parse(&definition.task_support).ok_or(ToolError::UnknownTaskSupport {
+                index,
+                value: definition.task_support,
+            })?;
         let requires_caller = CallerNeeds::parse(
             &definition.requires_scopes,
             &definition.requires_caller_kinds,
@@ -305,6 +397,7 @@ pub fn validate_tools(definitions: Vec<Definition>) -> Result<Vec<Tool>, ToolErr
             timeout_seconds: definition.timeout_seconds,
             confirm: definition.confirm.map(Into::into),
             requires_client,
+            task_support,
             requires_caller,
         });
     }
@@ -407,6 +500,58 @@ mod tests {
                 .to_string()
                 .starts_with("tools[0].input_schema is not valid JSON")
         );
+    }
+
+    #[test]
+    fn task_support_is_forbidden_unless_declared_and_unknown_values_are_refused() {
+        let mut optional = def("slow", "");
+        optional.task_support = "optional".into();
+        let mut required = def("slower", "");
+        required.task_support = "required".into();
+        let mut forbidden = def("quick", "");
+        forbidden.task_support = "forbidden".into();
+        let tools =
+            validate_tools(vec![def("plain", ""), optional, required, forbidden]).expect("valid");
+        let support: Vec<_> = tools.iter().map(|tool| tool.task_support).collect();
+        assert_eq!(
+            support,
+            [
+                TaskSupport::Forbidden,
+                TaskSupport::Optional,
+                TaskSupport::Required,
+                TaskSupport::Forbidden
+            ]
+        );
+        assert!(tools[0].to_proto().execution.is_none());
+        let wire = tools[2].to_proto();
+        assert_eq!(
+            Definition::from(wire).task_support,
+            "required",
+            "the wire form reads back as declared"
+        );
+
+        let mut unknown = def("odd", "");
+        unknown.task_support = "sometimes".into();
+        let error = validate_tools(vec![def("a", ""), unknown]).expect_err("unknown");
+        assert_eq!(
+            error,
+            ToolError::UnknownTaskSupport {
+                index: 1,
+                value: "sometimes".into()
+            }
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("tools[1].execution.taskSupport is \"sometimes\""),
+            "{error}"
+        );
+        let out_of_range = crate::v1::ToolDefinition {
+            name: "b".into(),
+            execution: Some(crate::v1::ToolExecution { task_support: 7 }),
+            ..Default::default()
+        };
+        assert!(validate_tools(vec![out_of_range.into()]).is_err());
     }
 
     #[test]

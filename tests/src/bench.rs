@@ -70,6 +70,12 @@ pub enum GrpcApp {
     /// under `target/tmp`): the numbers include the package's cost per call
     /// (a task, pydantic validation, JSON both ways) and Python's.
     Python,
+    /// Apps written with the TypeScript package (`proto/typescript`), one
+    /// Node.js process each (`tests/typescript/bench_app.ts`, in the clean
+    /// project the package's tarball is installed into under `target/tmp`):
+    /// the numbers include the package's cost per call (a promise, zod
+    /// validation, JSON both ways) and Node's.
+    Typescript,
 }
 
 /// The MCP protocol revision the load's clients speak.
@@ -395,13 +401,13 @@ pub async fn start_apps_with(
         owner,
         elicit,
     } = side;
-    if bridge == BridgeKind::Grpc && grpc_app == GrpcApp::Python {
+    if bridge == BridgeKind::Grpc && matches!(grpc_app, GrpcApp::Python | GrpcApp::Typescript) {
         if catalog || owner.is_some() || elicit {
-            bail!("the Python app answers plain tools/call (with --progress) only");
+            bail!("the package apps answer plain tools/call (with --progress) only");
         }
         let mut ids = Vec::with_capacity(sessions);
         for _ in 0..sessions {
-            ids.push(start_python_app(target, reports).await?);
+            ids.push(start_package_app(target, grpc_app, reports).await?);
         }
         return Ok(ids);
     }
@@ -770,21 +776,35 @@ async fn start_crate_app(target: &Target, side: AppSide<'_>) -> anyhow::Result<S
     Ok(id)
 }
 
-/// The Python apps started by this process. Each stops when its stdin
+/// The package apps started by this process. Each stops when its stdin
 /// closes: when this process exits, whichever way.
-static PYTHON_APPS: std::sync::Mutex<Vec<tokio::process::Child>> =
+static PACKAGE_APPS: std::sync::Mutex<Vec<tokio::process::Child>> =
     std::sync::Mutex::new(Vec::new());
 
-/// Starts one [`GrpcApp::Python`] app; returns its session id.
-async fn start_python_app(target: &Target, reports: u32) -> anyhow::Result<String> {
+/// Starts one app written with a package ([`GrpcApp::Python`] or
+/// [`GrpcApp::Typescript`]); returns its session id.
+async fn start_package_app(target: &Target, app: GrpcApp, reports: u32) -> anyhow::Result<String> {
     use tokio::io::AsyncBufReadExt as _;
-    // Where the tests keep their virtualenvs (`CARGO_TARGET_TMPDIR` with the
-    // default target directory).
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp");
-    let python = crate::python_package::python_app_package(&dir).await;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/bench_app.py");
-    let mut child = tokio::process::Command::new(python)
-        .arg(script)
+    // Where the tests keep their installed packages (`CARGO_TARGET_TMPDIR`
+    // with the default target directory).
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = manifest.join("../target/tmp");
+    let (mut command, what) = match app {
+        GrpcApp::Python => {
+            let python = crate::python_package::python_app_package(&dir).await;
+            let mut command = tokio::process::Command::new(python);
+            command.arg(manifest.join("python/bench_app.py"));
+            (command, "the Python app")
+        }
+        GrpcApp::Typescript => {
+            let installed = crate::typescript_package::typescript_app_package(&dir).await;
+            let mut command = tokio::process::Command::new(&installed.node);
+            command.arg("bench_app.ts").current_dir(&installed.project);
+            (command, "the TypeScript app")
+        }
+        GrpcApp::Lean | GrpcApp::Crate => bail!("{app:?} is not written with a package"),
+    };
+    let mut child = command
         .args([
             "--proxy-url",
             &target.base_url,
@@ -796,19 +816,19 @@ async fn start_python_app(target: &Target, reports: u32) -> anyhow::Result<Strin
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .context("cannot start the Python app")?;
+        .with_context(|| format!("cannot start {what}"))?;
     let stdout = child
         .stdout
         .take()
-        .context("no stdout from the Python app")?;
+        .with_context(|| format!("no stdout from {what}"))?;
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     let id = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
-        .context("the Python app printed no session id within 60 s")??
-        .context("the Python app exited before registering")?;
-    PYTHON_APPS
+        .with_context(|| format!("{what} printed no session id within 60 s"))??
+        .with_context(|| format!("{what} exited before registering"))?;
+    PACKAGE_APPS
         .lock()
-        .map_err(|_| anyhow::anyhow!("the Python apps' list is poisoned"))?
+        .map_err(|_| anyhow::anyhow!("the package apps' list is poisoned"))?
         .push(child);
     Ok(id.trim().to_owned())
 }
@@ -1414,9 +1434,10 @@ pub fn report_json(config: &LoadConfig, report: &LoadReport) -> Value {
         "method": config.method.name(),
         "bridge": config.bridge.name(),
         "app": match (config.bridge, config.grpc_app) {
+            (BridgeKind::Ws, _) | (BridgeKind::Grpc, GrpcApp::Lean) => "lean",
             (BridgeKind::Grpc, GrpcApp::Crate) => "crate",
             (BridgeKind::Grpc, GrpcApp::Python) => "python",
-            _ => "lean",
+            (BridgeKind::Grpc, GrpcApp::Typescript) => "typescript",
         },
         "protocol": config.protocol.name(),
         "progress": config.progress,

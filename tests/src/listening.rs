@@ -24,15 +24,21 @@ impl Listener {
     /// resources and for resource and prompt list changes; returns once the
     /// server acknowledged the subscription.
     pub async fn open(mcp_url: &str, resources: &[&str]) -> Self {
+        let notifications = json!({"resourcesListChanged": true, "promptsListChanged": true,
+                                   "resourceSubscriptions": resources});
+        Self::open_as(mcp_url, OPENCLAW_TOKEN, notifications).await
+    }
+
+    /// Listens on `mcp_url` with `token` for the changes `notifications`
+    /// (a `SubscriptionFilter`) names.
+    pub async fn open_as(mcp_url: &str, token: &str, notifications: Value) -> Self {
         let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                           "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
                           "io.modelcontextprotocol/clientCapabilities": {}});
         let listen = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
-                            "params": {"_meta": meta, "notifications": {
-                                "resourcesListChanged": true, "promptsListChanged": true,
-                                "resourceSubscriptions": resources}}});
+                            "params": {"_meta": meta, "notifications": notifications}});
         let stream = mcp_post(mcp_url, &listen)
-            .bearer_auth(OPENCLAW_TOKEN)
+            .bearer_auth(token)
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", "subscriptions/listen")
             .header("accept", "application/json, text/event-stream")

@@ -109,6 +109,35 @@ pub async fn mcp_connect_with_token(
         .await
 }
 
+/// Connects to `{base}/v1/mcp` with no session named and `token` (a
+/// signed-in user's access token: their one-URL view), with `initialize`
+/// at 2025-11-25 or `server/discover` at 2026-07-28.
+pub async fn mcp_connect_view(
+    base: &str,
+    token: &str,
+    version: ProtocolVersion,
+) -> Result<McpClient, rmcp::service::ClientInitializeError> {
+    let client = crate::http_client_builder()
+        .build()
+        .expect("reqwest client");
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{base}/v1/mcp"))
+        .custom_headers(HashMap::new())
+        .auth_header(token);
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    if version == ProtocolVersion::V_2026_07_28 {
+        client_info(version)
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+    } else {
+        client_info(version).serve(transport).await
+    }
+}
+
 /// The parameters of a `tools/call` of `name` with `arguments` (a JSON
 /// object).
 pub fn call(name: &str, arguments: Value) -> rmcp::model::CallToolRequestParams {

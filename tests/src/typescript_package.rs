@@ -56,8 +56,9 @@ pub struct Installed {
     /// Node.js 22.
     pub node: PathBuf,
     /// A project with the packed package, zod, TypeScript, the package's unit
-    /// tests (`test/`), the test app (`package_app.ts`), the example
-    /// (`echo_app.ts`) and the README's opening app (`readme_app.ts`).
+    /// tests (`test/`), the test app (`package_app.ts`), the load generator's
+    /// app (`bench_app.ts`), the example (`echo_app.ts`) and the README's
+    /// opening app (`readme_app.ts`).
     pub project: PathBuf,
     /// The tarball `npm pack` made.
     pub tarball: PathBuf,
@@ -242,11 +243,13 @@ fn skipped(name: &str) -> bool {
 }
 
 /// The apps written with the package that the clean project holds: the test
-/// app and the example (`proto/examples/typescript`), with their names there.
-fn apps() -> [(PathBuf, &'static str); 2] {
+/// app, the load generator's app and the example
+/// (`proto/examples/typescript`), with their names there.
+fn apps() -> [(PathBuf, &'static str); 3] {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
     [
         (tests.join("typescript/package_app.ts"), "package_app.ts"),
+        (tests.join("typescript/bench_app.ts"), "bench_app.ts"),
         (
             tests.join("../proto/examples/typescript/echo_app.ts"),
             "echo_app.ts",

@@ -49,6 +49,8 @@ pub struct NatsDirectory {
     tool_sets: ToolSetCache,
     hub: OnceLock<WeakHub>,
     watching: std::sync::atomic::AtomicBool,
+    /// Ticks on every change the cache takes in.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 fn unavailable(what: &str, error: impl std::fmt::Display) -> DirectoryError {
@@ -64,7 +66,12 @@ impl NatsDirectory {
             tool_sets: ToolSetCache::default(),
             hub: OnceLock::new(),
             watching: std::sync::atomic::AtomicBool::new(false),
+            changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     fn bucket(&self) -> String {
@@ -200,6 +207,7 @@ impl NatsDirectory {
                 self.end_bridge_here(&id, BridgeEnd::SessionDeleted);
             }
         }
+        self.changed();
     }
 
     /// Caches a stored session at `revision`; returns its holder, or `None`
@@ -245,6 +253,7 @@ impl NatsDirectory {
             self.tool_sets.intern(parts.tools),
             parts.credentials,
         )
+        .with_name(parts.name.into())
         .with_catalog(parts.catalog);
         cache.insert(
             id.clone(),
@@ -419,6 +428,7 @@ impl SessionDirectory for Shared {
                     written: Instant::now(),
                     refreshing: false,
                 });
+            directory.changed();
             Ok(())
         })
     }
@@ -464,6 +474,7 @@ impl SessionDirectory for Shared {
                     .map_err(|error| unavailable("delete a session", error))?;
             }
             directory.write().remove(id);
+            directory.changed();
             Ok(existed)
         })
     }
@@ -489,6 +500,7 @@ impl SessionDirectory for Shared {
             if let Some(cached) = directory.read().get(id) {
                 cached.record.replace_offer(offer);
             }
+            directory.changed();
             Ok(true)
         })
     }
@@ -500,5 +512,20 @@ impl SessionDirectory for Shared {
 
     fn len(&self) -> usize {
         self.0.read().len()
+    }
+
+    fn owned_by(&self, owner: &crate::caller::Owner) -> Vec<Arc<SessionRecord>> {
+        let limit = self.0.node.ttl + CACHE_GRACE;
+        self.0
+            .read()
+            .values()
+            .filter(|cached| cached.written.elapsed() <= limit)
+            .filter(|cached| cached.record.credentials.owner.as_ref() == Some(owner))
+            .map(|cached| cached.record.clone())
+            .collect()
+    }
+
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.changes.subscribe()
     }
 }

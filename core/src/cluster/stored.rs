@@ -15,7 +15,7 @@ use crate::caller::Owner;
 use crate::catalog;
 use crate::directory::SessionRecord;
 use crate::proto;
-use crate::tools::{CallerNeeds, ClientCapability, ClientNeeds, Schema, Tool};
+use crate::tools::{CallerNeeds, ClientCapability, ClientNeeds, Schema, TaskSupport, Tool};
 
 /// A session as stored in the KV bucket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -41,6 +41,10 @@ pub struct StoredSession {
     /// entries written before sessions had owners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<StoredOwner>,
+    /// The session's name in its owner's one-URL view; absent in entries
+    /// written before sessions had names.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
 }
 
 /// [`Owner`], stored.
@@ -115,6 +119,10 @@ pub struct StoredTool {
     /// does not know (stored by a newer one) is left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires_client: Vec<String>,
+    /// Whether calls may run as MCP tasks, by MCP's name; absent for
+    /// plain calls only (a name this node does not know reads as that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<String>,
     /// The OAuth scopes a caller needs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires_scopes: Vec<String>,
@@ -145,6 +153,7 @@ impl StoredSession {
                 subject: owner.subject.clone(),
                 issuer: owner.issuer.clone(),
             }),
+            name: record.name.to_string(),
         }
     }
 
@@ -160,6 +169,10 @@ impl StoredSession {
                 timeout_seconds: tool.timeout_seconds,
                 confirm: tool.confirm.as_deref().map(str::to_owned),
                 requires_client: tool.requires_client.names(),
+                task_support: tool
+                    .task_support
+                    .allows_task()
+                    .then(|| tool.task_support.as_str().to_owned()),
                 requires_scopes: tool.requires_caller.scope_names(),
                 requires_caller_kinds: tool.requires_caller.kind_names(),
             })
@@ -182,6 +195,11 @@ impl StoredSession {
                     .iter()
                     .filter_map(|name| ClientCapability::parse(name))
                     .fold(ClientNeeds::NONE, ClientNeeds::with),
+                task_support: tool
+                    .task_support
+                    .as_deref()
+                    .and_then(TaskSupport::parse)
+                    .unwrap_or_default(),
                 requires_caller: CallerNeeds::trusted(
                     &tool.requires_scopes,
                     &tool.requires_caller_kinds,
@@ -211,6 +229,7 @@ impl StoredSession {
             chat_id: self.metadata.chat_id,
         };
         Ok(StoredParts {
+            name: std::mem::take(&mut self.name),
             metadata,
             tools,
             catalog,
@@ -223,6 +242,7 @@ impl StoredSession {
 /// A stored session, read back.
 #[derive(Debug)]
 pub struct StoredParts {
+    pub name: String,
     pub metadata: proto::SessionMetadata,
     pub tools: Vec<Tool>,
     pub catalog: Arc<catalog::Catalog>,

@@ -354,6 +354,12 @@ mod tests {
         fn len(&self) -> usize {
             self.0.len()
         }
+        fn owned_by(&self, owner: &crate::caller::Owner) -> Vec<Arc<SessionRecord>> {
+            self.0.owned_by(owner)
+        }
+        fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+            self.0.changes()
+        }
     }
 
     #[tokio::test]

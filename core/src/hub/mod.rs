@@ -40,6 +40,7 @@ mod round_trip;
 mod sessions;
 #[cfg(test)]
 mod testing;
+mod view;
 
 pub use crate::change::SessionEvent;
 pub use answers::{AnswerError, client_request_id, parse_client_request_id};
@@ -73,6 +74,8 @@ pub enum HubError {
     #[error("{0}")]
     InvalidOwner(String),
     #[error(transparent)]
+    InvalidName(#[from] openclaw_proxy_proto::session_name::NameError),
+    #[error(transparent)]
     InvalidTool(#[from] ToolError),
     #[error(transparent)]
     InvalidDeclaration(#[from] crate::catalog::CatalogError),
@@ -95,6 +98,7 @@ impl HubError {
             Self::UnknownSession(_) => ErrorKind::NotFound,
             Self::MissingSessionId
             | Self::InvalidOwner(_)
+            | Self::InvalidName(_)
             | Self::InvalidTool(_)
             | Self::InvalidDeclaration(_) => ErrorKind::Invalid,
             Self::ShuttingDown | Self::Unavailable(_) | Self::NoRandomness(_) => {

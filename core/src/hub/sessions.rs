@@ -15,6 +15,7 @@ use crate::outcome::BridgeEnd;
 use crate::progress::LogLevel;
 use crate::proto;
 use crate::tools::{Tool, validate_tools};
+use openclaw_proxy_proto::session_name;
 
 /// What a delete found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,18 +64,22 @@ impl Hub {
             Some(request.resource_templates),
             Some(request.prompts),
         )?;
+        let owner = self.owner(request.owner)?;
+        let metadata = request.metadata.unwrap_or_default();
+        let name = self.session_name(&request.name, &metadata, owner.as_ref())?;
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let tokens = SessionTokens::mint()?;
         let credentials = SessionCredentials {
-            owner: self.owner(request.owner)?,
+            owner,
             ..tokens.credentials()
         };
         let record = SessionRecord::new(
             id.clone(),
-            request.metadata.unwrap_or_default(),
+            metadata,
             self.inner.tool_sets.intern(tools),
             credentials,
         )
+        .with_name(name.clone())
         .with_catalog(catalog);
         self.inner.directory.create(Arc::new(record)).await?;
         audit::event("session_created", Outside::session(&id), origin);
@@ -82,7 +87,35 @@ impl Hub {
             session_id: id.to_string(),
             session_token: tokens.session_token,
             mcp_token: tokens.mcp_token,
+            name: name.to_string(),
         })
+    }
+
+    /// The name a new session gets in its owner's view: the one it asked
+    /// for (checked) or the default made from its metadata, with the
+    /// first free suffix when another live session of the same owner known
+    /// here holds it already. Assigned once, so it stays the session's for
+    /// its life.
+    fn session_name(
+        &self,
+        asked: &str,
+        metadata: &proto::SessionMetadata,
+        owner: Option<&Owner>,
+    ) -> Result<Arc<str>, HubError> {
+        let name = if asked.is_empty() {
+            session_name::default_name([metadata.device_name.as_str(), metadata.device_id.as_str()])
+        } else {
+            session_name::validate(asked)?;
+            asked.to_owned()
+        };
+        let Some(owner) = owner else {
+            return Ok(name.into());
+        };
+        let siblings = self.inner.directory.owned_by(owner);
+        let free = session_name::first_free(&name, |candidate| {
+            siblings.iter().any(|record| &*record.name == candidate)
+        });
+        Ok(free.into())
     }
 
     /// Whether the server can hold `tools` besides every tool set it holds
@@ -185,6 +218,7 @@ impl Hub {
                     subject: owner.subject.clone(),
                     issuer: owner.issuer.clone(),
                 }),
+            name: record.name.to_string(),
         })
     }
 

@@ -38,9 +38,30 @@ pub struct EdgeConfig {
     pub legacy: LegacyLimits,
     /// How large a request head may be before the routes see it.
     pub head: HeadLimits,
+    /// What `subscriptions/listen` streams may hold.
+    pub listen: ListenLimits,
     /// The operator's policy, when a file is configured (loaded by
     /// [`ServerConfig::policy`]).
     pub policy: Option<std::sync::Arc<crate::policy::Live>>,
+}
+
+/// What the `subscriptions/listen` streams of one session may hold: each
+/// keeps the resource URIs it listens to for as long as it is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenLimits {
+    /// Listen streams one session may have open at once.
+    pub streams_per_session: usize,
+    /// Bytes of resource URIs one stream may listen to.
+    pub uri_bytes: usize,
+}
+
+impl Default for ListenLimits {
+    fn default() -> Self {
+        Self {
+            streams_per_session: 16,
+            uri_bytes: 64 * 1024,
+        }
+    }
 }
 
 /// How large a request head may be: its target, and its header fields in
@@ -80,6 +101,9 @@ pub struct LegacyLimits {
     pub queue_bytes: usize,
     /// Streams one client (an OAuth subject, else an address) may hold.
     pub streams_per_client: usize,
+    /// Streams the server holds in all; when all are taken, a client
+    /// holding fewer than the largest holder takes one of that holder's.
+    pub max_streams: usize,
 }
 
 impl Default for LegacyLimits {
@@ -87,6 +111,7 @@ impl Default for LegacyLimits {
         Self {
             queue_bytes: 4 * 1024 * 1024,
             streams_per_client: 32,
+            max_streams: 1024,
         }
     }
 }
@@ -105,6 +130,10 @@ pub struct ConnectionLimits {
     pub body_read_timeout: Duration,
     /// Interval (and answer limit) of HTTP/2 keep-alive pings.
     pub http2_keepalive: Duration,
+    /// How long a connection may have no request open, and a reflection
+    /// stream send nothing, before it is closed ([`crate::idle`]); zero
+    /// for never.
+    pub idle_timeout: Duration,
     /// How long a WebSocket frame may take to be written to the app.
     pub write_timeout: Duration,
     /// How long an answer may wait on a client that reads none of it
@@ -121,12 +150,18 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             http2_keepalive: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS),
             write_timeout: Duration::from_secs(10),
             response_write_timeout: Duration::from_secs(30),
             trusted_proxies: Vec::new(),
         }
     }
 }
+
+/// Seconds a connection may have nothing open before it is closed, unless
+/// configured: longer than a client's pause between requests, short enough
+/// that connections nobody uses give their slots back.
+pub const DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS: u64 = 60;
 
 /// Streams per HTTP/2 connection unless configured: enough for a backend
 /// app to multiplex a thousand session bridges on one connection (hyper's
@@ -164,6 +199,7 @@ impl ServerConfig {
                 header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds),
                 body_read_timeout: Duration::from_secs(self.body_read_timeout_seconds),
                 http2_keepalive: Duration::from_secs(self.http2_keepalive_seconds),
+                idle_timeout: Duration::from_secs(self.connection_idle_timeout_seconds),
                 write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
                 response_write_timeout: Duration::from_secs(self.response_write_timeout_seconds),
                 trusted_proxies: self.trusted_proxies.clone(),
@@ -172,6 +208,11 @@ impl ServerConfig {
             legacy: LegacyLimits {
                 queue_bytes: self.legacy_sse_queue_bytes,
                 streams_per_client: self.legacy_sse_streams_per_client,
+                max_streams: self.legacy_sse_max_streams,
+            },
+            listen: ListenLimits {
+                streams_per_session: self.max_listen_streams_per_session,
+                uri_bytes: self.max_listen_uri_bytes,
             },
             head: HeadLimits {
                 max_target_bytes: self.max_request_target_bytes,

@@ -13,9 +13,13 @@ use openclaw_proxy_core::{BearerToken, CoreConfig, Limits};
 use crate::oauth::{OAuthArgs, OAuthSettings};
 
 mod edge;
+mod tasks;
+
+pub use tasks::TaskArgs;
 
 pub use edge::{
     ConnectionLimits, DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS, EdgeConfig, HeadLimits, LegacyLimits,
+    ListenLimits,
 };
 
 const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
@@ -198,6 +202,11 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http2_keepalive_seconds: u64,
 
+    /// Seconds a connection may have no request open (an HTTP/2 connection with no stream, say), and a reflection stream send no message, before it is closed (0: never).
+    #[arg(long, env = "OPENCLAW_PROXY_CONNECTION_IDLE_TIMEOUT_SECONDS", default_value_t = edge::DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS,
+          value_parser = clap::value_parser!(u64).range(0..=SECONDS_PER_DAY))]
+    pub connection_idle_timeout_seconds: u64,
+
     /// Seconds an answer may wait on a client that reads none of it (an HTTP/2 stream with no window, a full socket) before its connection is closed.
     #[arg(long, env = "OPENCLAW_PROXY_RESPONSE_WRITE_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -212,6 +221,21 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_STREAMS_PER_CLIENT", default_value_t = LegacyLimits::default().streams_per_client,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub legacy_sse_streams_per_client: usize,
+
+    /// Legacy SSE streams the server holds in all; when every one is taken, a client holding fewer streams than the largest holder still gets one, and that holder's oldest is closed.
+    #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS", default_value_t = LegacyLimits::default().max_streams,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
+    pub legacy_sse_max_streams: usize,
+
+    /// `subscriptions/listen` streams one session may have open at once; one more is refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_STREAMS_PER_SESSION", default_value_t = ListenLimits::default().streams_per_session,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub max_listen_streams_per_session: usize,
+
+    /// Bytes of resource URIs one `subscriptions/listen` stream may listen to; more is refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_URI_BYTES", default_value_t = ListenLimits::default().uri_bytes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=16 * 1024 * 1024))]
+    pub max_listen_uri_bytes: usize,
 
     /// Longest request target (path and query; with scheme and host when the request names them), in bytes: longer is refused 414 before any route (1 KiB to 65534, what HTTP/1 allows at all).
     #[arg(long, env = "OPENCLAW_PROXY_MAX_REQUEST_TARGET_BYTES", default_value_t = HeadLimits::default().max_target_bytes,
@@ -367,6 +391,9 @@ pub struct ServerConfig {
     /// OAuth access tokens on the MCP endpoints (`OPENCLAW_PROXY_OAUTH_*`).
     #[command(flatten)]
     pub oauth: OAuthArgs,
+
+    #[command(flatten)]
+    pub tasks: TaskArgs,
 }
 
 /// How log lines are written.
@@ -477,6 +504,7 @@ impl ServerConfig {
                 issuer: oauth.issuer,
                 only: oauth.only,
             }),
+            tasks: self.tasks.settings(),
             ..CoreConfig::default()
         }
     }

@@ -106,7 +106,13 @@ where
 
 /// Request paths whose body is a long-lived stream: a bridge, reflection.
 fn is_open_stream(path: &str) -> bool {
-    path == "/openclaw.proxy.v1.BridgeService/Attach" || path.ends_with("/ServerReflectionInfo")
+    path == "/openclaw.proxy.v1.BridgeService/Attach" || is_reflection(path)
+}
+
+/// Server reflection's stream (any version): exempt from the deadline, but
+/// ended when silent for the connection idle timeout ([`crate::idle`]).
+pub fn is_reflection(path: &str) -> bool {
+    path.ends_with("/ServerReflectionInfo")
 }
 
 /// `request` with its body under a deadline of `limit` from now, and the

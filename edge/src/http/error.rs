@@ -156,6 +156,7 @@ impl ApiError {
             Self::Unauthorized(_) | Self::Hub(HubError::Unauthenticated(_)) => "unauthorized",
             Self::Token(error) => error.code(),
             Self::Hub(HubError::InvalidOwner(_)) => "invalid_owner",
+            Self::Hub(HubError::InvalidName(_)) => "invalid_name",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::MalformedJson(_) => "malformed_json",
             Self::InvalidBody(_) => "invalid_body",

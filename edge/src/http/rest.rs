@@ -56,6 +56,8 @@ pub struct CreateSessionBody {
     declarations: DeclarationsBody,
     /// The OAuth subject the session is bound to.
     owner: Option<OwnerBody>,
+    /// The session's name in its owner's one-URL view.
+    name: Option<String>,
 }
 
 /// `"owner": {"subject": "...", "issuer": "..."}`; the issuer defaults to
@@ -113,6 +115,7 @@ impl CreateSessionBody {
                 subject: owner.subject,
                 issuer: owner.issuer.unwrap_or_default(),
             }),
+            name: self.name.unwrap_or_default(),
         })
     }
 }
@@ -128,6 +131,8 @@ pub struct CreateSessionReply {
     session_token: String,
     /// The MCP side's token for this session only (`ocpm_…`).
     mcp_token: String,
+    /// The session's name in its owner's one-URL view, as assigned.
+    name: String,
 }
 
 /// `POST /v1/chat/sessions`.
@@ -176,6 +181,7 @@ pub async fn create_session(
         mcp_session_id: session_id,
         session_token: created.session_token,
         mcp_token: created.mcp_token,
+        name: created.name,
     }))
 }
 
@@ -219,6 +225,7 @@ pub async fn get_session(
         "prompts": catalog.prompts.iter().map(|p| p.to_mcp()).collect::<Vec<_>>(),
         "bridge_connected": session.bridge_connected,
         "calls_in_flight": session.calls_in_flight,
+        "name": session.name,
         "owner": session.owner.map(|owner| serde_json::json!({
             "subject": owner.subject,
             "issuer": owner.issuer,

@@ -30,6 +30,51 @@ pub struct ToolBody {
     confirm: Option<Value>,
     /// What the tool needs of its caller.
     requires: Option<RequiresBody>,
+    /// How the tool may run (MCP's `execution`).
+    execution: Option<ExecutionBody>,
+}
+
+/// A tool's `execution`: `{"taskSupport": "optional"}` as MCP writes it
+/// (`task_support` too).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionBody {
+    task_support: Option<String>,
+    #[serde(rename = "taskSupport")]
+    task_support_camel: Option<String>,
+}
+
+/// A tool's `execution` as the wire message, its `taskSupport` checked
+/// here (the enum cannot carry an unknown name to the core).
+fn execution_of(
+    index: usize,
+    execution: Option<ExecutionBody>,
+) -> Result<Option<proto::ToolExecution>, ApiError> {
+    let Some(execution) = execution else {
+        return Ok(None);
+    };
+    let named = pick(
+        "task_support",
+        execution.task_support,
+        "taskSupport",
+        execution.task_support_camel,
+    )
+    .map_err(|problem| ApiError::InvalidBody(format!("tools[{index}].execution: {problem}")))?;
+    let Some(named) = named else {
+        return Ok(None);
+    };
+    let support = openclaw_proxy_core::tools::TaskSupport::parse(&named).ok_or_else(|| {
+        ApiError::InvalidBody(
+            openclaw_proxy_core::tools::ToolError::UnknownTaskSupport {
+                index,
+                value: named,
+            }
+            .to_string(),
+        )
+    })?;
+    Ok(Some(proto::ToolExecution {
+        task_support: proto::TaskSupport::from(support).into(),
+    }))
 }
 
 /// A tool's `requires`: `{"client_capabilities": ["sampling", ...],
@@ -125,6 +170,7 @@ impl ToolBody {
             timeout_seconds: timeout_seconds.unwrap_or_default(),
             confirm: confirm_of(index, self.confirm)?,
             requires,
+            execution: execution_of(index, self.execution)?,
         })
     }
 }

@@ -32,6 +32,8 @@ pub struct ToolView {
     pub name: Arc<str>,
     pub description: Arc<str>,
     pub input_schema: Box<RawValue>,
+    /// Whether its calls may run as MCP tasks, as the app declared.
+    pub task_support: openclaw_proxy_core::tools::TaskSupport,
 }
 
 /// What a call became under the policy.
@@ -89,6 +91,7 @@ impl Live {
                     None => tool.input_schema.to_raw(),
                     Some(pins) => without_pinned(&tool.input_schema.to_raw(), &pins),
                 },
+                task_support: tool.task_support,
             })
             .collect()
     }

@@ -244,6 +244,7 @@ impl Declarations {
         &self,
         metadata: &SessionMetadata,
         owner: Option<SessionOwner>,
+        name: &str,
     ) -> CreateSessionRequest {
         CreateSessionRequest {
             metadata: Some(metadata.clone()),
@@ -256,6 +257,7 @@ impl Declarations {
                 .collect(),
             prompts: self.prompts.iter().map(Prompt::definition).collect(),
             owner,
+            name: name.to_owned(),
         }
     }
 
@@ -386,7 +388,7 @@ mod tests {
         assert!(message.prompts.is_none() && message.resource_templates.is_none());
         let everything = next.update_message(Lists::ALL);
         assert_eq!(everything.prompts.map(|list| list.prompts.len()), Some(1));
-        let request = next.create_request(&SessionMetadata::default(), None);
+        let request = next.create_request(&SessionMetadata::default(), None, "");
         assert_eq!(request.resources[0].uri, "a://two");
         assert_eq!(request.prompts[0].name, "p");
     }

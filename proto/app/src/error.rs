@@ -22,6 +22,9 @@ pub enum AppError {
         "the app token contains characters that cannot be sent in a header (visible ASCII only)"
     )]
     InvalidToken,
+    /// The session's name cannot be used; the proxy would refuse it.
+    #[error("session {0}")]
+    InvalidName(#[from] openclaw_proxy_proto::session_name::NameError),
     /// A tool was declared wrongly; the proxy would refuse it.
     #[error("tool {name:?}: {reason}")]
     InvalidTool {

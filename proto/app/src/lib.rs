@@ -86,7 +86,7 @@ pub use content::{Annotations, Content, Icon, ResourceContents, ResourceLink, Ro
 pub use declarations::Update;
 pub use error::AppError;
 pub use mcp_error::McpError;
-pub use openclaw_proxy_proto::tools::ClientCapability;
+pub use openclaw_proxy_proto::tools::{ClientCapability, TaskSupport};
 pub use prompt::{GetPromptResult, Prompt, PromptArgument, PromptMessage, PromptOutput};
 pub use proxy::SessionInfo;
 pub use resource::{

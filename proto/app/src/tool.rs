@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use openclaw_proxy_proto::CallerKind;
-use openclaw_proxy_proto::tools::ClientCapability;
+use openclaw_proxy_proto::tools::{ClientCapability, MAX_CONFIRM_MESSAGE_CHARS, TaskSupport};
 
 use crate::call::CallContext;
 use crate::error::{AppError, with_causes};
@@ -77,6 +77,12 @@ pub struct Tool {
     pub(crate) input_schema: Value,
     pub(crate) path: String,
     pub(crate) requires_client: Vec<ClientCapability>,
+    /// `Some` when every call is confirmed by the user first: the question,
+    /// empty for the proxy's own wording.
+    pub(crate) confirm: Option<String>,
+    /// The tool's own time limit in whole seconds; 0 for the server's.
+    pub(crate) timeout_seconds: u32,
+    pub(crate) task_support: TaskSupport,
     pub(crate) requires_scopes: Vec<String>,
     pub(crate) requires_caller_kinds: Vec<CallerKind>,
     pub(crate) handler: Arc<Handler>,
@@ -162,6 +168,9 @@ impl Tool {
             input_schema,
             path: String::new(),
             requires_client: Vec::new(),
+            confirm: None,
+            timeout_seconds: 0,
+            task_support: TaskSupport::Forbidden,
             requires_scopes: Vec::new(),
             requires_caller_kinds: Vec::new(),
             handler: Arc::new(handler),
@@ -185,6 +194,45 @@ impl Tool {
         if !self.requires_client.contains(&capability) {
             self.requires_client.push(capability);
         }
+        self
+    }
+
+    /// Makes the proxy ask the MCP client's user before every call (a form
+    /// naming the tool and showing its arguments); a declined or cancelled
+    /// call ends with an error result and never reaches the app.
+    #[must_use]
+    pub fn confirm(self) -> Self {
+        self.confirm_with("")
+    }
+
+    /// [`Tool::confirm`], asking `question` before the proxy's own line
+    /// (at most 1,000 characters).
+    #[must_use]
+    pub fn confirm_with(mut self, question: impl Into<String>) -> Self {
+        self.confirm = Some(question.into());
+        self
+    }
+
+    /// Gives a slow tool its own time limit instead of the server's
+    /// (`OPENCLAW_PROXY_TOOL_TIMEOUT_SECONDS`), in whole seconds, rounded
+    /// up; the server caps it at `OPENCLAW_PROXY_MAX_TOOL_TIMEOUT_SECONDS`.
+    #[must_use]
+    pub fn timeout(mut self, limit: std::time::Duration) -> Self {
+        let whole = limit.as_secs() + u64::from(limit.subsec_nanos() > 0);
+        self.timeout_seconds = u32::try_from(whole).unwrap_or(u32::MAX).max(1);
+        self
+    }
+
+    /// Whether MCP clients may call the tool as a task (MCP's
+    /// `execution.taskSupport`; [`TaskSupport::Forbidden`] unless set): the
+    /// proxy answers such a client at once with a task it polls, runs the
+    /// call here as usual ([`crate::CallContext::task_id`] names the task),
+    /// and keeps the result for the client. Declare
+    /// [`TaskSupport::Optional`] for a slow tool that clients without task
+    /// support should still reach.
+    #[must_use]
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 
@@ -229,6 +277,13 @@ impl Tool {
             name: self.name.clone(),
             reason: reason.to_owned(),
         };
+        if let Some(question) = &self.confirm
+            && question.chars().count() > MAX_CONFIRM_MESSAGE_CHARS
+        {
+            return Err(invalid(
+                "the confirmation question is longer than 1,000 characters; shorten it",
+            ));
+        }
         let Value::Object(schema) = &self.input_schema else {
             return Err(invalid(
                 "the input schema must be a JSON object schema; derive it from a struct \
@@ -251,6 +306,13 @@ impl Tool {
             description: self.description.clone(),
             input_schema_json: self.input_schema.to_string(),
             path: self.path.clone(),
+            timeout_seconds: self.timeout_seconds,
+            confirm: self
+                .confirm
+                .as_ref()
+                .map(|message| openclaw_proxy_proto::v1::ConfirmCalls {
+                    message: message.clone(),
+                }),
             requires: (!self.requires_client.is_empty()
                 || !self.requires_scopes.is_empty()
                 || !self.requires_caller_kinds.is_empty())
@@ -267,7 +329,12 @@ impl Tool {
                     .map(|kind| kind.as_str().to_owned())
                     .collect(),
             }),
-            ..Default::default()
+            execution: self.task_support.allows_task().then(|| {
+                openclaw_proxy_proto::v1::ToolExecution {
+                    task_support: openclaw_proxy_proto::v1::TaskSupport::from(self.task_support)
+                        .into(),
+                }
+            }),
         }
     }
 }

@@ -36,6 +36,7 @@ pub(crate) async fn run(
         client: invoke.client,
         caller: invoke.caller,
         trace_parent: invoke.trace_parent,
+        task_id: invoke.task_id,
     };
     let Some(context) = begin(origin, outbound.clone(), &in_flight, &scope) else {
         return;

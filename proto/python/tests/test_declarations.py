@@ -106,6 +106,22 @@ def test_the_confirmation_flag_and_timeout_reach_the_definition() -> None:
     assert not tools["harmless"].HasField("confirm")
 
 
+def test_the_client_capabilities_a_tool_needs_reach_the_definition_and_unknown_ones_are_refused() -> None:
+    app = App("http://127.0.0.1:1")
+
+    @app.tool(requires_client=["elicitation", "sampling", "elicitation"])
+    def ask_twice() -> None: ...
+
+    @app.tool
+    def plain() -> None: ...
+
+    tools = {t.name: t for t in app.declarations()[0]}
+    assert list(tools["ask_twice"].requires.client_capabilities) == ["elicitation", "sampling"]
+    assert not tools["plain"].HasField("requires")
+    with pytest.raises(ValueError, match="telepathy"):
+        app.tool(requires_client=["telepathy"])  # type: ignore[list-item]
+
+
 def test_resources_templates_and_prompts_are_declared() -> None:
     app = App("http://127.0.0.1:1")
 

@@ -127,6 +127,7 @@ export function proxyMessage(frame: Json): ProxyMessage__Output | undefined {
         session_id: text(frame["mcpSessionId"]), request_id: requestId(frame), tool_name: text(frame["tool_name"] ?? frame["toolName"]),
         arguments_json: JSON.stringify(frame["arguments"] ?? {}), meta_json: frame["_meta"] === undefined ? "" : JSON.stringify(frame["_meta"]),
         client: callerInfo(frame), trace_parent: text(frame["traceparent"]), caller: callerIdentity(frame),
+        task_id: text(frame["task_id"]),
       } };
     case "mcp_request":
       return { ...EMPTY, kind: "mcp_request", mcp_request: {
@@ -195,7 +196,7 @@ export class WebSocketTransport implements Transport {
     }
     if (!response.ok) throw new Unreachable(`cannot register: HTTP ${response.status}`);
     const created = object(JSON.parse(detail));
-    return { session_id: text(created["mcpSessionId"]), session_token: text(created["session_token"]), mcp_token: text(created["mcp_token"]) };
+    return { session_id: text(created["mcpSessionId"]), session_token: text(created["session_token"]), mcp_token: text(created["mcp_token"]), name: text(created["name"]) };
   }
 
   attach(sessionId: string, token: string, dispatch: (message: ProxyMessage__Output) => void): Attached {

@@ -5,6 +5,7 @@
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app crate
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app python
+//! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge grpc --grpc-app typescript
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --protocol 2026-07-28 --progress
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --method resources/read
 //! target/release/loadgen calls --spawn target/release/openclaw-proxy --bridge ws --concurrency 64 --oauth
@@ -89,7 +90,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "ws")]
         bridge: BridgeKind,
         /// What answers on the gRPC bridge: the lean loop, or apps written
-        /// with the openclaw-proxy-app crate or the Python package.
+        /// with the openclaw-proxy-app crate, the Python package or the
+        /// TypeScript package.
         #[arg(long, value_enum, default_value = "lean")]
         grpc_app: GrpcApp,
         #[arg(long, default_value_t = 1)]

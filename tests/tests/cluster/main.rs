@@ -8,6 +8,7 @@ mod asks;
 mod balancer;
 mod python_app;
 mod typescript_app;
+mod user_view;
 
 use std::collections::HashSet;
 use std::path::Path;

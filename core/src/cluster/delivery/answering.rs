@@ -447,5 +447,6 @@ fn context_of(header: &impl Fn(&str) -> Option<String>, sink: ProgressSink) -> C
         origin: crate::audit::Origin::new(crate::metrics::Transport::Nats, None),
         // Whether the holder asks travels as the call's `gated`.
         confirm: None,
+        task_id: header(wire::TASK_ID).unwrap_or_default(),
     }
 }

@@ -177,6 +177,9 @@ fn call_headers(call: &Attempt<'_>) -> Result<HeaderMap, InvokeError> {
     if !call.context.meta_json.is_empty() {
         headers.insert(wire::META, call.context.meta_json.as_str());
     }
+    if !call.context.task_id.is_empty() {
+        headers.insert(wire::TASK_ID, call.context.task_id.as_str());
+    }
     if let Ok(client) = serde_json::to_string(&wire::Client::of(&call.context.client)) {
         headers.insert(wire::CLIENT, client.as_str());
     }

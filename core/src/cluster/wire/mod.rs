@@ -98,6 +98,8 @@ pub const CALLER: &str = "Ocp-Caller";
 /// Header carrying the W3C `traceparent` of the calling node's span, so the
 /// holding node's spans (and the app's) join the caller's trace.
 pub const TRACE_PARENT: &str = "traceparent";
+/// The MCP task a forwarded call runs as, when it runs as one.
+pub const TASK_ID: &str = "Ocp-Task-Id";
 /// Header carrying the least severe log record the caller wants (an MCP
 /// level name); absent for none.
 pub const LOG_LEVEL: &str = "Ocp-Log-Level";

@@ -53,6 +53,13 @@ pub struct ClientReply {
     answer: ClientAnswer,
 }
 
+impl ClientReply {
+    /// The id it answers, as the proxy gave it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 /// The client's answer in `body`, if the body is a JSON-RPC response (an
 /// object with an `id` and a `result` or an `error`, and no `method`);
 /// `Err` when it is one that cannot be used.

@@ -60,6 +60,8 @@ pub struct ToolCall<'a> {
     /// The confirmation the operator's policy asks of the call, if any
     /// (`crate::policy`).
     pub confirm: Option<std::sync::Arc<str>>,
+    /// The MCP task the call runs as; empty for a plain call.
+    pub task_id: String,
 }
 
 /// Runs a `tools/call` over the session's bridge and maps its outcome to the
@@ -84,6 +86,7 @@ pub async fn call_tool(
         peer,
         trace_parent,
         confirm,
+        task_id,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
     let reports = progress.map(|Progress::Reports(sink)| sink);
@@ -95,6 +98,7 @@ pub async fn call_tool(
         trace_parent,
         origin: Origin::new(Transport::Mcp, peer),
         confirm,
+        task_id,
     };
     // Boxed: the core's future is kilobytes, and this one is moved (into
     // the answer's future, into a box, into a task) before it first runs;
@@ -260,6 +264,7 @@ mod tests {
             peer: None,
             trace_parent: String::new(),
             confirm: None,
+            task_id: String::new(),
         };
         let (sink, _reports) = openclaw_proxy_core::progress::channel();
         let progress = Some(Progress::Reports(sink));

@@ -28,7 +28,7 @@ pub enum Refusal {
     )]
     SessionStreams { session_id: Arc<str>, limit: usize },
     #[error(
-        "the server holds its limit of {limit} open legacy SSE streams; retry later, or use the streamable HTTP transport (POST)"
+        "the server holds its limit of {limit} open legacy SSE streams (OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS) and this client already holds its share of them; retry later, or use the streamable HTTP transport (POST)"
     )]
     ServerStreams { limit: usize },
     #[error(

@@ -42,10 +42,13 @@ pub mod answers;
 pub mod call;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod listens;
 pub mod methods;
 pub mod oauth;
 pub mod rounds;
+pub mod tasks;
 pub mod transport;
+pub mod view;
 
 /// The state of the MCP handlers: the edge's, plus what only MCP keeps.
 /// One pointer, as [`EdgeState`] is; field access reaches the edge's state
@@ -72,7 +75,9 @@ impl McpState {
                 .map(|settings| Arc::new(Verifier::new(settings))),
             in_flight,
             legacy: Arc::default(),
+            listens: Arc::default(),
             rounds,
+            tasks: tasks::TaskState::new(edge.hub.config().tasks.clone()),
             edge,
         }))
     }
@@ -98,6 +103,10 @@ pub struct McpShared {
     pub rounds: Arc<rounds::Rounds>,
     /// The access token checks, when OAuth is on.
     pub oauth: Option<Arc<Verifier>>,
+    /// The open `subscriptions/listen` streams of each session.
+    pub listens: Arc<listens::ListenStreams>,
+    /// MCP tasks: their store and the task calls running here.
+    pub tasks: tasks::TaskState,
 }
 
 impl std::ops::Deref for McpShared {
@@ -148,6 +157,14 @@ async fn serve(
     method: &mut McpMethod,
 ) -> Response {
     let mut request = request;
+    // No session named, with OAuth on: a signed-in user's one-URL view.
+    if session_id.as_deref().is_none_or(str::is_empty) && state.oauth.is_some() {
+        match view::admit(state, RequestHead::of(&request)).await {
+            Ok(Some(caller)) => return Box::pin(view::serve(state, caller, request, method)).await,
+            Ok(None) => {}
+            Err(refused) => return refused,
+        }
+    }
     match admit(state, session_id.as_deref(), RequestHead::of(&request)).await {
         Ok(caller) => request.extensions_mut().insert(caller),
         Err(refused) => return refused,
@@ -188,7 +205,14 @@ pub(super) async fn handle_message(
         Ok(Message::Response) => {
             *method = McpMethod::Response;
             return match answers::parse(&bytes) {
-                Some(reply) => answers::deliver(&state.hub, &session_id, reply).await,
+                Some(reply) => {
+                    let answered = reply.as_ref().ok().map(|reply| reply.id().to_owned());
+                    let response = answers::deliver(&state.hub, &session_id, reply).await;
+                    if let Some(answered) = answered {
+                        state.tasks.runs.answered(&answered);
+                    }
+                    response
+                }
                 None => axum::http::StatusCode::ACCEPTED.into_response(),
             };
         }

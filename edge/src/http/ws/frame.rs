@@ -228,6 +228,9 @@ fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error>
         caller: Option<Caller<'a>>,
         #[serde(skip_serializing_if = "str::is_empty")]
         traceparent: &'a str,
+        /// The MCP task the call runs as, when it runs as one.
+        #[serde(skip_serializing_if = "str::is_empty")]
+        task_id: &'a str,
     }
     // The core always sends a JSON object as arguments, and JSON as `_meta`.
     let arguments: &RawValue = serde_json::from_str(&invoke.arguments_json)?;
@@ -249,6 +252,7 @@ fn invoke_frame(invoke: &proto::InvokeTool) -> Result<String, serde_json::Error>
         client,
         caller: Caller::of(invoke.caller.as_ref()),
         traceparent: &invoke.trace_parent,
+        task_id: &invoke.task_id,
     })
 }
 

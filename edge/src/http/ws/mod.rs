@@ -5,7 +5,7 @@
 //!
 //! | gRPC message          | WebSocket frame                                         |
 //! |-----------------------|---------------------------------------------------------|
-//! | `InvokeTool`          | `{"type":"invoke_tool", mcpSessionId, request_id, requestId, tool_name, toolName, arguments, traceparent?}` |
+//! | `InvokeTool`          | `{"type":"invoke_tool", mcpSessionId, request_id, requestId, tool_name, toolName, arguments, traceparent?, task_id?}` |
 //! | `Ping`                | `{"type":"ping","nonce":n}` plus a WebSocket ping frame |
 //! | `ErrorNotice`         | `{"type":"error","message":..., "request_id":...}`      |
 //! | `ToolResult`          | `{"type":"invoke_result", request_id or requestId, ok, content, error}` |

@@ -26,6 +26,7 @@ pub struct AppBuilder {
     settings: ProxySettings,
     metadata: SessionMetadata,
     owner: Option<SessionOwner>,
+    name: String,
     tools: Vec<Tool>,
     resources: Vec<Resource>,
     resource_templates: Vec<ResourceTemplate>,
@@ -56,6 +57,7 @@ impl AppBuilder {
                 chat_id: String::new(),
             },
             owner: None,
+            name: String::new(),
             tools: Vec::new(),
             resources: Vec::new(),
             resource_templates: Vec::new(),
@@ -111,6 +113,16 @@ impl AppBuilder {
             subject: subject.into(),
             issuer: issuer.into(),
         });
+        self
+    }
+
+    /// The session's short name in its owner's one-URL view, where its
+    /// tools and prompts appear as `{name}__{tool}` (1 to 32 characters of
+    /// A-Z, a-z, 0-9, `_`, `-`, no `__`). Unset: the proxy makes one from
+    /// the device name. The proxy adds `_2`, `_3`, ... when another live
+    /// session of the same owner holds the name already.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
         self
     }
 
@@ -207,6 +219,9 @@ impl AppBuilder {
 
     /// Checks the settings and declarations; nothing is dialled yet.
     pub fn build(self) -> Result<App, AppError> {
+        if !self.name.is_empty() {
+            openclaw_proxy_proto::session_name::validate(&self.name)?;
+        }
         let declarations = Declarations::new(
             self.tools,
             self.resources,
@@ -219,6 +234,7 @@ impl AppBuilder {
             proxy,
             metadata: self.metadata,
             owner: self.owner,
+            name: self.name,
             declarations,
             max_concurrent_calls: self.max_concurrent_calls,
             max_queued_calls: self.max_queued_calls,

@@ -24,6 +24,9 @@ pub(super) struct Shared {
     pub(super) metadata: SessionMetadata,
     /// The OAuth subject the session is bound to, if any.
     pub(super) owner: Option<SessionOwner>,
+    /// The name asked for in the owner's one-URL view (empty: the proxy's
+    /// default).
+    pub(super) name: String,
     /// The current declarations; replaced whole by an update.
     pub(super) declarations: RwLock<Arc<Declarations>>,
     /// Whether the app changed its declarations since it started: a bridge
@@ -70,7 +73,7 @@ impl Shared {
     /// The session's creation with the current declarations.
     pub(super) fn create_request(&self) -> CreateSessionRequest {
         self.declarations()
-            .create_request(&self.metadata, self.owner.clone())
+            .create_request(&self.metadata, self.owner.clone(), &self.name)
     }
 
     pub(super) fn attached(&self) -> Option<mpsc::Sender<AppMessage>> {

@@ -77,6 +77,7 @@ pub struct CallContext {
     client: Option<ClientInfo>,
     caller: Caller,
     trace_parent: String,
+    task_id: String,
     outbound: mpsc::Sender<AppMessage>,
     cancel: CancellationToken,
     reason: Reason,
@@ -143,6 +144,13 @@ impl CallContext {
     /// parent of the handler's spans so they join the caller's trace.
     pub fn trace_parent(&self) -> Option<&str> {
         (!self.trace_parent.is_empty()).then_some(self.trace_parent.as_str())
+    }
+
+    /// The MCP task this call runs as, when the client called the tool as
+    /// a task (`execution.taskSupport`): the proxy answered the client at
+    /// once and keeps the result for it. The call is otherwise the same.
+    pub fn task_id(&self) -> Option<&str> {
+        (!self.task_id.is_empty()).then_some(self.task_id.as_str())
     }
 
     /// Reports progress. When the MCP client asked for progress it receives a
@@ -308,6 +316,8 @@ pub(crate) struct Origin {
     pub(crate) client: Option<CallerInfo>,
     pub(crate) caller: Option<CallerIdentity>,
     pub(crate) trace_parent: String,
+    /// The MCP task the call runs as; empty for a plain call.
+    pub(crate) task_id: String,
 }
 
 /// Registers a call in flight and builds its handler's context; `None` when
@@ -332,6 +342,7 @@ pub(crate) fn begin(
         client: ClientInfo::from_proto(origin.client),
         caller: Caller::from_proto(origin.caller),
         trace_parent: origin.trace_parent,
+        task_id: origin.task_id,
         outbound,
         cancel,
         reason,

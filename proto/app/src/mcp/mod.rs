@@ -48,6 +48,7 @@ pub(crate) async fn run(
         client: request.client,
         caller: request.caller,
         trace_parent: request.trace_parent,
+        task_id: String::new(),
     };
     let Some(context) = call::begin(origin, outbound.clone(), &in_flight, &scope) else {
         return;

@@ -19,7 +19,7 @@ deletes the session on exit::
     app.run()
 """
 
-from .app import App, CompletionRequest
+from .app import App, ClientCapability, CompletionRequest
 from .content import (
     AudioContent,
     Content,
@@ -37,8 +37,8 @@ from .serving import Serving, SessionInfo
 __version__ = "0.1.0"
 
 __all__ = [
-    "App", "AppError", "AskError", "AudioContent", "Caller", "ClientInfo", "CompletionRequest", "Content",
-    "Context", "ElicitResult", "EmbeddedResource", "ImageContent", "LogLevel", "McpError", "PromptMessage",
+    "App", "AppError", "AskError", "AudioContent", "Caller", "ClientCapability", "ClientInfo",
+    "CompletionRequest", "Content", "Context", "ElicitResult", "EmbeddedResource", "ImageContent", "LogLevel", "McpError", "PromptMessage",
     "ResourceContents", "ResourceLink", "Root", "SampleResult", "Serving", "SessionInfo", "TextContent",
     "ToolError", "UpdateError",
 ]

@@ -11,7 +11,7 @@ import json
 import logging
 import re
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
@@ -24,6 +24,11 @@ from .signature import Signature, call_handler
 from .uri_template import UriTemplate
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+ClientCapability = Literal["elicitation", "elicitation.url", "sampling", "roots"]
+"""A client capability a tool's calls need (`requires_client=`)."""
+
+_CLIENT_CAPABILITIES: frozenset[str] = frozenset(("elicitation", "elicitation.url", "sampling", "roots"))
 
 log = logging.getLogger("openclaw_proxy_app")
 
@@ -55,6 +60,7 @@ class _Tool:
     signature: Signature
     confirm: str | None
     timeout_seconds: int
+    requires_client: tuple[str, ...] = ()
 
     def definition(self) -> pb.ToolDefinition:
         out = pb.ToolDefinition(name=self.name, description=self.description,
@@ -62,6 +68,8 @@ class _Tool:
                                 timeout_seconds=self.timeout_seconds)
         if self.confirm is not None:
             out.confirm.message = self.confirm
+        if self.requires_client:
+            out.requires.client_capabilities.extend(self.requires_client)
         return out
 
 
@@ -155,21 +163,31 @@ class App:
 
     @overload
     def tool(self, function: None = None, /, *, name: str | None = None, description: str | None = None,
-             confirm: bool | str = False, timeout_seconds: int = 0) -> Callable[[F], F]: ...
+             confirm: bool | str = False, timeout_seconds: int = 0,
+             requires_client: Sequence[ClientCapability] = ()) -> Callable[[F], F]: ...
 
     def tool(self, function: F | None = None, /, *, name: str | None = None, description: str | None = None,
-             confirm: bool | str = False, timeout_seconds: int = 0) -> F | Callable[[F], F]:
+             confirm: bool | str = False, timeout_seconds: int = 0,
+             requires_client: Sequence[ClientCapability] = ()) -> F | Callable[[F], F]:
         """Declares a tool: `@app.tool` or `@app.tool(name=..., ...)`. Its
         name defaults to the function's, its description to the docstring's
         first paragraph, its input schema comes from the parameters' type
         hints. `confirm=True` (or a message) makes the proxy ask the user
-        before every call; `timeout_seconds` gives a slow tool more time."""
+        before every call; `timeout_seconds` gives a slow tool more time;
+        `requires_client` names the client capabilities its calls need
+        (`"elicitation"`, `"elicitation.url"`, `"sampling"`, `"roots"`), and
+        the proxy refuses a 2026-07-28 call from a client without them."""
+        unknown = [c for c in requires_client if c not in _CLIENT_CAPABILITIES]
+        if unknown:
+            raise ValueError(f"requires_client {unknown} not understood: name client capabilities from "
+                             f"{sorted(_CLIENT_CAPABILITIES)}")
         def register(function: F) -> F:
             tool_name = _checked_name(name or function.__name__, "tool")
             self.tools[tool_name] = _Tool(
                 tool_name, _description(function, description), function,
                 Signature(function, f"tool {tool_name!r}"),
-                None if confirm is False else ("" if confirm is True else str(confirm)), timeout_seconds)
+                None if confirm is False else ("" if confirm is True else str(confirm)), timeout_seconds,
+                tuple(dict.fromkeys(requires_client)))
             return function
         return register if function is None else register(function)
 

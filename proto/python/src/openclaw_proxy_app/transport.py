@@ -310,7 +310,8 @@ class WebSocketTransport:
             raise BridgeLost(f"cannot register: {error}") from None
         return pb.CreateSessionResponse(session_id=str(created["mcpSessionId"]),
                                         session_token=str(created.get("session_token", "")),
-                                        mcp_token=str(created.get("mcp_token", "")))
+                                        mcp_token=str(created.get("mcp_token", "")),
+                                        name=str(created.get("name", "")))
 
     async def attach(self, session_id: str, token: str, outbox: asyncio.Queue[pb.AppMessage | None],
                      dispatch: Dispatch) -> None:

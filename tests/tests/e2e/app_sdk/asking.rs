@@ -332,3 +332,83 @@ async fn a_prompts_rounds_take_only_its_own_retry_and_a_client_that_cannot_be_as
     })
     .await;
 }
+
+/// A tool the crate declares with `confirm_with` and `timeout`: the proxy
+/// keeps both (its session shows them), asks the user the app's question
+/// before the app sees a call, and a declined call never reaches the app.
+#[tokio::test]
+async fn a_tool_declared_to_be_confirmed_is_asked_about_first_with_the_apps_question() {
+    let server = TestServer::start().await;
+    let ran = Arc::new(Mutex::new(0_u32));
+    let counted = ran.clone();
+    let tool = openclaw_proxy_app::Tool::with_schema(
+        "erase",
+        "Erases the notes.",
+        json!({"type": "object"}),
+        move |_: Value, _: AppCall| {
+            if let Ok(mut ran) = counted.lock() {
+                *ran += 1;
+            }
+            async { Ok::<_, openclaw_proxy_app::ToolError>("erased") }
+        },
+    )
+    .confirm_with("Erase every note?")
+    .timeout(Duration::from_millis(1_500));
+    let serving = App::builder(server.http_url())
+        .app_token(APP_TOKEN)
+        .tool(tool)
+        .build()
+        .expect("valid app")
+        .serve()
+        .await
+        .expect("serving");
+    let session_id = serving.session().session_id;
+
+    let request = openclaw_proxy_core::proto::GetSessionRequest {
+        session_id: session_id.clone(),
+    };
+    let session = server.hub.get_session(request).await.expect("the session");
+    let declared = &session.tools[0];
+    assert_eq!(
+        declared
+            .confirm
+            .as_ref()
+            .map(|confirm| confirm.message.as_str()),
+        Some("Erase every note?")
+    );
+    assert_eq!(
+        declared.timeout_seconds, 2,
+        "1.5 s rounds up to whole seconds"
+    );
+
+    for action in [ElicitationAction::Decline, ElicitationAction::Accept] {
+        let user = User {
+            action: action.clone(),
+            shown: Arc::default(),
+        };
+        let client = connect(
+            &server,
+            &session_id,
+            user.clone(),
+            &ProtocolVersion::V_2025_11_25,
+        )
+        .await;
+        let result = no_hang(client.call_tool(call("erase", json!({}))))
+            .await
+            .expect("tools/call answered");
+        let _ = client.cancel().await;
+        let shown = user.shown.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(shown.len(), 1, "asked once: {shown:?}");
+        assert!(shown[0].starts_with("Erase every note?"), "{shown:?}");
+        let runs = ran.lock().map(|ran| *ran).unwrap_or_default();
+        if action == ElicitationAction::Decline {
+            assert_eq!(result.is_error, Some(true), "{result:?}");
+            assert_eq!(runs, 0, "a declined call reached the app");
+        } else {
+            assert_ne!(result.is_error, Some(true), "{result:?}");
+            assert_eq!(texts(&result), ["erased"], "{result:?}");
+            assert_eq!(runs, 1);
+        }
+    }
+    let _ = serving.shutdown().await;
+}

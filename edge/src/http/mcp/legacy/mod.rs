@@ -7,9 +7,10 @@
 //! admission (`admit`); each JSON-RPC message of the answer is
 //! pushed onto the stream as a `message` event. Only this transport offers
 //! `tools.listChanged` and sends `notifications/tools/list_changed`.
-//! A stream is bounded ([`MAX_STREAMS_PER_SESSION`], [`MAX_STREAMS`],
+//! A stream is bounded ([`MAX_STREAMS_PER_SESSION`],
 //! [`MAX_PENDING`], [`QUEUE`], and the settings of
-//! [`crate::config::LegacyLimits`]: bytes unread, streams per client) and
+//! [`crate::config::LegacyLimits`]: bytes unread, streams per client and in
+//! all, a fair share each when all are taken) and
 //! ends with its client, its session, the server, or a client that stops
 //! reading. Routing and lifetime in full:
 //! `docs/mcp.md` ("Legacy HTTP+SSE transport").
@@ -49,8 +50,6 @@ pub use streams::LegacyStreams;
 /// Open legacy streams per session: a client needs one; a few allow for
 /// reconnects that overlap the old stream's end.
 pub const MAX_STREAMS_PER_SESSION: usize = 8;
-/// Open legacy streams per process, over all sessions.
-pub const MAX_STREAMS: usize = 1024;
 /// Messages of one stream in progress at once (POSTed, answer not yet
 /// queued); calls are further bounded by the session's call limit.
 pub const MAX_PENDING: usize = 64;

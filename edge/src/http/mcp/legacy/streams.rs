@@ -14,6 +14,14 @@
 //! take every slot: a client is the OAuth subject that opened the stream,
 //! else its address (`X-Forwarded-For` from a trusted proxy), since the
 //! OpenClaw token and the app token are shared by everyone who has them.
+//!
+//! Nor can many clients together keep a newcomer out: when every slot of
+//! the server (`OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS`) is taken, a client
+//! that holds fewer streams than the largest holder still gets one, and the
+//! largest holder's oldest stream is closed to make room. Every client is so
+//! sure of a fair share of the slots (all of them divided by the clients
+//! holding any); 32 addresses with 32 streams each no longer shut out the
+//! 33rd.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -26,7 +34,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::{MAX_PENDING, MAX_STREAMS, MAX_STREAMS_PER_SESSION, QUEUE};
+use super::{MAX_PENDING, MAX_STREAMS_PER_SESSION, QUEUE};
 use crate::config::LegacyLimits;
 use crate::http::mcp::jsonrpc::Refusal;
 use crate::http::sse;
@@ -35,6 +43,31 @@ use crate::http::sse;
 #[derive(Debug, Default)]
 pub struct LegacyStreams {
     streams: Mutex<HashMap<Arc<str>, Arc<LegacyStream>>>,
+    /// The order streams were opened in, for the oldest of a client.
+    opened: AtomicU64,
+}
+
+/// With every slot taken, the stream to close so that a client holding
+/// `holds` streams gets one: the oldest of the client holding the most,
+/// when that is more than the newcomer will hold; `None` when the newcomer
+/// already holds as many as anyone (its share).
+fn fair_share_room(
+    streams: &HashMap<Arc<str>, Arc<LegacyStream>>,
+    holds: usize,
+) -> Option<Arc<str>> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for stream in streams.values() {
+        *counts.entry(&stream.client).or_default() += 1;
+    }
+    let (largest, most) = counts.into_iter().max_by_key(|(_, count)| *count)?;
+    if most <= holds + 1 {
+        return None;
+    }
+    streams
+        .values()
+        .filter(|stream| &*stream.client == largest)
+        .min_by_key(|stream| stream.order)
+        .map(|stream| stream.id.clone())
 }
 
 /// Resources one stream may subscribe to.
@@ -47,6 +80,8 @@ pub(super) struct LegacyStream {
     pub(super) session_id: Arc<str>,
     /// Who opened it, as the per-client limit counts them.
     client: Arc<str>,
+    /// When it was opened, among the server's streams.
+    order: u64,
     /// Encoded SSE events for the client.
     outbound: mpsc::Sender<Bytes>,
     /// Bytes queued for the client or waiting for room, not yet taken.
@@ -84,9 +119,6 @@ impl LegacyStreams {
         limits: LegacyLimits,
     ) -> Result<(Arc<LegacyStream>, mpsc::Receiver<Bytes>), Refusal> {
         let mut streams = self.lock();
-        if streams.len() >= MAX_STREAMS {
-            return Err(Refusal::ServerStreams { limit: MAX_STREAMS });
-        }
         let (mut of_session, mut of_client) = (0, 0);
         for stream in streams.values() {
             of_session += usize::from(stream.session_id == session_id);
@@ -104,12 +136,27 @@ impl LegacyStreams {
                 limit: limits.streams_per_client,
             });
         }
+        if streams.len() >= limits.max_streams {
+            let Some(evicted) = fair_share_room(&streams, of_client) else {
+                return Err(Refusal::ServerStreams {
+                    limit: limits.max_streams,
+                });
+            };
+            if let Some(stream) = streams.remove(&evicted) {
+                tracing::debug!(
+                    client = Outside::new(&stream.client).field(),
+                    "legacy SSE stream closed to make room for a client with fewer (OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS)"
+                );
+                stream.closed.cancel();
+            }
+        }
         let (outbound, receiver) = mpsc::channel(QUEUE);
         let id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
         let stream = Arc::new(LegacyStream {
             id: id.clone(),
             session_id,
             client,
+            order: self.opened.fetch_add(1, Ordering::Relaxed),
             outbound,
             unread: AtomicUsize::new(0),
             queue_bytes: limits.queue_bytes,

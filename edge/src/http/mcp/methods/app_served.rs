@@ -97,6 +97,7 @@ pub(super) async fn answer(
         trace_parent: request.trace_parent(headers),
         origin: Origin::new(Transport::Mcp, peer),
         confirm: None,
+        task_id: String::new(),
     };
     let asked = Asked {
         jsonrpc_id: serde_json::to_string(&request.id).unwrap_or_default(),

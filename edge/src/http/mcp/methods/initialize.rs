@@ -60,6 +60,17 @@ pub(super) fn answer(context: &Context<'_>, request: &Request) -> Result<Answer,
         client_version = Outside::new(&params.client_info.version).field(),
         "MCP client initialized"
     );
+    if !context.state.tasks.enabled() {
+        return Ok(Answer::result(&request.id, result));
+    }
+    // The typed capabilities have no `tasks` (2025-11-25): added by name.
+    let mut result = serde_json::to_value(result).unwrap_or_default();
+    if let Some(capabilities) = result
+        .get_mut("capabilities")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        capabilities.insert("tasks".to_owned(), crate::http::mcp::tasks::capability());
+    }
     Ok(Answer::result(&request.id, result))
 }
 

@@ -65,6 +65,17 @@ fn page_answer<T: Serialize>(
     items: &[T],
     next_cursor: Option<String>,
 ) -> Answer {
+    page_answer_ttl(request, key, items, next_cursor, TTL_MS)
+}
+
+/// One page of a list that stays fresh `ttl_ms` at 2026-07-28.
+pub(crate) fn page_answer_ttl<T: Serialize>(
+    request: &Request,
+    key: &'static str,
+    items: &[T],
+    next_cursor: Option<String>,
+    ttl_ms: u64,
+) -> Answer {
     let per_request = request.revision == Revision::PerRequest;
     Answer::result(
         &request.id,
@@ -72,7 +83,7 @@ fn page_answer<T: Serialize>(
             items: Items { key, items },
             next_cursor,
             result_type: per_request.then_some("complete"),
-            ttl_ms: per_request.then_some(TTL_MS),
+            ttl_ms: per_request.then_some(ttl_ms),
             cache_scope: per_request.then_some("private"),
         },
     )
@@ -81,7 +92,7 @@ fn page_answer<T: Serialize>(
 /// The range of `len` items on the page the `cursor` a previous page
 /// handed out names (the offset of its first entry, as text), and the
 /// cursor of the next page.
-fn page(
+pub(crate) fn page(
     len: usize,
     cursor: Option<&str>,
 ) -> Result<(std::ops::Range<usize>, Option<String>), Rejected> {
@@ -106,19 +117,25 @@ fn page(
 /// schema as its kept text.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ToolEntry<'a> {
-    name: &'a str,
+pub(crate) struct ToolEntry<'a> {
+    pub(crate) name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     input_schema: Box<RawValue>,
+    /// `execution.taskSupport`, at the revisions that have it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<Value>,
 }
 
 impl<'a> ToolEntry<'a> {
-    fn of(tool: &'a Tool) -> Self {
+    pub(crate) fn of(tool: &'a Tool, shows_execution: bool) -> Self {
         Self {
             name: &tool.name,
             description: &tool.description,
             input_schema: tool.input_schema.to_raw(),
+            execution: shows_execution
+                .then(|| crate::http::mcp::tasks::execution(tool.task_support))
+                .flatten(),
         }
     }
 }
@@ -141,9 +158,10 @@ pub(super) async fn tools(context: &Context<'_>, request: &Request) -> Result<An
         .filter(|tool| context.caller.may_use(tool))
         .collect();
     let (range, next) = page(visible.len(), cursor.as_deref())?;
+    let shows = crate::http::mcp::tasks::shows_execution(context, request);
     let entries: Vec<ToolEntry<'_>> = visible[range]
         .iter()
-        .map(|tool| ToolEntry::of(tool))
+        .map(|tool| ToolEntry::of(tool, shows))
         .collect();
     Ok(page_answer(request, "tools", &entries, next))
 }
@@ -163,12 +181,16 @@ async fn policy_tools(
         .map_err(|error| hub_refusal(&error))?;
     let views = policy.tools_for(&record, &context.caller);
     let (range, next) = page(views.len(), cursor)?;
+    let shows = crate::http::mcp::tasks::shows_execution(context, request);
     let entries: Vec<ToolEntry<'_>> = views[range]
         .iter()
         .map(|view| ToolEntry {
             name: &view.name,
             description: &view.description,
             input_schema: view.input_schema.clone(),
+            execution: shows
+                .then(|| crate::http::mcp::tasks::execution(view.task_support))
+                .flatten(),
         })
         .collect();
     Ok(page_answer(request, "tools", &entries, next))

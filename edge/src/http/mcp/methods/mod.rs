@@ -36,6 +36,8 @@ use super::transport::answer::Answer;
 use super::transport::request::{Request, Revision};
 use axum::http::StatusCode;
 
+/// The list pieces the one-URL view ([`super::view`]) builds its lists of.
+pub(crate) use lists::{ToolEntry, page, page_answer_ttl};
 pub use tools_call::answer as call_tool;
 
 /// Where a request arrived: the session it was routed to and what the
@@ -84,6 +86,9 @@ pub async fn answer(context: Context<'_>, request: Request) -> Response {
         "prompts/get" => &prompts_get::METHOD,
         "completion/complete" => &completion_complete::METHOD,
         "subscriptions/listen" => return subscriptions::listen(context, request).await,
+        "tasks/result" if context.state.tasks.enabled() && !request.revision.per_request() => {
+            return crate::http::mcp::tasks::result(context, request).await;
+        }
         _ => {
             return Box::pin(answer_here(context, request))
                 .await
@@ -109,7 +114,7 @@ async fn answer_here(context: Context<'_>, request: Request) -> Answer {
     let answered = match request.method.as_str() {
         _ if removed => Err(not_found(&request.method, request.revision)),
         "initialize" => initialize::answer(&context, &request),
-        "server/discover" => Ok(discover::answer(&request)),
+        "server/discover" => Ok(discover::answer(&context, &request)),
         "ping" => Ok(Answer::result(&request.id, serde_json::json!({}))),
         "tools/list" => lists::tools(&context, &request).await,
         "resources/list" => lists::resources(&context, &request).await,
@@ -118,6 +123,16 @@ async fn answer_here(context: Context<'_>, request: Request) -> Answer {
         "logging/setLevel" => logging::set_level(&context, &request).await,
         "resources/subscribe" | "resources/unsubscribe" => {
             subscriptions::subscribe(&context, &request).await
+        }
+        "tasks/get" | "tasks/list" | "tasks/cancel"
+            if context.state.tasks.enabled() && !request.revision.per_request() =>
+        {
+            crate::http::mcp::tasks::answer(&context, &request).await
+        }
+        "tasks/get" | "tasks/update" | "tasks/cancel"
+            if context.state.tasks.enabled() && request.revision.per_request() =>
+        {
+            crate::http::mcp::tasks::answer(&context, &request).await
         }
         method => Err(not_found(method, request.revision)),
     };

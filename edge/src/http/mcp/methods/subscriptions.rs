@@ -53,15 +53,37 @@ struct Listen {
 }
 
 /// What a listen stream carries: every kind of change this server has is
-/// advertised, so the client gets what it asked for.
-fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
+/// advertised, so the client gets what it asked for, but only of the
+/// resources the session serves (`serves`: one it declares, or an expansion
+/// of one of its templates), each once. The acknowledgement names what was
+/// accepted, so a client learns which of its URIs it will hear of.
+fn accepted(requested: SubscriptionFilter, serves: impl Fn(&str) -> bool) -> SubscriptionFilter {
     let mut accepted = SubscriptionFilter::default();
     let on = |wanted: Option<bool>| (wanted == Some(true)).then_some(true);
     accepted.tools_list_changed = on(requested.tools_list_changed);
     accepted.prompts_list_changed = on(requested.prompts_list_changed);
     accepted.resources_list_changed = on(requested.resources_list_changed);
-    accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+    accepted.resource_subscriptions = requested.resource_subscriptions.map(|uris| {
+        let mut seen = std::collections::HashSet::new();
+        let mut kept: Vec<String> = uris
+            .into_iter()
+            .filter(|uri| serves(uri) && seen.insert(uri.clone()))
+            .collect();
+        kept.shrink_to_fit();
+        kept
+    });
     accepted
+}
+
+/// The bytes of resource URIs a stream would keep: over
+/// `OPENCLAW_PROXY_MAX_LISTEN_URI_BYTES`, the stream is refused.
+fn uri_bytes(accepted: &SubscriptionFilter) -> usize {
+    accepted
+        .resource_subscriptions
+        .iter()
+        .flatten()
+        .map(String::len)
+        .sum()
 }
 
 /// Whether the stream's filter lets `change` through.
@@ -106,12 +128,43 @@ pub(super) async fn listen(context: Context<'_>, request: Request) -> Response {
         Ok(listen) => listen,
         Err(rejected) => return rejected.into_response(),
     };
+    let limits = context.state.config.listen;
+    let open = match context
+        .state
+        .listens
+        .open(context.session_id, limits.streams_per_session)
+    {
+        Ok(open) => open,
+        Err(refusal) => {
+            tracing::debug!(%refusal, "subscriptions/listen refused");
+            return Rejected::new(
+                axum::http::StatusCode::OK,
+                rmcp::model::ErrorCode::INVALID_REQUEST,
+                refusal.to_string(),
+            )
+            .answering(&request.id)
+            .into_response();
+        }
+    };
+    let catalog = match context.state.hub.catalog(context.session_id).await {
+        Ok(catalog) => catalog,
+        Err(error) => return hub_refusal(&error).answering(&request.id).into_response(),
+    };
+    let accepted = accepted(listen.notifications, |uri| catalog.serves(uri));
+    drop(catalog);
+    let bytes = uri_bytes(&accepted);
+    if bytes > limits.uri_bytes {
+        let limit = limits.uri_bytes;
+        return Rejected::invalid_params(format!(
+            "the resources named to listen to come to {bytes} bytes; a stream may listen to {limit} (OPENCLAW_PROXY_MAX_LISTEN_URI_BYTES)"
+        ))
+        .answering(&request.id)
+        .into_response();
+    }
     let changes = match context.state.hub.watch(context.session_id).await {
         Ok(changes) => changes,
         Err(error) => return hub_refusal(&error).answering(&request.id).into_response(),
     };
-    let accepted = accepted(&listen.notifications);
-    drop(listen);
     let first = sse::json_event(&acknowledgement(&request.id, &accepted));
     let id = request.id;
     let stream = futures_util::stream::unfold(
@@ -137,6 +190,11 @@ pub(super) async fn listen(context: Context<'_>, request: Request) -> Response {
             }
         },
     );
+    // Counted for as long as the stream is open.
+    let stream = futures_util::StreamExt::map(stream, move |event| {
+        let _open = &open;
+        event
+    });
     sse_response(Body::from_stream(stream))
 }
 
@@ -149,10 +207,10 @@ mod tests {
         let requested: SubscriptionFilter = serde_json::from_value(serde_json::json!({
             "toolsListChanged": true,
             "promptsListChanged": false,
-            "resourceSubscriptions": ["a:1"],
+            "resourceSubscriptions": ["a:1", "b:1", "a:1"],
         }))
         .expect("filter");
-        let accepted = accepted(&requested);
+        let accepted = accepted(requested, |uri| uri.starts_with("a:"));
         assert!(wanted(&accepted, &SessionEvent::ToolsChanged));
         assert!(!wanted(&accepted, &SessionEvent::PromptsChanged));
         assert!(!wanted(&accepted, &SessionEvent::ResourcesChanged));
@@ -164,6 +222,12 @@ mod tests {
             &accepted,
             &SessionEvent::ResourceUpdated("a:2".into())
         ));
+        assert_eq!(
+            accepted.resource_subscriptions,
+            Some(vec!["a:1".to_owned()]),
+            "only what the session serves, once"
+        );
+        assert_eq!(uri_bytes(&accepted), 3);
         let ack = acknowledgement(&RequestId::Number(4), &accepted);
         let ack: serde_json::Value = serde_json::from_slice(&ack).expect("json");
         assert_eq!(

@@ -28,6 +28,7 @@ use tracing::Instrument;
 use super::Context;
 use crate::http::mcp::call::{InFlight, Progress, ToolCall, call_tool};
 use crate::http::mcp::rounds::{self, Named};
+use crate::http::mcp::tasks;
 use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::{AbortOnDrop, Answer, Listening, answer_with_progress};
 use crate::http::mcp::transport::headers::check_param_headers;
@@ -47,6 +48,9 @@ struct Params<'a> {
     /// The `requestState` of that result, echoed (2026-07-28).
     #[serde(rename = "requestState", default)]
     request_state: Option<String>,
+    /// Set when the client calls the tool as a task (2025-11-25).
+    #[serde(default)]
+    task: Option<tasks::TaskParams>,
 }
 
 /// A tool's result as this server writes it: `structuredContent` as the
@@ -120,6 +124,7 @@ impl Prepared {
             peer: self.peer,
             trace_parent: self.trace_parent,
             confirm: self.confirm,
+            task_id: String::new(),
         }
     }
 }
@@ -186,11 +191,28 @@ pub fn answer<'a>(
     let askable = meta.askable;
     let revision = request.revision;
     let policy = state.config.policy.clone();
+    let tasks_on = revision == Revision::WithInitialize && state.tasks.enabled();
+    if tasks_on && let Some(task) = params.task {
+        let listening = (request.id, meta.progress.clone(), log_level, askable);
+        return Either::Right(Box::pin(async move {
+            let mut prepared = prepared;
+            if let Err(refused) = admit(policy.as_deref(), hub, session_id, &mut prepared).await {
+                return render(&listening.0, revision, Err(refused)).into_response();
+            }
+            as_task(state, session_id, listening, (task, revision), prepared).await
+        }));
+    }
+    // At 2026-07-28 the proxy makes a task of a call whose tool allows it,
+    // for a client that declared the extension; `None` with tasks off.
+    let tasks_declared = (revision == Revision::PerRequest && state.tasks.enabled())
+        .then(|| tasks::declares_extension(meta.text.as_deref()));
     // At 2026-07-28 a call whose client can be asked something goes in
     // rounds; one that declared nothing it can be asked is not parked (the
     // app's requests are refused naming what the client lacks).
     if revision == Revision::PerRequest
-        && (askable != Askable::NOTHING_DECLARED || params.request_state.is_some())
+        && (askable != Askable::NOTHING_DECLARED
+            || params.request_state.is_some()
+            || tasks_declared == Some(true))
     {
         let round = rounds::Round {
             hub: hub.clone(),
@@ -212,9 +234,16 @@ pub fn answer<'a>(
                     return render(&round.id, revision, Err(refused)).into_response();
                 }
                 let named = (prepared.name.as_str(), prepared.arguments_json.as_str());
-                let asked = (askable, &prepared.caller);
-                if let Err(rejected) = preflight(hub, session_id, named, headers, asked).await {
+                let checks = (askable, tasks_declared, &prepared.caller);
+                if let Err(rejected) = preflight(hub, session_id, named, headers, checks).await {
                     return rejected.answering(&round.id).into_response();
+                }
+                if tasks_declared == Some(true)
+                    && tasks::runs_as_task(hub, session_id, &prepared.name).await
+                {
+                    let listening = (round.id.clone(), None, log_level, askable);
+                    let task = (tasks::TaskParams::default(), revision);
+                    return as_task(state, session_id, listening, task, prepared).await;
                 }
                 let (running, reports) =
                     spawn_call(hub, in_flight, session_id, prepared, log_level, askable);
@@ -244,10 +273,14 @@ pub fn answer<'a>(
         if let Err(refused) = admit(policy.as_deref(), &hub, &session, &mut prepared).await {
             return render(&id, revision, Err(refused));
         }
+        if tasks_on && let Err(rejected) = tasks::refuse_plain(&hub, &session, &prepared.name).await
+        {
+            return rejected.answering(&id).into();
+        }
         if let Some(sent) = param_headers_sent {
             let call = (prepared.name.as_str(), prepared.arguments_json.as_str());
-            let asked = (askable, &prepared.caller);
-            if let Err(rejected) = preflight(&hub, &session, call, &sent, asked).await {
+            let checks = (askable, tasks_declared, &prepared.caller);
+            if let Err(rejected) = preflight(&hub, &session, call, &sent, checks).await {
                 return rejected.answering(&id).into();
             }
         }
@@ -263,6 +296,57 @@ pub fn answer<'a>(
         running,
         listening,
     ))
+}
+
+/// A call made as an MCP task: answered at once with the task, its call
+/// running on detached from this request (`crate::http::mcp::tasks`).
+async fn as_task(
+    state: &crate::http::mcp::McpState,
+    session_id: &Arc<str>,
+    (id, token, log_level, askable): (
+        RequestId,
+        Option<rmcp::model::ProgressToken>,
+        Option<LogLevel>,
+        Askable,
+    ),
+    (task, revision): (tasks::TaskParams, Revision),
+    prepared: Prepared,
+) -> Response {
+    let caller = prepared.caller.clone();
+    let name = prepared.name.clone();
+    let (hub, in_flight, session) = (
+        state.hub.clone(),
+        state.in_flight.clone(),
+        session_id.clone(),
+    );
+    let start = move |task_id: String, cancel: tokio_util::sync::CancellationToken| {
+        let (sink, events) = openclaw_proxy_core::progress::call_channel(log_level, askable);
+        let call = Box::pin(async move {
+            let mut call = prepared.call(&session);
+            // Not cancelled by `notifications/cancelled` of the request
+            // that made it: a task is cancelled with `tasks/cancel`.
+            call.jsonrpc_id = format!("task:{task_id}");
+            call.task_id = task_id;
+            let progress = Some(Progress::Reports(sink));
+            call_tool(&hub, &in_flight, call, progress, cancel.cancelled()).await
+        });
+        tasks::Started {
+            call,
+            events,
+            token,
+            log_level,
+        }
+    };
+    tasks::call_as_task(
+        state,
+        session_id,
+        &caller,
+        (&id, &name, revision),
+        &task,
+        start,
+    )
+    .await
+    .into_response()
 }
 
 /// The call under the operator's policy, when there is one: refused, or
@@ -300,7 +384,7 @@ async fn preflight(
     session_id: &str,
     (tool, arguments): (&str, &str),
     headers: &axum::http::HeaderMap,
-    (askable, caller): (Askable, &Caller),
+    (askable, tasks_declared, caller): (Askable, Option<bool>, &Caller),
 ) -> Result<(), Rejected> {
     let Ok(tools) = hub.tools(session_id).await else {
         return Ok(());
@@ -310,6 +394,11 @@ async fn preflight(
     };
     if !caller.may_use(known) {
         return Ok(());
+    }
+    if tasks_declared == Some(false)
+        && known.task_support == openclaw_proxy_core::tools::TaskSupport::Required
+    {
+        return Err(tasks::extension_missing(tool));
     }
     let missing: Vec<ClientCapability> = known
         .requires_client

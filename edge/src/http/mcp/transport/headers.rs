@@ -51,14 +51,22 @@ pub(super) fn check_standard_headers(
         name: Option<String>,
         #[serde(default)]
         uri: Option<String>,
+        #[serde(default, rename = "taskId")]
+        task_id: Option<String>,
     }
     let names: Names = params
         .and_then(|raw| serde_json::from_str(raw.get()).ok())
         .unwrap_or(Names {
             name: None,
             uri: None,
+            task_id: None,
         });
-    let Some(target) = (if key == "uri" { names.uri } else { names.name }) else {
+    let target = match key {
+        "uri" => names.uri,
+        "taskId" => names.task_id,
+        _ => names.name,
+    };
+    let Some(target) = target else {
         // The method's own check names the missing param.
         return Ok(());
     };
@@ -84,6 +92,9 @@ fn named_key(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // The tasks extension: a follow-up names its task, so that a
+        // balancer can route it to a node that holds it.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     }
 }
