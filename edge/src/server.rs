@@ -38,7 +38,7 @@ use crate::http;
 use crate::http::guard::HostGuard;
 use crate::http::request::ConnectionInfo;
 use crate::idle::{Activity, IdleBody, Kept};
-use crate::stall::Watch;
+use crate::stall::{Unsent, Watch};
 use crate::tls::Tls;
 
 /// How long shutdown waits for connections to finish after the bridges ended.
@@ -104,6 +104,10 @@ pub async fn serve(
         idle_timeout: limits.idle_timeout,
     };
     let admission = Admission::new(limits.max_connections);
+    let unsent = Unsent::new(
+        limits.max_unsent_bytes,
+        limits.max_unsent_bytes_per_connection,
+    );
     tokio::pin!(shutdown);
     // After the signal, with a delay configured: serving on, not ready.
     let mut draining_until: Option<tokio::time::Instant> = None;
@@ -126,7 +130,7 @@ pub async fn serve(
             tracing::debug!(%remote, "connection dropped: too many connections, even refused ones");
             continue;
         };
-        let watch = Watch::new(limits.response_write_timeout);
+        let watch = Watch::new(limits.response_write_timeout, unsent.clone());
         let activity = Activity::new(limits.idle_timeout);
         let service = match permit {
             Permit::Serve(permit) => ConnectionService::Serve {

@@ -21,38 +21,129 @@
 //! dropping the connection frees every answer it held. A body that waits
 //! on the server instead (a streamed answer whose next event is not there
 //! yet) was polled and returned `Pending`: it is not waiting on its client.
+//!
+//! Bytes, too: the answers a connection holds unsent are counted (what each
+//! body has yet to hand hyper), per connection and for the whole server
+//! ([`Unsent`]). Within the timeout a window-0 client could still make one
+//! connection hold every answer its streams asked for (500 answers of a
+//! megabyte: a gigabyte, four connections four). Past
+//! `OPENCLAW_PROXY_MAX_UNSENT_BYTES_PER_CONNECTION`, or with the server past
+//! `OPENCLAW_PROXY_MAX_UNSENT_BYTES`, a connection is closed as soon as one
+//! of its answers has waited on its client for [`OVER_LIMIT_WAIT`] rather
+//! than the whole timeout (a client that reads takes an answer's next slice
+//! far sooner). h2 buffers at most
+//! one slice per stream beyond the client's window
+//! (`max_send_buf_size`), so what it holds is bounded by the streams
+//! allowed; what was rendered and not yet handed to it is bounded here.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use hyper::body::{Frame, SizeHint};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The most a body hands hyper at once.
 pub const SLICE: usize = 64 * 1024;
 
+/// How long an answer may wait on its client while its connection, or the
+/// server, holds more unsent than allowed.
+pub const OVER_LIMIT_WAIT: Duration = Duration::from_secs(1);
+
 /// A body's clock value when it does not wait on its client.
 const NOT_WAITING: u64 = u64::MAX;
+
+/// The bytes of answers the server holds unsent, over all connections,
+/// and how many it may before its slowest readers are closed.
+#[derive(Debug)]
+pub struct Unsent {
+    held: AtomicUsize,
+    /// Told when the server goes past its limit.
+    crossed: Notify,
+    /// Past it, a connection with an answer waiting on its client is closed
+    /// sooner.
+    limit: usize,
+    /// The same for one connection.
+    per_connection: usize,
+}
+
+impl Unsent {
+    /// The server's count, with its limits in bytes (0: none).
+    pub fn new(limit: usize, per_connection: usize) -> Arc<Self> {
+        Arc::new(Self {
+            held: AtomicUsize::new(0),
+            crossed: Notify::new(),
+            limit: if limit == 0 { usize::MAX } else { limit },
+            per_connection: if per_connection == 0 {
+                usize::MAX
+            } else {
+                per_connection
+            },
+        })
+    }
+
+    /// Bytes held unsent now, over all connections.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+}
 
 /// The response bodies of one connection, and when each began to wait.
 pub struct Watch {
     epoch: Instant,
     timeout: Duration,
     bodies: Mutex<Vec<Weak<AtomicU64>>>,
+    /// Bytes this connection's answers hold unsent.
+    held: AtomicUsize,
+    /// Told when the connection goes past its limit.
+    crossed: Notify,
+    unsent: Arc<Unsent>,
 }
 
 impl Watch {
-    /// A watch that ends a connection whose answer waits `timeout`.
-    pub fn new(timeout: Duration) -> Arc<Self> {
+    /// A watch that ends a connection whose answer waits `timeout`, or
+    /// waits at all while the connection or the server holds more unsent
+    /// than `unsent` allows.
+    pub fn new(timeout: Duration, unsent: Arc<Unsent>) -> Arc<Self> {
         Arc::new(Self {
             epoch: Instant::now(),
             timeout,
             bodies: Mutex::default(),
+            held: AtomicUsize::new(0),
+            crossed: Notify::new(),
+            unsent,
         })
+    }
+
+    /// Whether this connection, or the server, holds more unsent than
+    /// allowed.
+    fn over(&self) -> bool {
+        self.held.load(Ordering::Relaxed) > self.unsent.per_connection
+            || self.unsent.held() > self.unsent.limit
+    }
+
+    /// Moves a body's share of the connection's and the server's counts
+    /// from `before` to `after` bytes.
+    fn count(&self, before: usize, after: usize) {
+        if after > before {
+            let grown = after - before;
+            let held = self.held.fetch_add(grown, Ordering::Relaxed) + grown;
+            let all = self.unsent.held.fetch_add(grown, Ordering::Relaxed) + grown;
+            if held > self.unsent.per_connection {
+                self.crossed.notify_one();
+            }
+            if all > self.unsent.limit {
+                self.unsent.crossed.notify_waiters();
+            }
+        } else if before > after {
+            let shrunk = before - after;
+            self.held.fetch_sub(shrunk, Ordering::Relaxed);
+            self.unsent.held.fetch_sub(shrunk, Ordering::Relaxed);
+        }
     }
 
     fn now(&self) -> u64 {
@@ -77,21 +168,36 @@ impl Watch {
         }
         bodies.push(Arc::downgrade(&clock));
         drop(bodies);
-        Body::new(Watched {
+        let mut watched = Watched {
             inner: body,
             rest: Bytes::new(),
             clock,
             watch: self.clone(),
-        })
+            counted: 0,
+        };
+        watched.recount();
+        Body::new(watched)
     }
 
     /// Resolves when a body of the connection has waited on its client for
     /// longer than the timeout; never while every answer is read.
     pub async fn stalled(&self) {
         let interval = (self.timeout / 4).max(Duration::from_millis(100));
+        let over_wait = OVER_LIMIT_WAIT.min(interval);
         loop {
-            tokio::time::sleep(interval).await;
-            let limit = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
+            let look = if self.over() { over_wait } else { interval };
+            tokio::select! {
+                () = tokio::time::sleep(look) => {}
+                () = self.crossed.notified() => {}
+                () = self.unsent.crossed.notified() => {}
+            }
+            let limit = if self.over() {
+                // Holding too much: an answer that waits on its client
+                // briefly is waiting too long.
+                u64::try_from(over_wait.as_millis()).unwrap_or(u64::MAX)
+            } else {
+                u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX)
+            };
             let now = self.now();
             let mut bodies = self.bodies.lock().unwrap_or_else(PoisonError::into_inner);
             bodies.retain(|clock| clock.strong_count() > 0);
@@ -113,9 +219,21 @@ struct Watched {
     rest: Bytes,
     clock: Arc<AtomicU64>,
     watch: Arc<Watch>,
+    /// What this body adds to the unsent counts now.
+    counted: usize,
 }
 
 impl Watched {
+    /// Brings this body's share of the unsent counts up to date: what it
+    /// holds in `rest`, and what its inner body says it will give.
+    fn recount(&mut self) {
+        let inner = usize::try_from(hyper::body::Body::size_hint(&self.inner).lower())
+            .unwrap_or(usize::MAX);
+        let now = self.rest.len().saturating_add(inner);
+        self.watch.count(self.counted, now);
+        self.counted = now;
+    }
+
     /// The next slice of `rest`, noted as waiting on the client until the
     /// next poll (or as done when nothing follows).
     fn slice(&mut self) -> Bytes {
@@ -138,6 +256,12 @@ impl Watched {
     }
 }
 
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.watch.count(self.counted, 0);
+    }
+}
+
 impl hyper::body::Body for Watched {
     type Data = Bytes;
     type Error = axum::Error;
@@ -148,20 +272,23 @@ impl hyper::body::Body for Watched {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
         this.clock.store(NOT_WAITING, Ordering::Relaxed);
-        if !this.rest.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(this.slice()))));
-        }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) => {
-                    this.rest = data;
-                    Poll::Ready(Some(Ok(Frame::data(this.slice()))))
-                }
-                // Trailers: the end.
-                Err(frame) => Poll::Ready(Some(Ok(frame))),
-            },
-            other => other,
-        }
+        let polled = if this.rest.is_empty() {
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        this.rest = data;
+                        Poll::Ready(Some(Ok(Frame::data(this.slice()))))
+                    }
+                    // Trailers: the end.
+                    Err(frame) => Poll::Ready(Some(Ok(frame))),
+                },
+                other => other,
+            }
+        } else {
+            Poll::Ready(Some(Ok(Frame::data(this.slice()))))
+        };
+        this.recount();
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -188,7 +315,7 @@ mod tests {
 
     #[tokio::test]
     async fn bodies_are_handed_out_in_slices_and_watched_until_polled_again() {
-        let watch = Watch::new(Duration::from_secs(1));
+        let watch = Watch::new(Duration::from_secs(1), Unsent::new(0, 0));
         let data = Bytes::from(vec![7_u8; SLICE * 2 + 10]);
         let mut body = watch.wrap(Body::from(data.clone()));
         let mut lengths = Vec::new();
@@ -209,8 +336,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn unsent_bytes_are_counted_and_past_the_limit_a_wait_is_cut_short() {
+        let unsent = Unsent::new(0, SLICE * 2);
+        let watch = Watch::new(Duration::from_secs(3600), unsent.clone());
+        let mut small = watch.wrap(Body::from(vec![1_u8; SLICE + 5]));
+        assert_eq!(unsent.held(), SLICE + 5);
+        let _ = small.frame().await.expect("a frame").expect("data");
+        assert_eq!(unsent.held(), 5, "what is left to send");
+        drop(small);
+        assert_eq!(unsent.held(), 0, "a dropped body holds nothing");
+        // Within the limit a waiting answer is let be for the whole timeout;
+        // past it, for one look only.
+        let mut large = watch.wrap(Body::from(vec![1_u8; SLICE * 4]));
+        let _ = large.frame().await.expect("a frame").expect("data");
+        assert_eq!(unsent.held(), SLICE * 3);
+        tokio::time::timeout(OVER_LIMIT_WAIT * 3, watch.stalled())
+            .await
+            .expect("closed long before the timeout");
+        drop(large);
+        assert_eq!(unsent.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_body_never_polled_again_stalls_its_connection() {
-        let watch = Watch::new(Duration::from_secs(2));
+        let watch = Watch::new(Duration::from_secs(2), Unsent::new(0, 0));
         let mut body = watch.wrap(Body::from(vec![1_u8; SLICE + 1]));
         let first = body.frame().await.expect("a frame").expect("data");
         assert_eq!(first.into_data().expect("data").len(), SLICE);
@@ -219,7 +368,7 @@ mod tests {
             .await
             .expect("the connection is found stalled");
         // A body that waits on the server is not stalled.
-        let watch = Watch::new(Duration::from_secs(2));
+        let watch = Watch::new(Duration::from_secs(2), Unsent::new(0, 0));
         let (_sender, receiver) =
             tokio::sync::mpsc::channel::<Result<Frame<Bytes>, axum::Error>>(1);
         let stream =

@@ -17,8 +17,8 @@ use anyhow::{Context, bail};
 use openclaw_proxy_app::{
     App, AppBuilder, CacheScope, CallContext, ClientCapability, Completion, CompletionRequest,
     Content, Elicitation, GetPromptResult, LogLevel, McpError, Prompt, PromptMessage, ReadRequest,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Sampling, Serving, Tool,
-    ToolError, Update, schemars,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Sampling, Serving,
+    TaskSupport, Tool, ToolError, Update, schemars,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -394,6 +394,7 @@ fn fixture_tools(changes: &ListChanges) -> Vec<Tool> {
         let schema: Value = serde_json::from_str(PLAIN).unwrap_or_default();
         tools.push(Tool::with_schema(name, description, schema, round_trips));
     }
+    tools.extend(task_tools());
     for (name, description) in [
         (TRIGGER_TOOL_CHANGE, "Adds or removes a tool."),
         (TRIGGER_PROMPT_CHANGE, "Adds or removes a prompt."),
@@ -411,6 +412,108 @@ fn fixture_tools(changes: &ListChanges) -> Vec<Tool> {
         ));
     }
     tools
+}
+
+/// The tools the tasks extension's scenarios call (`tasks-*`, run one by
+/// one with `--scenario`): a plain one, and tools that may run as tasks.
+fn task_tools() -> Vec<Tool> {
+    let schema = |properties: Value| json!({"type": "object", "properties": properties});
+    let greet = Tool::with_schema(
+        "greet",
+        "Greets by name; never a task.",
+        schema(json!({"name": {"type": "string"}})),
+        |arguments: Value, _: CallContext| async move {
+            let name = arguments["name"].as_str().unwrap_or("World").to_owned();
+            Ok::<_, ToolError>(json!(format!("Hello, {name}!")))
+        },
+    );
+    let slow = Tool::with_schema(
+        "slow_compute",
+        "Works for `seconds`, then answers; stops when cancelled.",
+        schema(json!({"seconds": {"type": "number"}, "label": {"type": "string"}})),
+        |arguments: Value, call: CallContext| async move {
+            let seconds = arguments["seconds"]
+                .as_f64()
+                .unwrap_or(0.0)
+                .clamp(0.0, 120.0);
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {}
+                () = call.cancelled() => return Err(ToolError::new("cancelled")),
+            }
+            Ok(json!(format!(
+                "computed {}",
+                arguments["label"].as_str().unwrap_or("")
+            )))
+        },
+    )
+    .task_support(TaskSupport::Optional);
+    let failing = Tool::with_schema(
+        "failing_job",
+        "Always fails as a tool.",
+        schema(json!({})),
+        |_: Value, _: CallContext| async { Err::<Value, _>(ToolError::new("the job failed")) },
+    )
+    .task_support(TaskSupport::Required);
+    let multi = Tool::with_schema(
+        "multi_input",
+        "Asks the user two things at once.",
+        schema(json!({})),
+        |_: Value, call: CallContext| async move {
+            let question = |what: &str| {
+                json!({"message": format!("Your {what}?"),
+                    "requestedSchema": {"type": "object",
+                        "properties": {what: {"type": "string"}}}})
+            };
+            let (first, second) = tokio::join!(
+                call.ask_keyed("first", "elicitation/create", question("first")),
+                call.ask_keyed("second", "elicitation/create", question("second")),
+            );
+            let failed = |error: openclaw_proxy_app::AskError| ToolError::new(error.to_string());
+            Ok(json!(format!(
+                "{} and {}",
+                first.map_err(failed)?,
+                second.map_err(failed)?
+            )))
+        },
+    )
+    .task_support(TaskSupport::Optional);
+    let confirm = Tool::with_schema(
+        "confirm_delete",
+        "Asks the user to confirm, then deletes.",
+        schema(json!({"filename": {"type": "string"}})),
+        |arguments: Value, call: CallContext| async move {
+            let file = arguments["filename"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let question = json!({"message": format!("Delete {file}?"),
+                "requestedSchema": {"type": "object",
+                    "properties": {"confirm": {"type": "boolean"}}}});
+            let answer = call
+                .ask_keyed("confirm", "elicitation/create", question)
+                .await
+                .map_err(|error| ToolError::new(error.to_string()))?;
+            Ok(json!(format!("answered {answer} for {file}")))
+        },
+    )
+    .task_support(TaskSupport::Optional);
+    let with_task = Tool::with_schema(
+        "test_tool_with_task",
+        "Asks the user's name, then greets; only as a task.",
+        schema(json!({})),
+        |_: Value, call: CallContext| async move {
+            let question = json!({"message": "What is your name?",
+                "requestedSchema": {"type": "object",
+                    "properties": {"user_name": {"type": "string"}}}});
+            let answer = call
+                .ask_keyed("user_name", "elicitation/create", question)
+                .await
+                .map_err(|error| ToolError::new(error.to_string()))?;
+            Ok(json!(format!("Hello, {answer}")))
+        },
+    )
+    .task_support(TaskSupport::Required);
+    vec![greet, slow, failing, multi, confirm, with_task]
 }
 
 /// The tools that ask the client something: name, description, input

@@ -10,6 +10,7 @@ pub mod app;
 pub mod balancer;
 pub mod balancer_round;
 pub mod bench;
+pub mod bounds_runs;
 pub mod conformance;
 pub mod exhaustion;
 pub mod forgery;

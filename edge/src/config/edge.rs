@@ -43,6 +43,31 @@ pub struct EdgeConfig {
     /// The operator's policy, when a file is configured (loaded by
     /// [`ServerConfig::policy`]).
     pub policy: Option<std::sync::Arc<crate::policy::Live>>,
+    /// What 2026-07-28 calls waiting for their clients may hold.
+    pub parked: ParkedLimits,
+}
+
+/// What the 2026-07-28 calls waiting for their clients' answers (parked
+/// between rounds) may hold on one node: each keeps the app's requests
+/// until its client retries or the client-request timeout ends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParkedLimits {
+    /// Calls parked at once.
+    pub calls: usize,
+    /// Bytes of the app's requests they keep, over all sessions.
+    pub bytes: usize,
+    /// Bytes of the app's requests one session's parked calls keep.
+    pub bytes_per_session: usize,
+}
+
+impl Default for ParkedLimits {
+    fn default() -> Self {
+        Self {
+            calls: 10_000,
+            bytes: 512 * 1024 * 1024,
+            bytes_per_session: 16 * 1024 * 1024,
+        }
+    }
 }
 
 /// What the `subscriptions/listen` streams of one session may hold: each
@@ -139,6 +164,12 @@ pub struct ConnectionLimits {
     /// How long an answer may wait on a client that reads none of it
     /// before its connection is closed ([`crate::stall`]).
     pub response_write_timeout: Duration,
+    /// Bytes of answers one connection may hold unsent before one that
+    /// waits on its client closes it at once ([`crate::stall`]); 0 for no
+    /// limit.
+    pub max_unsent_bytes_per_connection: usize,
+    /// The same over every connection of the server.
+    pub max_unsent_bytes: usize,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Vec<AddressRange>,
 }
@@ -153,10 +184,21 @@ impl Default for ConnectionLimits {
             idle_timeout: Duration::from_secs(DEFAULT_CONNECTION_IDLE_TIMEOUT_SECONDS),
             write_timeout: Duration::from_secs(10),
             response_write_timeout: Duration::from_secs(30),
+            max_unsent_bytes_per_connection: DEFAULT_MAX_UNSENT_BYTES_PER_CONNECTION,
+            max_unsent_bytes: DEFAULT_MAX_UNSENT_BYTES,
             trusted_proxies: Vec::new(),
         }
     }
 }
+
+/// Bytes of answers one connection may hold unsent unless configured: far
+/// more than a client that reads holds at once, a sixteenth of what 500
+/// answers of a megabyte were.
+pub const DEFAULT_MAX_UNSENT_BYTES_PER_CONNECTION: usize = 64 * 1024 * 1024;
+
+/// Bytes of answers the server may hold unsent over every connection unless
+/// configured.
+pub const DEFAULT_MAX_UNSENT_BYTES: usize = 1024 * 1024 * 1024;
 
 /// Seconds a connection may have nothing open before it is closed, unless
 /// configured: longer than a client's pause between requests, short enough
@@ -202,6 +244,8 @@ impl ServerConfig {
                 idle_timeout: Duration::from_secs(self.connection_idle_timeout_seconds),
                 write_timeout: Duration::from_secs(self.bridge_write_timeout_seconds),
                 response_write_timeout: Duration::from_secs(self.response_write_timeout_seconds),
+                max_unsent_bytes_per_connection: self.max_unsent_bytes_per_connection,
+                max_unsent_bytes: self.max_unsent_bytes,
                 trusted_proxies: self.trusted_proxies.clone(),
             },
             oauth: self.oauth_settings(),
@@ -209,6 +253,11 @@ impl ServerConfig {
                 queue_bytes: self.legacy_sse_queue_bytes,
                 streams_per_client: self.legacy_sse_streams_per_client,
                 max_streams: self.legacy_sse_max_streams,
+            },
+            parked: ParkedLimits {
+                calls: self.max_parked_calls,
+                bytes: self.max_parked_bytes,
+                bytes_per_session: self.max_parked_bytes_per_session,
             },
             listen: ListenLimits {
                 streams_per_session: self.max_listen_streams_per_session,

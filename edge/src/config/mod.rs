@@ -19,7 +19,7 @@ pub use tasks::TaskArgs;
 
 pub use edge::{
     ConnectionLimits, DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS, EdgeConfig, HeadLimits, LegacyLimits,
-    ListenLimits,
+    ListenLimits, ParkedLimits,
 };
 
 const SECONDS_PER_DAY: u64 = 24 * 60 * 60;
@@ -212,6 +212,14 @@ pub struct ServerConfig {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub response_write_timeout_seconds: u64,
 
+    /// Bytes of answers one connection may hold unsent (rendered, not yet taken by its client); past it, an answer that waits on its client for a second closes the connection (0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_UNSENT_BYTES_PER_CONNECTION", default_value_t = edge::DEFAULT_MAX_UNSENT_BYTES_PER_CONNECTION)]
+    pub max_unsent_bytes_per_connection: usize,
+
+    /// Bytes of answers the server may hold unsent over every connection; past it, a connection with an answer waiting on its client for a second is closed (0: no limit).
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_UNSENT_BYTES", default_value_t = edge::DEFAULT_MAX_UNSENT_BYTES)]
+    pub max_unsent_bytes: usize,
+
     /// Bytes a legacy SSE stream may hold unread (queued events and answers waiting for room); past it the stream is closed and its pending requests are answered with an error.
     #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_QUEUE_BYTES", default_value_t = LegacyLimits::default().queue_bytes,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
@@ -226,6 +234,21 @@ pub struct ServerConfig {
     #[arg(long, env = "OPENCLAW_PROXY_LEGACY_SSE_MAX_STREAMS", default_value_t = LegacyLimits::default().max_streams,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
     pub legacy_sse_max_streams: usize,
+
+    /// 2026-07-28 calls this node holds waiting for their clients' answers; when all are taken, a session holding fewer than the largest holder still parks one (that holder's oldest is dropped), else the call's requests are refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_PARKED_CALLS", default_value_t = ParkedLimits::default().calls,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_parked_calls: usize,
+
+    /// Bytes of the app's requests to their clients that the calls waiting on this node keep, over all sessions; when full, room is made as for OPENCLAW_PROXY_MAX_PARKED_CALLS.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_PARKED_BYTES", default_value_t = ParkedLimits::default().bytes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    pub max_parked_bytes: usize,
+
+    /// Bytes of the app's requests to their clients that one session's waiting calls keep; a call past it is refused naming this setting.
+    #[arg(long, env = "OPENCLAW_PROXY_MAX_PARKED_BYTES_PER_SESSION", default_value_t = ParkedLimits::default().bytes_per_session,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    pub max_parked_bytes_per_session: usize,
 
     /// `subscriptions/listen` streams one session may have open at once; one more is refused naming this setting.
     #[arg(long, env = "OPENCLAW_PROXY_MAX_LISTEN_STREAMS_PER_SESSION", default_value_t = ListenLimits::default().streams_per_session,

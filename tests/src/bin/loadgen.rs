@@ -15,6 +15,10 @@
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run schema --sessions 200
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run h2-window --requests 500
 //! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run legacy-sse --sessions 16
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run idle-h2 --requests 20 --wait 90
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run listen --sessions 10 --streams 20 --properties 100000
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run parked --sessions 128 --requests 4 --payload-bytes 1048576
+//! target/release/loadgen abuse --spawn target/release/openclaw-proxy --run ws-fragment --bridges 200 --payload-bytes 8000000
 //! target/release/loadgen sessions --spawn target/release/openclaw-proxy --sessions 100000 --connections 20
 //! target/release/loadgen stdio --spawn target/release/openclaw-proxy --stdio target/release/openclaw-proxy-stdio
 //! ```
@@ -71,7 +75,7 @@ use openclaw_proxy_tests::bench::{
 };
 use openclaw_proxy_tests::many_sessions::ManySessions;
 use openclaw_proxy_tests::processes::{ClusterRound, Node};
-use openclaw_proxy_tests::{TestIssuer, exhaustion};
+use openclaw_proxy_tests::{TestIssuer, bounds_runs, exhaustion};
 
 #[derive(Parser)]
 #[command(about = "Throughput, latency and memory of openclaw-proxy's whole path")]
@@ -151,7 +155,8 @@ enum Command {
         #[arg(long, default_value_t = 200 * 1024)]
         payload_bytes: usize,
         /// Which abuse: bridges that stop reading (`calls`), or one of the
-        /// exhaustion runs (`schema`, `h2-window`, `legacy-sse`).
+        /// exhaustion runs (`schema`, `h2-window`, `legacy-sse`, `idle-h2`,
+        /// `listen`, `parked`, `ws-fragment`).
         #[arg(long, value_enum, default_value = "calls")]
         run: AbuseRun,
         /// Sessions (schema, legacy-sse).
@@ -321,6 +326,18 @@ enum AbuseRun {
     H2Window,
     /// Legacy SSE streams that are never read, sent large answers.
     LegacySse,
+    /// HTTP/2 connections that open no stream (one a silent reflection
+    /// stream), as many as the connection limit (`--requests`).
+    IdleH2,
+    /// `subscriptions/listen` streams naming many URIs (`--sessions`,
+    /// `--streams`, `--properties` URIs each).
+    Listen,
+    /// 2026-07-28 calls whose app asks four large questions, never answered
+    /// (`--sessions`, `--requests` calls each, `--payload-bytes` per ask).
+    Parked,
+    /// WebSocket bridges holding an unfinished fragmented message of
+    /// `--payload-bytes` (`--bridges`).
+    WsFragment,
 }
 
 #[derive(Args)]
@@ -541,7 +558,14 @@ async fn main() -> anyhow::Result<()> {
             posts,
             wait,
         } => {
-            let server = server(&args, &[]).await?;
+            // The idle run takes every connection slot of a spawned server;
+            // the fragment run pings every second.
+            let variables: Vec<(&str, String)> = match run {
+                AbuseRun::IdleH2 => vec![("OPENCLAW_PROXY_MAX_CONNECTIONS", requests.to_string())],
+                AbuseRun::WsFragment => vec![("OPENCLAW_PROXY_PING_INTERVAL_SECONDS", "1".into())],
+                _ => Vec::new(),
+            };
+            let server = server(&args, &variables).await?;
             let pid = server.pid.context("abuse needs --spawn or --pid")?;
             let target = &server.target;
             let report = match run {
@@ -558,6 +582,21 @@ async fn main() -> anyhow::Result<()> {
                 AbuseRun::LegacySse => {
                     let (shape, wait) = ((sessions, streams, posts), Duration::from_secs(wait));
                     exhaustion::legacy_sse_unread(target, pid, shape, properties, wait).await?
+                }
+                AbuseRun::IdleH2 => {
+                    bounds_runs::idle_h2(target, pid, requests, Duration::from_secs(wait)).await?
+                }
+                AbuseRun::Listen => {
+                    let shape = (sessions, streams, properties);
+                    bounds_runs::listen_flood(target, pid, shape, Duration::from_secs(wait)).await?
+                }
+                AbuseRun::Parked => {
+                    let shape = (sessions, requests, payload_bytes);
+                    bounds_runs::parked_asks(target, pid, shape, Duration::from_secs(wait)).await?
+                }
+                AbuseRun::WsFragment => {
+                    let wait = Duration::from_secs(wait);
+                    bounds_runs::ws_fragment(target, pid, bridges, payload_bytes, wait).await?
                 }
             };
             println!("{report}");

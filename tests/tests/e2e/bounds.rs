@@ -228,3 +228,171 @@ async fn with_every_legacy_stream_taken_a_newcomer_still_gets_its_share() {
     );
     drop((modest, newcomer, greedy));
 }
+
+#[tokio::test]
+async fn a_connection_holding_more_unsent_than_its_limit_is_closed_before_the_write_timeout() {
+    let server = TestServer::builder()
+        .edge(|edge| {
+            // The write timeout alone would wait ten minutes.
+            edge.connections.response_write_timeout = Duration::from_secs(600);
+            edge.connections.max_unsent_bytes_per_connection = 512 * 1024;
+        })
+        .start()
+        .await;
+    let body = format!(
+        r#"{{"device_id":"d","app_version":"1","tools":[{{"name":"wide","input_schema":{}}}]}}"#,
+        openclaw_proxy_tests::exhaustion::wide_schema(10_000, 0)
+    );
+    let body: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let session = TestSession::register(&server, &body).await;
+    let tcp = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    // A window of 0: the server may send heads, never a byte of a body.
+    let (sender, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("handshake");
+    let connection = tokio::spawn(connection);
+    let mut sender = no_hang(sender.ready()).await.expect("a stream");
+    // Four answers of about 280 kB: over the limit together.
+    let mut heads = Vec::new();
+    for _ in 0..4 {
+        let request = axum::http::Request::post(&session.mcp_url)
+            .header("authorization", format!("Bearer {OPENCLAW_TOKEN}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(())
+            .expect("a request");
+        let (response, mut body) = sender.send_request(request, false).expect("sent");
+        body.send_data(
+            bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            true,
+        )
+        .expect("body sent");
+        heads.push(response);
+    }
+    // Answering pings, reading nothing: the server closes the connection
+    // (within no_hang's 30 s, long before the 600 s write timeout).
+    let _ = no_hang(connection).await.expect("join");
+    drop(heads);
+    assert_eq!(no_hang(server.rest().health()).await.status(), 200);
+}
+
+/// Starts a 2026-07-28 call of `echo_text` on `session` whose app asks an
+/// `elicitation/create` with a message of `size` bytes; the answer.
+async fn parked_call(session: &TestSession, app: &mut WsApp, size: usize) -> serde_json::Value {
+    let call = ToolsCall2026 {
+        tool: "echo_text",
+        arguments: serde_json::json!({"text": "ask"}),
+        client_info: None,
+    };
+    let elicits = serde_json::json!({"elicitation": {}});
+    let answer = tokio::spawn(
+        call.post(&session.mcp_url, &elicits, &serde_json::json!({}))
+            .send(),
+    );
+    // Frames about earlier calls (their cancellation) are passed over.
+    let invoke = loop {
+        let frame = no_hang(app.next_json()).await.expect("invoke_tool");
+        if frame["type"] == "invoke_tool" {
+            break frame;
+        }
+    };
+    app.send_json(serde_json::json!({"type": "client_request",
+        "request_id": invoke["request_id"], "id": "confirm",
+        "method": "elicitation/create",
+        "params": {"message": "x".repeat(size),
+                   "requestedSchema": {"type": "object", "properties": {}}}}))
+        .await;
+    no_hang(answer).await.expect("the answer").json()
+}
+
+fn is_parked(answer: &serde_json::Value) -> bool {
+    answer["result"]["resultType"] == "input_required"
+}
+
+fn refusal_names(answer: &serde_json::Value, setting: &str) -> bool {
+    answer["error"]["message"]
+        .as_str()
+        .is_some_and(|message| message.contains(setting))
+}
+
+#[tokio::test]
+async fn parked_calls_are_bounded_in_bytes_per_session_and_no_session_takes_the_pool() {
+    let server = TestServer::builder()
+        .edge(|edge| {
+            edge.parked.calls = 2;
+            edge.parked.bytes_per_session = 64 * 1024;
+        })
+        .start()
+        .await;
+    // One session's waiting calls keep at most 64 KiB of the app's requests.
+    let heavy = TestSession::legacy(&server).await;
+    let mut heavy_app = WsApp::attached(&server, &heavy).await;
+    let first = parked_call(&heavy, &mut heavy_app, 40 * 1024).await;
+    assert!(is_parked(&first), "{first}");
+    let second = parked_call(&heavy, &mut heavy_app, 40 * 1024).await;
+    assert!(
+        refusal_names(&second, "OPENCLAW_PROXY_MAX_PARKED_BYTES_PER_SESSION"),
+        "{second}"
+    );
+    // The pool (two calls here) is full once the session parks a small one.
+    let small = parked_call(&heavy, &mut heavy_app, 10).await;
+    assert!(is_parked(&small), "{small}");
+    // Another session still parks its call: the largest holder's oldest
+    // makes room.
+    let other = TestSession::legacy(&server).await;
+    let mut other_app = WsApp::attached(&server, &other).await;
+    let theirs = parked_call(&other, &mut other_app, 10).await;
+    assert!(is_parked(&theirs), "{theirs}");
+    // Holding as many as anyone, it is refused, naming the setting.
+    let more = parked_call(&other, &mut other_app, 10).await;
+    assert!(
+        refusal_names(&more, "OPENCLAW_PROXY_MAX_PARKED_CALLS"),
+        "{more}"
+    );
+}
+
+#[tokio::test]
+async fn a_websocket_app_that_leaves_a_fragmented_message_unfinished_is_dropped_with_4408() {
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let server = TestServer::builder()
+        .core(|core| core.ping_interval = Duration::from_millis(100))
+        .start()
+        .await;
+    let session = TestSession::legacy(&server).await;
+    let mut app = WsApp::connect(&session.bridge_url, Some(APP_TOKEN))
+        .await
+        .expect("connect");
+    // Pong frames alone (the socket answers ping frames by itself) keep a
+    // bridge: ten intervals pass.
+    let mut pings = 0;
+    while pings < 10 {
+        match no_hang(app.next_event()).await {
+            WsEvent::PingFrame => pings += 1,
+            WsEvent::Json(frame) => assert_eq!(frame["type"], "ping", "{frame}"),
+            other => panic!("the bridge ended while answering pings: {other:?}"),
+        }
+    }
+    // The first fragment of a text message, never the last; pings are
+    // still answered with pong frames.
+    let first = Frame::message(
+        b"{\"type\":\"pong\",\"padding\":\"".to_vec(),
+        OpCode::Data(Data::Text),
+        false,
+    );
+    app.send(Message::Frame(first)).await;
+    let closed = loop {
+        match no_hang(app.next_event()).await {
+            WsEvent::PingFrame | WsEvent::Json(_) => {}
+            WsEvent::Closed(code, reason) => break (code, reason),
+            WsEvent::Ended => panic!("ended without a close frame"),
+        }
+    };
+    assert_eq!(closed.0, 4408, "{closed:?}");
+}

@@ -18,6 +18,16 @@ async fn node() -> PathBuf {
 /// Runs the suite's server scenarios for one spec version; returns its exit
 /// status and output.
 async fn run_conformance(spec_version: &str, suite: &str) -> (std::process::ExitStatus, String) {
+    run_conformance_with(spec_version, &["--suite", suite], "").await
+}
+
+/// Runs the suite with `selection` (`--suite …` or `--scenario …`) against
+/// the fixture; its baseline is `expected-failures-{spec_version}{baseline}.yml`.
+async fn run_conformance_with(
+    spec_version: &str,
+    selection: &[&str],
+    baseline: &str,
+) -> (std::process::ExitStatus, String) {
     let node = node().await;
     // The suite sends no Authorization header: the MCP token is off here
     // (authentication has its own tests).
@@ -33,17 +43,10 @@ async fn run_conformance(spec_version: &str, suite: &str) -> (std::process::Exit
     ));
     let output = tokio::process::Command::new(&node)
         .arg(dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
-        .args([
-            "server",
-            "--url",
-            &url,
-            "--spec-version",
-            spec_version,
-            "--suite",
-            suite,
-        ])
+        .args(["server", "--url", &url, "--spec-version", spec_version])
+        .args(selection)
         .arg("--expected-failures")
-        .arg(dir.join(format!("expected-failures-{spec_version}.yml")))
+        .arg(dir.join(format!("expected-failures-{spec_version}{baseline}.yml")))
         .arg("--output-dir")
         .arg(&results)
         .env("NO_COLOR", "1")
@@ -65,6 +68,39 @@ async fn conformance_suite_2025_11_25() {
     assert!(
         status.success(),
         "conformance suite failed for 2025-11-25:\n{output}"
+    );
+}
+
+/// The tasks extension's scenarios, which the suite runs only when named.
+const TASK_SCENARIOS: [&str; 10] = [
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+];
+
+#[tokio::test]
+async fn conformance_task_scenarios_2026_07_28() {
+    let mut failed = Vec::new();
+    for scenario in TASK_SCENARIOS {
+        let (status, output) =
+            run_conformance_with("2026-07-28", &["--scenario", scenario, "--force"], "-tasks")
+                .await;
+        println!("{output}");
+        if !status.success() {
+            failed.push(format!("{scenario}:\n{output}"));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "task scenarios failed:\n{}",
+        failed.join("\n")
     );
 }
 

@@ -63,6 +63,7 @@ impl McpState {
         let rounds = Arc::new(rounds::Rounds::new(
             edge.hub.config().request_state_key.clone(),
             edge.hub.config().client_request_timeout,
+            edge.config.parked,
         ));
         // Retries other nodes receive for calls parked here.
         edge.hub

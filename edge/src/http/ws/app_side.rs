@@ -15,7 +15,6 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 
-use axum::extract::ws::{Message, WebSocket};
 use futures_util::stream::SplitStream;
 use futures_util::{Stream, StreamExt};
 use openclaw_proxy_core::escape::{Outside, TEXT_LIMIT};
@@ -24,9 +23,11 @@ use openclaw_proxy_core::metrics::{DropReason, Metrics};
 use openclaw_proxy_core::{BridgeEnd, Inbound};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+use tungstenite::Message;
 
+use super::fragments::Unfinished;
 use super::frame::{Parsed, error_frame, parse_frame, pong};
-use super::{CLOSE_TOO_BIG, violation_of};
+use super::{CLOSE_TOO_BIG, Socket, violation_of};
 
 /// How many of the edge's own replies (error frames, pongs) may wait; more
 /// are dropped (the app is not reading them).
@@ -41,6 +42,14 @@ pub(super) struct Shared {
     /// say so rather than `1000`: set once by the reader, read by the writer
     /// when the bridge ends.
     violation: OnceLock<(u16, String)>,
+    /// Whether the app is in the middle of a fragmented message.
+    unfinished: Unfinished,
+}
+
+impl AsRef<Unfinished> for Shared {
+    fn as_ref(&self) -> &Unfinished {
+        &self.unfinished
+    }
 }
 
 impl Shared {
@@ -78,7 +87,7 @@ impl Shared {
 /// skipped. A message over `limit` ends the stream with
 /// [`BridgeEnd::TooLarge`], so the calls it cut off name the limit.
 pub(super) struct AppFrames {
-    stream: SplitStream<WebSocket>,
+    stream: SplitStream<Socket>,
     shared: Arc<Shared>,
     metrics: Arc<Metrics>,
     /// One malformed frame after another is one app's mistake, not news:
@@ -90,7 +99,7 @@ pub(super) struct AppFrames {
 
 impl AppFrames {
     pub(super) fn new(
-        stream: SplitStream<WebSocket>,
+        stream: SplitStream<Socket>,
         shared: Arc<Shared>,
         metrics: Arc<Metrics>,
         limit: usize,
@@ -146,9 +155,12 @@ impl AppFrames {
                 self.shared.reply(error_frame(problem, ""));
                 None
             }
-            // Any frame from the app is a sign of life.
-            Message::Pong(_) | Message::Ping(_) => Some(pong()),
-            Message::Close(_) => None,
+            // Any frame from the app is a sign of life, but for pings and
+            // pongs between the fragments of an unfinished message: a
+            // message left unfinished for three ping intervals drops the
+            // bridge, as on gRPC ([`super::fragments`]).
+            Message::Pong(_) | Message::Ping(_) => (!self.shared.unfinished.is_set()).then(pong),
+            Message::Close(_) | Message::Frame(_) => None,
         }
     }
 }
@@ -191,7 +203,10 @@ mod tests {
         // every idle session.
         let frames = std::mem::size_of::<AppFrames>();
         assert!(frames <= 80, "the app's frames are {frames} bytes");
+        // 112 before the flag of an unfinished fragmented message, which
+        // finds no padding to sit in (the socket no longer carries axum's
+        // wrapper, which held more).
         let shared = std::mem::size_of::<Shared>();
-        assert!(shared <= 112, "the shared part is {shared} bytes");
+        assert!(shared <= 120, "the shared part is {shared} bytes");
     }
 }

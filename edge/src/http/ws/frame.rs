@@ -4,12 +4,12 @@
 
 use std::borrow::Cow;
 
-use axum::extract::ws::Message;
 use openclaw_proxy_core::Inbound;
 use openclaw_proxy_core::proto::{self, app_message, proxy_message};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tungstenite::Message;
 
 use crate::http::spelling::pick;
 use crate::http::tool_body::{DeclarationsBody, ToolBody, tool_definitions};

@@ -22,18 +22,28 @@
 //! deleted one), `4409` replaced by a newer bridge, `4408` silent for several
 //! ping intervals (or not reading for `OPENCLAW_PROXY_BRIDGE_WRITE_TIMEOUT_SECONDS`), `1001` proxy shutting down. A malformed or unexpected
 //! frame is answered with an error frame and the bridge stays up.
+//!
+//! The handshake is checked by axum's `WebSocketUpgrade` (its refusals), but
+//! the socket is tokio-tungstenite's over the upgraded connection read
+//! through [`fragments::Fragments`], so that a fragmented message the app
+//! leaves unfinished is seen (axum's socket has no place for the reader).
 
 use std::sync::Arc;
 
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{Extension, State};
-use axum::http::HeaderMap;
+use axum::extract::{Extension, FromRequestParts, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
+use hyper_util::rt::TokioIo;
 use openclaw_proxy_core::metrics::Surface;
 use openclaw_proxy_core::proto;
 use openclaw_proxy_core::{BridgeEnd, BridgeStream, ClientAddr, ErrorKind, Origin, Transport};
+use tokio_tungstenite::WebSocketStream;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tungstenite::{Message, Utf8Bytes};
 
 use crate::http::error::ApiError;
 use crate::http::request::{SessionIdPath, check_session_token};
@@ -41,6 +51,7 @@ use crate::http::state::EdgeState;
 use frame::render;
 
 mod app_side;
+pub mod fragments;
 pub mod frame;
 mod salvage;
 
@@ -73,11 +84,9 @@ const TOO_BIG_REASON: &str = "a message was larger than OPENCLAW_PROXY_MAX_BODY_
 
 /// The close code and reason of a socket error of the app's, or `None` for
 /// a connection that merely broke (no close frame can reach it anyway).
-/// Told by tungstenite's error variant, which axum's error carries as its
-/// source.
-fn violation_of(error: &axum::Error) -> Option<(u16, String)> {
+/// Told by tungstenite's error variant.
+fn violation_of(error: &tungstenite::Error) -> Option<(u16, String)> {
     use tungstenite::error::{Error, ProtocolError};
-    let error = std::error::Error::source(error)?.downcast_ref::<Error>()?;
     match error {
         Error::Capacity(_) => Some((CLOSE_TOO_BIG, TOO_BIG_REASON.to_owned())),
         Error::Utf8(_) => Some((
@@ -96,58 +105,108 @@ fn violation_of(error: &axum::Error) -> Option<(u16, String)> {
 /// Initial read buffer of a bridge socket.
 const READ_BUFFER_BYTES: usize = 1024;
 
+/// The app's socket: tokio-tungstenite over the upgraded connection, its
+/// bytes read through [`fragments::Fragments`].
+type Socket = WebSocketStream<fragments::Fragments<TokioIo<hyper::upgrade::Upgraded>, Shared>>;
+
 /// `GET /v1/chat/sessions/{session_id}/bridge` with a WebSocket upgrade.
 pub async fn bridge(
     State(state): State<EdgeState>,
     SessionIdPath(session_id): SessionIdPath,
-    headers: HeaderMap,
     client: Option<Extension<ClientAddr>>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: Request,
 ) -> Response {
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(WebSocketUpgradeRejection::InvalidWebSocketVersionHeader(_)) => {
+    let (mut parts, _body) = request.into_parts();
+    // The upgrade is taken here; axum's extractor, given a copy of it,
+    // checks the handshake and answers its refusals.
+    let on_upgrade = parts.extensions.get::<hyper::upgrade::OnUpgrade>().cloned();
+    let checked = WebSocketUpgrade::from_request_parts(&mut parts, &()).await;
+    let (key, on_upgrade) = match (checked, on_upgrade) {
+        (Ok(_), Some(on_upgrade)) => match parts.headers.get(header::SEC_WEBSOCKET_KEY) {
+            Some(key) => (key.clone(), on_upgrade),
+            None => {
+                return ApiError::NotWebSocket("`Sec-WebSocket-Key` header missing".into())
+                    .into_response();
+            }
+        },
+        (Err(WebSocketUpgradeRejection::InvalidWebSocketVersionHeader(_)), _) => {
             return ApiError::WebSocketVersion.into_response();
         }
-        Err(rejection) => return ApiError::NotWebSocket(rejection.body_text()).into_response(),
+        (Err(rejection), _) => {
+            return ApiError::NotWebSocket(rejection.body_text()).into_response();
+        }
+        (Ok(_), None) => {
+            return ApiError::NotWebSocket(
+                "WebSocket request couldn't be upgraded since no upgrade state was present".into(),
+            )
+            .into_response();
+        }
     };
+    let headers: &HeaderMap = &parts.headers;
     // Decided from the headers before the upgrade; refusals are still close
     // codes after it, as the original protocol has them.
-    let admitted = check_session_token(&state, &session_id, Surface::Websocket, &headers).await;
-    upgrade
-        // One size limit for every surface (OPENCLAW_PROXY_MAX_BODY_BYTES),
-        // for whole messages and for single frames alike.
-        .max_message_size(state.config.max_body_bytes)
-        .max_frame_size(state.config.max_body_bytes)
-        // tungstenite reserves 128 KiB per socket for reading by default; with
-        // thousands of mostly idle bridges that dominates memory. Frames of
-        // any size still arrive: the buffer grows while one is read.
-        .read_buffer_size(READ_BUFFER_BYTES)
-        .write_buffer_size(0)
-        .on_upgrade(move |socket| {
-            let refusal = match admitted {
-                Ok(_) => None,
-                Err(ApiError::Hub(error)) => Some((close_code(error.kind()), error.to_string())),
-                Err(_) => Some((CLOSE_INVALID_TOKEN, "invalid app token".to_owned())),
-            };
-            // Split before the task's future is made: it then holds the
-            // halves, not the socket beside them.
-            let (sink, stream) = socket.split();
-            match refusal {
-                None => {
-                    let origin =
-                        Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
-                    // A task of its own, as small as it can be, for as long
-                    // as the bridge lives; the upgrade's task (which keeps
-                    // room for the handshake and this closure) ends now.
-                    tokio::spawn(run_bridge(state, session_id, origin, sink, stream));
-                    futures_util::future::Either::Left(std::future::ready(()))
-                }
-                Some((code, reason)) => {
-                    futures_util::future::Either::Right(close(sink, code, reason))
-                }
+    let admitted = check_session_token(&state, &session_id, Surface::Websocket, headers).await;
+    let mut config = WebSocketConfig::default();
+    // One size limit for every surface (OPENCLAW_PROXY_MAX_BODY_BYTES),
+    // for whole messages and for single frames alike.
+    config.max_message_size = Some(state.config.max_body_bytes);
+    config.max_frame_size = Some(state.config.max_body_bytes);
+    // tungstenite reserves 128 KiB per socket for reading by default; with
+    // thousands of mostly idle bridges that dominates memory. Frames of
+    // any size still arrive: the buffer grows while one is read.
+    config.read_buffer_size = READ_BUFFER_BYTES;
+    config.write_buffer_size = 0;
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(error) => {
+                tracing::debug!(%error, "WebSocket upgrade failed");
+                return;
             }
-        })
+        };
+        let shared = Arc::new(Shared::default());
+        let io = fragments::Fragments::new(TokioIo::new(upgraded), shared.clone());
+        let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+        let refusal = match admitted {
+            Ok(_) => None,
+            Err(ApiError::Hub(error)) => Some((close_code(error.kind()), error.to_string())),
+            Err(_) => Some((CLOSE_INVALID_TOKEN, "invalid app token".to_owned())),
+        };
+        // Split before the bridge's future is made: it then holds the
+        // halves, not the socket beside them.
+        let (sink, stream) = socket.split();
+        match refusal {
+            None => {
+                let origin =
+                    Origin::new(Transport::Websocket, client.map(|Extension(addr)| addr.0));
+                // A task of its own, as small as it can be, for as long as
+                // the bridge lives; the upgrade's task (which keeps room for
+                // the handshake) ends now.
+                tokio::spawn(run_bridge(
+                    state,
+                    session_id,
+                    origin,
+                    (sink, stream),
+                    shared,
+                ));
+            }
+            Some((code, reason)) => close(sink, code, reason).await,
+        }
+    });
+    switching_protocols(key.as_bytes())
+}
+
+/// The `101` that accepts a WebSocket handshake with this key.
+fn switching_protocols(key: &[u8]) -> Response {
+    let accept = tungstenite::handshake::derive_accept_key(key);
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(accept) = HeaderValue::from_str(&accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    response
 }
 
 /// The close code of each kind of refusal, on the upgrade and at attach:
@@ -170,7 +229,7 @@ async fn close(mut sink: Sink, code: u16, reason: String) {
 }
 
 /// The writing half of a bridge's socket.
-type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
+type Sink = futures_util::stream::SplitSink<Socket, Message>;
 
 /// Longest close reason a close frame carries (RFC 6455: 125 bytes of
 /// payload, two of them the code).
@@ -185,7 +244,7 @@ fn close_frame(code: u16, reason: &str) -> CloseFrame {
         end -= 1;
     }
     CloseFrame {
-        code,
+        code: CloseCode::from(code),
         reason: Utf8Bytes::from(&reason[..end]),
     }
 }
@@ -194,10 +253,9 @@ async fn run_bridge(
     state: EdgeState,
     session_id: String,
     origin: Origin,
-    mut sink: Sink,
-    stream: futures_util::stream::SplitStream<WebSocket>,
+    (mut sink, stream): (Sink, futures_util::stream::SplitStream<Socket>),
+    shared: Arc<Shared>,
 ) {
-    let shared = Arc::new(Shared::default());
     let hello = proto::Hello { session_id };
     // The core reads the socket itself (no reader task, no queue between):
     // each frame is parsed where the core consumes it.

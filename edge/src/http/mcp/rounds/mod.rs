@@ -36,6 +36,18 @@
 //! ([`ResumeHere`]); the node it reached relays the answer. A retry is
 //! forwarded at most once.
 //!
+//! What parked calls may hold is bounded, per session and per node, in
+//! number and in bytes of the app's requests they keep
+//! ([`crate::config::ParkedLimits`]): an app may ask a megabyte per request,
+//! and 512 calls asking four each held two gigabytes for as long as their
+//! clients liked. Within the node's bounds no session takes the whole pool:
+//! when it is full (in calls or in bytes), a session holding less than the
+//! largest holder still parks its call, and that holder's oldest parked call
+//! is dropped (cancelled); a session holding as much as anyone is refused,
+//! naming the setting. A parked call whose task ended meanwhile (its bridge
+//! went away, its app answered) gives its requests' bytes back at once; its
+//! answer waits for the retry.
+//!
 //! A retry whose `requestState` resumes nothing (tampered, expired, another
 //! session's or another request's, its call no longer waiting) is answered
 //! with `-32602` and counted once, on the node that refused it, as
@@ -66,6 +78,7 @@ use rmcp::model::{ErrorCode, ProgressToken, RequestId};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
+use crate::config::ParkedLimits;
 use crate::http::mcp::transport::answer::{
     AbortOnDrop, Answer, event_message, json_response, sse_response,
 };
@@ -81,9 +94,8 @@ const QUIET: Duration = Duration::from_millis(5);
 /// busy the call (a stream of progress reports, say).
 const GATHER: Duration = Duration::from_millis(20);
 
-/// Calls parked on this node at most; more are answered as the app's
-/// requests being refused.
-const MAX_PARKED: usize = 10_000;
+/// How often parked calls are looked at for tasks that ended.
+const SWEEP: Duration = Duration::from_secs(1);
 
 /// What a call in rounds asked for: its method and what it names (the
 /// tool called, the prompt got, the URI read). A retry must name the same.
@@ -140,7 +152,31 @@ pub(super) struct Parked {
     reports: ProgressReceiver,
     /// The app's requests the client has not answered.
     asks: Vec<ClientAsk>,
+    /// Bytes of `asks`, as the bounds count them.
+    bytes: usize,
+    /// When it was parked, among this node's calls.
+    order: u64,
     expires: Instant,
+}
+
+/// Bytes of the app's requests a parked call keeps.
+fn ask_bytes(asks: &[ClientAsk]) -> usize {
+    asks.iter()
+        .map(|ask| ask.params_json.len() + ask.id.len() + ask.request_id.len())
+        .sum()
+}
+
+/// Why a call could not be parked: a bound that names its setting.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ParkRefusal {
+    #[error(
+        "this call's requests to its client come to {bytes} bytes; a session's waiting calls may keep {limit} (OPENCLAW_PROXY_MAX_PARKED_BYTES_PER_SESSION); answer or cancel its other calls first"
+    )]
+    SessionBytes { bytes: usize, limit: usize },
+    #[error(
+        "this server holds its limit of calls waiting for their clients ({limit} calls, OPENCLAW_PROXY_MAX_PARKED_CALLS; {bytes} bytes, OPENCLAW_PROXY_MAX_PARKED_BYTES) and this session already holds its share; try again later"
+    )]
+    Full { limit: usize, bytes: usize },
 }
 
 /// The calls parked on this node.
@@ -151,6 +187,9 @@ pub struct Rounds {
     key: StateKey,
     /// How long a parked call waits for the client's retry.
     wait: Duration,
+    limits: ParkedLimits,
+    /// Whether the sweep of ended calls runs.
+    sweeping: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Parked {
@@ -163,14 +202,43 @@ impl std::fmt::Debug for Parked {
 
 impl Rounds {
     /// No parked call yet; states sealed with `key`; a call waits `wait`
-    /// for its client's retry.
-    pub fn new(key: StateKey, wait: Duration) -> Self {
+    /// for its client's retry; at most `limits` are held.
+    pub fn new(key: StateKey, wait: Duration, limits: ParkedLimits) -> Self {
         Self {
             parked: Mutex::default(),
             next: AtomicU64::new(1),
             key,
             wait,
+            limits,
+            sweeping: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Starts, once, the sweep that gives back the bytes of parked calls
+    /// whose task ended (their bridge went away): they would otherwise keep
+    /// them until their client's retry or the wait's end.
+    fn sweep(self: &Arc<Self>) {
+        if self.sweeping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let rounds = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SWEEP).await;
+                let Some(rounds) = rounds.upgrade() else {
+                    return;
+                };
+                let now = Instant::now();
+                let mut calls = rounds.lock();
+                calls.retain(|_, call| call.expires > now);
+                for call in calls.values_mut() {
+                    if call.bytes > 0 && call.running.0.is_finished() {
+                        call.asks = Vec::new();
+                        call.bytes = 0;
+                    }
+                }
+            }
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Parked>> {
@@ -179,14 +247,56 @@ impl Rounds {
 
     /// Parks a call; its sealed state. Calls whose wait is over are dropped
     /// (which cancels them) on the way.
-    fn park(&self, parked: Parked, node: Option<&str>) -> Result<String, Parked> {
+    fn park(&self, mut parked: Parked, node: Option<&str>) -> Result<String, ParkRefusal> {
+        let limits = self.limits;
+        if parked.bytes > limits.bytes_per_session {
+            return Err(ParkRefusal::SessionBytes {
+                bytes: parked.bytes,
+                limit: limits.bytes_per_session,
+            });
+        }
         let now = Instant::now();
         let mut calls = self.lock();
         calls.retain(|_, call| call.expires > now);
-        if calls.len() >= MAX_PARKED {
-            return Err(parked);
+        let (mut of_session, mut session_bytes, mut all_bytes) = (0, 0, 0);
+        for call in calls.values() {
+            all_bytes += call.bytes;
+            if call.session_id == parked.session_id {
+                of_session += 1;
+                session_bytes += call.bytes;
+            }
+        }
+        if session_bytes + parked.bytes > limits.bytes_per_session {
+            return Err(ParkRefusal::SessionBytes {
+                bytes: session_bytes + parked.bytes,
+                limit: limits.bytes_per_session,
+            });
+        }
+        // Full in calls or in bytes: room is made from the largest holder
+        // (by the measure that is full), when it holds more than this
+        // session will.
+        while calls.len() >= limits.calls || all_bytes + parked.bytes > limits.bytes {
+            let by_bytes = calls.len() < limits.calls;
+            let (held, adding) = if by_bytes {
+                (session_bytes, parked.bytes)
+            } else {
+                (of_session, 1)
+            };
+            let Some(evicted) = largest_holder_oldest(&calls, by_bytes, held + adding) else {
+                return Err(ParkRefusal::Full {
+                    limit: limits.calls,
+                    bytes: limits.bytes,
+                });
+            };
+            if let Some(dropped) = calls.remove(&evicted) {
+                tracing::debug!(
+                    "a waiting call was dropped to make room for another session's (OPENCLAW_PROXY_MAX_PARKED_CALLS, OPENCLAW_PROXY_MAX_PARKED_BYTES)"
+                );
+                all_bytes -= dropped.bytes;
+            }
         }
         let call = self.next.fetch_add(1, Ordering::Relaxed);
+        parked.order = call;
         let state = RequestState {
             session_id: parked.session_id.to_string(),
             call,
@@ -231,6 +341,30 @@ impl Rounds {
             None => Err(NO_CALL.into()),
         }
     }
+}
+
+/// The call to drop so that a session that will hold `will_hold` (calls,
+/// or bytes when `by_bytes`) gets room: the oldest of the session holding
+/// the most, when that is more than `will_hold`; `None` when the newcomer
+/// would hold as much as anyone.
+fn largest_holder_oldest(
+    calls: &HashMap<u64, Parked>,
+    by_bytes: bool,
+    will_hold: usize,
+) -> Option<u64> {
+    let mut holdings: HashMap<&str, usize> = HashMap::new();
+    for call in calls.values() {
+        *holdings.entry(&call.session_id).or_default() += if by_bytes { call.bytes } else { 1 };
+    }
+    let (largest, most) = holdings.into_iter().max_by_key(|(_, held)| *held)?;
+    if most <= will_hold {
+        return None;
+    }
+    calls
+        .iter()
+        .filter(|(_, call)| &*call.session_id == largest && (!by_bytes || call.bytes > 0))
+        .min_by_key(|(_, call)| call.order)
+        .map(|(key, _)| *key)
 }
 
 /// Why a retry whose call is not waiting cannot resume it.
@@ -479,16 +613,19 @@ impl Round {
             named: self.named.clone(),
             running,
             reports,
+            bytes: ask_bytes(&waiting),
             asks: waiting,
+            order: 0,
             expires: Instant::now() + self.rounds.wait,
         };
+        self.rounds.sweep();
         match self.rounds.park(parked, self.hub.node_id()) {
             Ok(state) => (input_required(&self.id, &requests, &state), StatusCode::OK),
-            Err(_) => {
+            Err(refused) => {
                 let refusal = Answer::error(
                     Some(&self.id),
                     ErrorCode::INVALID_PARAMS,
-                    "this server holds too many calls waiting for their clients; try again later",
+                    &refused.to_string(),
                     None,
                 );
                 (refusal.message, refusal.status)

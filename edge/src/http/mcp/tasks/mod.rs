@@ -177,14 +177,27 @@ pub async fn runs_as_task(hub: &openclaw_proxy_core::Hub, session_id: &str, tool
 /// The 2026-07-28 refusal of a call of a tool that runs only as a task,
 /// from a client that did not declare the extension: `-32021`, naming it.
 pub fn extension_missing(tool: &str) -> Rejected {
+    missing_extension(format!(
+        "the tool {} runs only as a task: declare the {} extension in io.modelcontextprotocol/clientCapabilities",
+        openclaw_proxy_core::escape::quoted(tool),
+        rmcp::model::TASKS_EXTENSION_ID
+    ))
+}
+
+/// The refusal of a task method from a client that did not declare the
+/// extension (2026-07-28): `-32021`.
+fn extension_missing_for(method: &str) -> Rejected {
+    missing_extension(format!(
+        "{method} belongs to the {} extension: declare it in io.modelcontextprotocol/clientCapabilities",
+        rmcp::model::TASKS_EXTENSION_ID
+    ))
+}
+
+fn missing_extension(message: String) -> Rejected {
     let mut rejected = Rejected::new(
         StatusCode::BAD_REQUEST,
         ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
-        format!(
-            "the tool {} runs only as a task: declare the {} extension in io.modelcontextprotocol/clientCapabilities",
-            openclaw_proxy_core::escape::quoted(tool),
-            rmcp::model::TASKS_EXTENSION_ID
-        ),
+        message,
     );
     rejected.data = serde_json::value::to_raw_value(&serde_json::json!({
         "requiredCapabilities": {"extensions": {rmcp::model::TASKS_EXTENSION_ID: {}}}
@@ -196,6 +209,9 @@ pub fn extension_missing(tool: &str) -> Rejected {
 /// Answers the tasks extension's `tasks/get`, `tasks/update` and
 /// `tasks/cancel` (2026-07-28).
 async fn answer_2026(context: &Context<'_>, request: &Request) -> Result<Answer, Rejected> {
+    if !declares_extension(request.meta.text.as_deref()) {
+        return Err(extension_missing_for(&request.method));
+    }
     let tasks = &context.state.tasks;
     let owner = owner(context);
     let ack = serde_json::json!({"resultType": "complete"});
