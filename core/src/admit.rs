@@ -7,6 +7,8 @@
 //! not judged twice. A caller is only told about the tools it may see: the
 //! names offered with an unknown tool leave the others out.
 
+use std::sync::Arc;
+
 use crate::call::CallContext;
 use crate::caller::Caller;
 use crate::directory::SessionRecord;
@@ -39,15 +41,20 @@ impl Caller {
 
 /// Admits the caller of `context` to call `tool_name` of the session: an
 /// unknown tool names only the tools this caller may see; a tool whose
-/// requirements it lacks names what it lacks. The context is taken and
-/// handed back (rather than borrowed) so that the call's future, which
-/// holds it across waits, keeps no room apart for a borrow.
+/// requirements it lacks names what it lacks. Admitted, the call's
+/// confirmation question when one is asked (the tool's own, else the
+/// policy's). The context is taken and handed back (rather than borrowed)
+/// so that the call's future, which holds it across waits, keeps no room
+/// apart for a borrow.
 pub fn admit(
     record: &SessionRecord,
     tool_name: &str,
-    context: CallContext,
-) -> Result<CallContext, InvokeError> {
-    judge(record, tool_name, &context.caller).map(|()| context)
+    mut context: CallContext,
+) -> Result<(CallContext, Option<Arc<str>>), InvokeError> {
+    judge(record, tool_name, &context.caller)?;
+    let policy = context.confirm.take();
+    let confirmation = record.confirmation(tool_name).or(policy);
+    Ok((context, confirmation))
 }
 
 fn judge(record: &SessionRecord, tool_name: &str, caller: &Caller) -> Result<(), InvokeError> {

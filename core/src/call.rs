@@ -27,6 +27,10 @@ pub struct CallContext {
     pub trace_parent: String,
     /// Where the call came from, for the audit log.
     pub origin: Origin,
+    /// A confirmation the operator's policy asks of this call, besides any
+    /// the tool's definition asks: the question (empty for the proxy's
+    /// wording alone).
+    pub confirm: Option<std::sync::Arc<str>>,
     /// The MCP task the call runs as (`crate::tasks`); empty for a plain
     /// call.
     pub task_id: String,

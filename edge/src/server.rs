@@ -82,10 +82,10 @@ pub async fn serve(
     let reloader = tls
         .clone()
         .map(|tls| tokio::spawn(tls.reload_when_changed()));
-    let policy_reloader = edge.policy.clone().map(|policy| {
-        let metrics = hub.metrics().clone();
-        tokio::spawn(policy.reload_when_changed(metrics))
-    });
+    let policy_reloader = edge
+        .policy
+        .clone()
+        .map(|policy| tokio::spawn(policy.reload_when_changed(hub.clone())));
     let streams = edge
         .http2_max_concurrent_streams
         .unwrap_or(crate::config::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS);

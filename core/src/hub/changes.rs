@@ -141,6 +141,21 @@ impl Hub {
         }
     }
 
+    /// Tells every watcher here that its session's tool list changed: the
+    /// operator's policy, which each node applies itself, now shows the
+    /// tools differently. Nothing crosses to other nodes (each reloads its
+    /// own policy and tells its own watchers).
+    pub fn tools_changed_here(&self) {
+        let feeds = self
+            .inner
+            .changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for feed in feeds.values() {
+            let _ = feed.send(SessionEvent::ToolsChanged);
+        }
+    }
+
     /// Ends the session's feed: its watchers see it close.
     pub(super) fn end_feed(&self, session_id: &str) {
         let mut feeds = self

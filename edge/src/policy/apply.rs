@@ -43,6 +43,8 @@ pub struct CallAdmitted {
     pub tool: Option<String>,
     /// The arguments with the pinned ones in, when any are pinned.
     pub arguments_json: Option<String>,
+    /// The question the user must confirm before the app sees the call.
+    pub confirm: Option<Arc<str>>,
 }
 
 /// The tools of `record` that `caller` may see, each with the verdict the
@@ -170,6 +172,10 @@ impl Live {
         }
         if &*tool.name != name {
             admitted.tool = Some(tool.name.to_string());
+        }
+        if let Some((rule, question)) = verdict.confirm {
+            metrics.policy().decided(rule, "confirm");
+            admitted.confirm = Some(question.clone());
         }
         if let Some(rule) = verdict.shown_by {
             metrics.policy().decided(rule, "rename");

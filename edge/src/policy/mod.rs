@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use openclaw_proxy_core::Metrics;
+use openclaw_proxy_core::Hub;
 
 pub use apply::{CallAdmitted, ToolView};
 use rules::{Facts, Reading, Verdict};
@@ -160,8 +160,11 @@ impl Live {
 
     /// Looks at the file every poll interval, forever: a changed file that
     /// compiles replaces the rules, one that does not is logged and the
-    /// rules stay. Also forgets the rate-limit buckets of callers gone.
-    pub async fn reload_when_changed(self: Arc<Self>, metrics: Arc<Metrics>) {
+    /// rules stay. A change is told to the clients that hold a stream
+    /// (`notifications/tools/list_changed`): what they see may differ.
+    /// Also forgets the rate-limit buckets of callers gone.
+    pub async fn reload_when_changed(self: Arc<Self>, hub: Hub) {
+        let metrics = hub.metrics().clone();
         let mut applied = self.current().sha256.clone();
         metrics.policy().loaded(&applied);
         let mut refused: Option<String> = None;
@@ -199,6 +202,7 @@ impl Live {
                         Arc::new(policy);
                     metrics.policy().loaded(&sha256);
                     metrics.policy().reloaded(true);
+                    hub.tools_changed_here();
                     applied = sha256;
                     refused = None;
                 }

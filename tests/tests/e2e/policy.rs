@@ -363,3 +363,84 @@ async fn a_bad_policy_file_refuses_to_start_naming_the_rule_and_line() {
         .expect("refused to start");
     assert!(missing.contains("absent.toml"), "{missing}");
 }
+
+#[tokio::test]
+async fn a_confirm_rule_asks_the_user_before_the_app_sees_the_call() {
+    let file = PolicyFile::new(
+        r#"
+[[rule]]
+name = "confirm deletes"
+when = 'tool.name == "delete_notes"'
+confirm = "Really delete every note?"
+"#,
+    );
+    let server = server_with(&file.path()).await;
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let serving = notes_app(&server, &deletes).await;
+    let mcp_url = serving.session().mcp_url;
+    let post = |body: &Value| {
+        mcp_post(&mcp_url, body)
+            .bearer_auth(OPENCLAW_TOKEN)
+            .header("mcp-protocol-version", "2025-11-25")
+    };
+    for (id, action) in [(1, "decline"), (2, "accept")] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "delete_notes", "arguments": {}}});
+        let response = post(&call).send_streaming().await;
+        assert_eq!(response.status(), 200);
+        let mut stream = SseStream::of(response);
+        let asked = no_hang(stream.next())
+            .await
+            .expect("the confirmation request");
+        assert_eq!(asked["method"], "elicitation/create", "{asked}");
+        let message = asked["params"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("Really delete every note?"),
+            "{message}"
+        );
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": action}});
+        let reply = post(&answer).send().await;
+        assert_eq!(reply.status(), 202, "{}", reply.text());
+        let result = no_hang(stream.next()).await.expect("the result");
+        assert_eq!(result["id"], id, "{result}");
+        let expected = usize::from(action == "accept");
+        assert_eq!(deletes.load(Ordering::SeqCst), expected, "{result}");
+        assert_eq!(result["result"]["isError"], action != "accept", "{result}");
+    }
+    serving.shutdown().await.expect("a clean shutdown");
+}
+
+#[tokio::test]
+async fn a_reload_tells_listening_clients_that_the_tool_list_changed() {
+    let file = PolicyFile::new("# Nothing is restricted yet.\n");
+    let server = server_with(&file.path()).await;
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let serving = notes_app(&server, &deletes).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let listen = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                        "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}});
+    let response = mcp_post(&serving.session().mcp_url, &listen)
+        .bearer_auth(OPENCLAW_TOKEN)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .header("accept", "application/json, text/event-stream")
+        .send_streaming()
+        .await;
+    assert_eq!(response.status(), 200);
+    let mut stream = SseStream::of(response);
+    let acknowledged = no_hang(stream.next()).await.expect("the acknowledgement");
+    assert_eq!(
+        acknowledged["method"], "notifications/subscriptions/acknowledged",
+        "{acknowledged}"
+    );
+
+    file.write(HIDE_DELETES);
+    let changed = no_hang(stream.next()).await.expect("a notification");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    serving.shutdown().await.expect("a clean shutdown");
+}

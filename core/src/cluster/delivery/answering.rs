@@ -445,6 +445,8 @@ fn context_of(header: &impl Fn(&str) -> Option<String>, sink: ProgressSink) -> C
         progress: Some(sink),
         trace_parent: header(wire::TRACE_PARENT).unwrap_or_default(),
         origin: crate::audit::Origin::new(crate::metrics::Transport::Nats, None),
+        // Whether the holder asks travels as the call's `gated`.
+        confirm: None,
         task_id: header(wire::TASK_ID).unwrap_or_default(),
     }
 }

@@ -57,6 +57,9 @@ pub struct ToolCall<'a> {
     pub peer: Option<SocketAddr>,
     /// The request's W3C `traceparent` ([`trace_parent`]); empty for none.
     pub trace_parent: String,
+    /// The confirmation the operator's policy asks of the call, if any
+    /// (`crate::policy`).
+    pub confirm: Option<std::sync::Arc<str>>,
     /// The MCP task the call runs as; empty for a plain call.
     pub task_id: String,
 }
@@ -82,6 +85,7 @@ pub async fn call_tool(
         caller,
         peer,
         trace_parent,
+        confirm,
         task_id,
     } = call;
     let registered = in_flight.register(session_id, &jsonrpc_id);
@@ -93,6 +97,7 @@ pub async fn call_tool(
         progress: reports,
         trace_parent,
         origin: Origin::new(Transport::Mcp, peer),
+        confirm,
         task_id,
     };
     // Boxed: the core's future is kilobytes, and this one is moved (into
@@ -258,6 +263,7 @@ mod tests {
             caller: Caller::default(),
             peer: None,
             trace_parent: String::new(),
+            confirm: None,
             task_id: String::new(),
         };
         let (sink, _reports) = openclaw_proxy_core::progress::channel();

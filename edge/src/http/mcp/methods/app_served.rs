@@ -96,6 +96,7 @@ pub(super) async fn answer(
         progress: None,
         trace_parent: request.trace_parent(headers),
         origin: Origin::new(Transport::Mcp, peer),
+        confirm: None,
         task_id: String::new(),
     };
     let asked = Asked {

@@ -107,6 +107,8 @@ struct Prepared {
     caller: Caller,
     peer: Option<SocketAddr>,
     trace_parent: String,
+    /// What the operator's policy asks the user to confirm, if anything.
+    confirm: Option<Arc<str>>,
 }
 
 impl Prepared {
@@ -121,6 +123,7 @@ impl Prepared {
             meta_json: self.meta_json,
             peer: self.peer,
             trace_parent: self.trace_parent,
+            confirm: self.confirm,
             task_id: String::new(),
         }
     }
@@ -183,6 +186,7 @@ pub fn answer<'a>(
             .unwrap_or_default(),
         name: params.name,
         peer,
+        confirm: None,
     };
     let askable = meta.askable;
     let revision = request.revision;
@@ -366,6 +370,7 @@ async fn admit(
     if let Some(arguments_json) = admitted.arguments_json {
         prepared.arguments_json = arguments_json;
     }
+    prepared.confirm = admitted.confirm;
     Ok(())
 }
 
