@@ -86,14 +86,3 @@ fn visible_names(tools: &[Tool], caller: &Caller) -> String {
     }
     names.join(", ")
 }
-
-impl crate::Hub {
-    /// The live session `session_id`, for what a policy matches on (its
-    /// owner and metadata) and what it offers.
-    pub async fn session_record(
-        &self,
-        session_id: &str,
-    ) -> Result<std::sync::Arc<SessionRecord>, crate::hub::HubError> {
-        self.record(session_id).await
-    }
-}

@@ -222,6 +222,12 @@ impl Hub {
         })
     }
 
+    /// The live session `session_id`, for what a policy matches on (its
+    /// owner and metadata) and what it offers.
+    pub async fn session_record(&self, session_id: &str) -> Result<Arc<SessionRecord>, HubError> {
+        self.record(session_id).await
+    }
+
     /// The tools of a live session, for MCP `tools/list`.
     pub async fn tools(&self, session_id: &str) -> Result<Arc<[Tool]>, HubError> {
         Ok(self.record(session_id).await?.tools())

@@ -46,7 +46,6 @@ pub mod listens;
 pub mod methods;
 pub mod oauth;
 pub mod rounds;
-pub mod tasks;
 pub mod transport;
 pub mod view;
 
@@ -78,7 +77,7 @@ impl McpState {
             legacy: Arc::default(),
             listens: Arc::default(),
             rounds,
-            tasks: tasks::TaskState::new(edge.hub.config().tasks.clone()),
+            tasks: methods::tasks::TaskState::new(edge.hub.config().tasks.clone()),
             edge,
         }))
     }
@@ -107,7 +106,7 @@ pub struct McpShared {
     /// The open `subscriptions/listen` streams of each session.
     pub listens: Arc<listens::ListenStreams>,
     /// MCP tasks: their store and the task calls running here.
-    pub tasks: tasks::TaskState,
+    pub tasks: methods::tasks::TaskState,
 }
 
 impl std::ops::Deref for McpShared {

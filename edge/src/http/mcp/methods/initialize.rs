@@ -69,7 +69,10 @@ pub(super) fn answer(context: &Context<'_>, request: &Request) -> Result<Answer,
         .get_mut("capabilities")
         .and_then(serde_json::Value::as_object_mut)
     {
-        capabilities.insert("tasks".to_owned(), crate::http::mcp::tasks::capability());
+        capabilities.insert(
+            "tasks".to_owned(),
+            crate::http::mcp::methods::tasks::capability(),
+        );
     }
     Ok(Answer::result(&request.id, result))
 }

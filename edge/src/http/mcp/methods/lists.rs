@@ -134,7 +134,7 @@ impl<'a> ToolEntry<'a> {
             description: &tool.description,
             input_schema: tool.input_schema.to_raw(),
             execution: shows_execution
-                .then(|| crate::http::mcp::tasks::execution(tool.task_support))
+                .then(|| crate::http::mcp::methods::tasks::execution(tool.task_support))
                 .flatten(),
         }
     }
@@ -158,7 +158,7 @@ pub(super) async fn tools(context: &Context<'_>, request: &Request) -> Result<An
         .filter(|tool| context.caller.may_use(tool))
         .collect();
     let (range, next) = page(visible.len(), cursor.as_deref())?;
-    let shows = crate::http::mcp::tasks::shows_execution(context, request);
+    let shows = crate::http::mcp::methods::tasks::shows_execution(context, request);
     let entries: Vec<ToolEntry<'_>> = visible[range]
         .iter()
         .map(|tool| ToolEntry::of(tool, shows))
@@ -181,7 +181,7 @@ async fn policy_tools(
         .map_err(|error| hub_refusal(&error))?;
     let views = policy.tools_for(&record, &context.caller);
     let (range, next) = page(views.len(), cursor)?;
-    let shows = crate::http::mcp::tasks::shows_execution(context, request);
+    let shows = crate::http::mcp::methods::tasks::shows_execution(context, request);
     let entries: Vec<ToolEntry<'_>> = views[range]
         .iter()
         .map(|view| ToolEntry {
@@ -189,7 +189,7 @@ async fn policy_tools(
             description: &view.description,
             input_schema: view.input_schema.clone(),
             execution: shows
-                .then(|| crate::http::mcp::tasks::execution(view.task_support))
+                .then(|| crate::http::mcp::methods::tasks::execution(view.task_support))
                 .flatten(),
         })
         .collect();

@@ -20,6 +20,7 @@ mod logging;
 mod prompts_get;
 mod resources_read;
 mod subscriptions;
+pub(crate) mod tasks;
 mod tools_call;
 
 use std::net::SocketAddr;
@@ -87,7 +88,7 @@ pub async fn answer(context: Context<'_>, request: Request) -> Response {
         "completion/complete" => &completion_complete::METHOD,
         "subscriptions/listen" => return subscriptions::listen(context, request).await,
         "tasks/result" if context.state.tasks.enabled() && !request.revision.per_request() => {
-            return crate::http::mcp::tasks::result(context, request).await;
+            return crate::http::mcp::methods::tasks::result(context, request).await;
         }
         _ => {
             return Box::pin(answer_here(context, request))
@@ -127,12 +128,12 @@ async fn answer_here(context: Context<'_>, request: Request) -> Answer {
         "tasks/get" | "tasks/list" | "tasks/cancel"
             if context.state.tasks.enabled() && !request.revision.per_request() =>
         {
-            crate::http::mcp::tasks::answer(&context, &request).await
+            crate::http::mcp::methods::tasks::answer(&context, &request).await
         }
         "tasks/get" | "tasks/update" | "tasks/cancel"
             if context.state.tasks.enabled() && request.revision.per_request() =>
         {
-            crate::http::mcp::tasks::answer(&context, &request).await
+            crate::http::mcp::methods::tasks::answer(&context, &request).await
         }
         method => Err(not_found(method, request.revision)),
     };

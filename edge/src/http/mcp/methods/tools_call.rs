@@ -27,8 +27,8 @@ use tracing::Instrument;
 
 use super::Context;
 use crate::http::mcp::call::{InFlight, Progress, ToolCall, call_tool};
+use crate::http::mcp::methods::tasks;
 use crate::http::mcp::rounds::{self, Named};
-use crate::http::mcp::tasks;
 use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::{AbortOnDrop, Answer, Listening, answer_with_progress};
 use crate::http::mcp::transport::headers::check_param_headers;
@@ -299,7 +299,7 @@ pub fn answer<'a>(
 }
 
 /// A call made as an MCP task: answered at once with the task, its call
-/// running on detached from this request (`crate::http::mcp::tasks`).
+/// running on detached from this request (`crate::http::mcp::methods::tasks`).
 async fn as_task(
     state: &crate::http::mcp::McpState,
     session_id: &Arc<str>,

@@ -13,8 +13,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::members::Members;
+use crate::http::mcp::methods::tasks;
 use crate::http::mcp::methods::{page, page_answer_ttl};
-use crate::http::mcp::tasks;
 use crate::http::mcp::transport::Rejected;
 use crate::http::mcp::transport::answer::Answer;
 use crate::http::mcp::transport::request::Request;

@@ -171,7 +171,7 @@ impl Asked<'_> {
                 let rules = lists::ToolRules {
                     caller: &self.caller,
                     policy: self.state.config.policy.as_deref(),
-                    shows_execution: super::tasks::shows_execution(&context, &request),
+                    shows_execution: super::methods::tasks::shows_execution(&context, &request),
                 };
                 lists::tools(&members, &request, &rules)
             }

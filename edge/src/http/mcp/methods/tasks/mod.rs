@@ -29,10 +29,10 @@ use rmcp::model::{ErrorCode, RequestId};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::methods::Context;
-use super::transport::Rejected;
-use super::transport::answer::{Answer, Listening, answer_with_progress};
-use super::transport::request::{Request, Revision};
+use super::Context;
+use crate::http::mcp::transport::Rejected;
+use crate::http::mcp::transport::answer::{Answer, Listening, answer_with_progress};
+use crate::http::mcp::transport::request::{Request, Revision};
 pub use running::Runs;
 
 /// The key of the related task in a message's `_meta`.
@@ -79,7 +79,7 @@ pub fn shows_execution(context: &Context<'_>, request: &Request) -> bool {
     request.revision == Revision::PerRequest
         || context
             .headers
-            .get(super::transport::request::PROTOCOL_VERSION)
+            .get(crate::http::mcp::transport::request::PROTOCOL_VERSION)
             .and_then(|value| value.to_str().ok())
             .is_some_and(|version| version >= "2025-11-25")
 }
