@@ -78,14 +78,18 @@ impl PackageApp {
     }
 }
 
-/// Calls `tool` of the session as an MCP task at 2025-11-25, on the
-/// session's own URL with the OpenClaw token: the call is answered at once
-/// with its task, whose result `tasks/result` then waits for. The task's id
-/// and the result's first text.
-pub async fn call_as_task(base_url: &str, session_id: &str, tool: &str) -> (String, String) {
+/// Checks the test app's `which_task` (declared with task support, it
+/// answers the id of the task it runs as, or "plain") on the session's own
+/// URL at 2025-11-25 with the OpenClaw token: called as an MCP task, the
+/// call is answered at once with its task, whose result `tasks/result`
+/// waits for and which names that task; called plainly, it is "plain".
+pub async fn which_task_runs_as_a_task_and_plainly(base_url: &str, session_id: &str) {
     let url = format!("{base_url}/v1/mcp/{session_id}");
-    let post = |body: Value| {
-        let url = url.clone();
+    let post = |id: u64, method: &str, params: Value| {
+        let (url, body) = (
+            url.clone(),
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
         async move {
             let reply = crate::mcp_post(&url, &body)
                 .bearer_auth(crate::OPENCLAW_TOKEN)
@@ -96,23 +100,22 @@ pub async fn call_as_task(base_url: &str, session_id: &str, tool: &str) -> (Stri
             reply.json()
         }
     };
-    let created = post(
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": tool, "arguments": {}, "task": {"ttl": 60_000}}}),
-    )
-    .await;
+    let text = |reply: &Value| {
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a result with text: {reply}"))
+            .to_owned()
+    };
+    let call = serde_json::json!({"name": "which_task", "arguments": {}});
+    let mut as_task = call.clone();
+    as_task["task"] = serde_json::json!({"ttl": 60_000});
+    let created = post(1, "tools/call", as_task).await;
     let task_id = created["result"]["task"]["taskId"]
         .as_str()
         .unwrap_or_else(|| panic!("a CreateTaskResult: {created}"))
         .to_owned();
-    let fetched = post(
-        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result",
-        "params": {"taskId": task_id}}),
-    )
-    .await;
-    let text = fetched["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("the task's result: {fetched}"))
-        .to_owned();
-    (task_id, text)
+    let fetched = post(2, "tasks/result", serde_json::json!({"taskId": task_id})).await;
+    assert_eq!(text(&fetched), task_id, "the handler saw its task's id");
+    let plain = post(3, "tools/call", call).await;
+    assert_eq!(text(&plain), "plain");
 }

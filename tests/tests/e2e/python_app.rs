@@ -399,15 +399,9 @@ async fn a_tool_with_task_support_runs_as_a_task_and_is_told_its_id() {
     let mut app = PackageApp::start(&python().await, &server.http_url(), "grpc");
     let session_id = app.next_session().await;
     bridged(&server, &session_id).await;
-    let (task_id, text) = openclaw_proxy_tests::package_app::call_as_task(
+    openclaw_proxy_tests::package_app::which_task_runs_as_a_task_and_plainly(
         &server.http_url(),
         &session_id,
-        "which_task",
     )
     .await;
-    assert_eq!(text, task_id, "the handler saw its task's id");
-    let client = connect(&server.http_url(), &session_id, Host::default()).await;
-    let plain = call_tool(&client, "which_task", json!({})).await;
-    assert_eq!(texts(&plain), ["plain"]);
-    let _ = client.cancel().await;
 }
