@@ -175,19 +175,28 @@ impl Hub {
     /// Sends a call that arrived from another node to the bridge attached
     /// here; never forwards it again. `arguments_json` is a JSON object.
     /// `gate`: the confirmation gate is this node's to run (else the
-    /// calling node, of a release before, ran it).
+    /// calling node, of a release before, ran it); `gated`: the calling
+    /// node saw the call as one to confirm (its tool, or its policy, asks).
     pub async fn invoke_here(
         &self,
         session_id: &str,
         tool_name: &str,
         arguments_json: String,
         context: CallContext,
-        gate: bool,
+        (gate, gated): (bool, bool),
     ) -> Result<ToolOutcome, InvokeError> {
         let record = self.record_for_call(session_id).await?;
-        // A gated call is asked about with the tool's own question, or the
-        // proxy's wording when only the calling node's policy asks.
-        let asked = gate.then(|| record.confirmation(tool_name).unwrap_or_else(|| "".into()));
+        // Asked here whenever this node's copy of the tool asks (even of a
+        // call its caller saw as ungated: the definition changed meanwhile),
+        // with the tool's own question; a call only the calling node's
+        // policy gates is asked with the proxy's wording.
+        let asked = gate
+            .then(|| {
+                record
+                    .confirmation(tool_name)
+                    .or_else(|| gated.then(|| "".into()))
+            })
+            .flatten();
         let (arguments_json, context) = match asked {
             Some(message) => {
                 let gate = self.gate(&record, tool_name, message, arguments_json, context);

@@ -360,6 +360,7 @@ async fn answer_call(
     // A calling node of a release before asked for the user's confirmation
     // itself; from this one on, the holding node asks.
     let gate = asks::holder_gates(message.headers.as_ref());
+    let gated = asks::caller_gated(message.headers.as_ref());
     let Ok(body) = String::from_utf8(message.payload.to_vec()) else {
         let error = InvokeError::Remote("the forwarded arguments were not UTF-8".into());
         replies.failure(&error).await;
@@ -376,7 +377,7 @@ async fn answer_call(
     let invoke = async {
         match &forwarded {
             Forwarded::Tool(tool) => hub
-                .invoke_here(&session_id, tool, body, context, gate)
+                .invoke_here(&session_id, tool, body, context, (gate, gated))
                 .await
                 .map(Reply::Tool),
             Forwarded::Request { method, target } => {

@@ -59,6 +59,13 @@ pub const GATE: &str = "Ocp-Gate";
 /// The [`GATE`] header's value.
 pub const GATE_HOLDER: &str = "holder";
 
+/// Whether the calling node saw the call as one to confirm (it sent it in
+/// [`GATED_CALL_VERSION`](super::GATED_CALL_VERSION)): its tool asks, or
+/// the calling node's policy does.
+pub fn caller_gated(headers: Option<&HeaderMap>) -> bool {
+    super::version(headers) >= super::GATED_CALL_VERSION
+}
+
 /// Whether the holding node runs the confirmation gate for a call with
 /// these headers.
 pub fn holder_gates(headers: Option<&HeaderMap>) -> bool {
