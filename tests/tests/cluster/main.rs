@@ -1352,12 +1352,16 @@ async fn a_sessions_changes_reach_its_listeners_on_every_node_once() {
         "notes://end-of-lists",
         "notes://after",
     ];
+    // A listen stream keeps only the URIs its session serves: the app
+    // serves every watched one.
+    let mut body = declaring_body();
+    if let Some(resources) = body["resources"].as_array_mut() {
+        for uri in &WATCHED[1..] {
+            resources.push(json!({"uri": uri, "name": uri.trim_start_matches("notes://")}));
+        }
+    }
     for kind in BridgeKind::BOTH {
-        let created = a
-            .rest()
-            .token(APP_TOKEN)
-            .create_session(&declaring_body())
-            .await;
+        let created = a.rest().token(APP_TOKEN).create_session(&body).await;
         assert_eq!(created.status(), 200);
         let id = created.json()["mcpSessionId"]
             .as_str()
