@@ -119,3 +119,33 @@ pub async fn which_task_runs_as_a_task_and_plainly(base_url: &str, session_id: &
     let plain = post(3, "tools/call", call).await;
     assert_eq!(text(&plain), "plain");
 }
+
+/// `host` (an MCP client's handler) connected to the session's MCP
+/// endpoint on the proxy at `base`, with the OpenClaw token.
+pub async fn connect<H: rmcp::ClientHandler>(
+    base: &str,
+    session_id: &str,
+    host: H,
+) -> rmcp::service::RunningService<rmcp::RoleClient, H> {
+    use rmcp::ServiceExt as _;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let url = format!("{base}/v1/mcp/{session_id}");
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(crate::OPENCLAW_TOKEN);
+    let transport = StreamableHttpClientTransport::with_client(crate::http_client(), config);
+    crate::no_hang(host.serve(transport))
+        .await
+        .expect("the host connects")
+}
+
+/// A `tools/call`; panics when the request itself fails.
+pub async fn call_tool<H: rmcp::ClientHandler>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, H>,
+    name: &str,
+    arguments: Value,
+) -> rmcp::model::CallToolResult {
+    crate::no_hang(client.call_tool(crate::call(name, arguments)))
+        .await
+        .unwrap_or_else(|error| panic!("tools/call {name}: {error}"))
+}

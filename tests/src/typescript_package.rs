@@ -27,15 +27,12 @@ use rmcp::model::{
     ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult,
     LoggingMessageNotificationParam, ProgressNotificationParam, Root,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::json;
 use tokio::sync::OnceCell;
 
 use crate::package_app::Launch;
-use crate::{OPENCLAW_TOKEN, call, http_client, no_hang};
 
 /// The versions the clean project installs beside the package.
 const PROJECT_DEPENDENCIES: &str = r#""zod": "4.6.7""#;
@@ -377,23 +374,4 @@ impl ClientHandler for Host {
     }
 }
 
-/// `host` connected to the session's MCP endpoint on the proxy at `base`.
-pub async fn connect(base: &str, session_id: &str, host: Host) -> RunningService<RoleClient, Host> {
-    let url = format!("{base}/v1/mcp/{session_id}");
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(OPENCLAW_TOKEN);
-    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
-    no_hang(host.serve(transport))
-        .await
-        .expect("the host connects")
-}
-
-/// A `tools/call`; panics when the request itself fails.
-pub async fn call_tool(
-    client: &RunningService<RoleClient, Host>,
-    name: &str,
-    arguments: Value,
-) -> rmcp::model::CallToolResult {
-    no_hang(client.call_tool(call(name, arguments)))
-        .await
-        .unwrap_or_else(|error| panic!("tools/call {name}: {error}"))
-}
+pub use crate::package_app::{call_tool, connect};
